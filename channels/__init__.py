@@ -1,0 +1,33 @@
+"""Chat platforms: the normalized message envelope and one adapter per platform.
+
+Adapters translate; they never route, remember or call a model.
+"""
+
+from __future__ import annotations
+
+from channels.base import Channel, ChannelLimits, InboundSink
+from channels.errors import (
+    ChannelError,
+    FormattingRejected,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
+from channels.models import Attachment, Inbound, Outbound, group_key
+
+__all__ = [
+    "Attachment",
+    "Channel",
+    "ChannelError",
+    "ChannelLimits",
+    "FormattingRejected",
+    "Inbound",
+    "InboundSink",
+    "NetworkError",
+    "Outbound",
+    "PermanentError",
+    "RateLimited",
+    "TransientError",
+    "group_key",
+]

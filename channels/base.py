@@ -1,0 +1,81 @@
+"""The seam every platform adapter implements."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from channels.models import Inbound, Outbound
+
+#: Called by an adapter for each normalized inbound message. It returns only once the
+#: message is durable (or deliberately dropped); it raises if it could not be made
+#: durable, and the adapter must then NOT ack the platform / advance its cursor.
+InboundSink = Callable[[Inbound], Awaitable[None]]
+
+
+def _chars(text: str) -> int:
+    return len(text)
+
+
+@dataclass(frozen=True)
+class ChannelLimits:
+    """What a platform allows per message and per chat.
+
+    ``measure`` counts what the platform counts (Telegram counts UTF-16 code units).
+    ``per_chat_interval`` is the minimum spacing between two sends to one chat, in
+    seconds; ``burst`` how many may go at once before the spacing applies.
+    """
+
+    max_message_len: int
+    measure: Callable[[str], int] = _chars
+    per_chat_interval: float = 1.0
+    burst: int = 1
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One platform message of a split reply: formatted text and its plain fallback."""
+
+    text: str
+    plain: str
+    formatted: bool = True
+
+
+class Channel(abc.ABC):
+    """A platform adapter: translates platform events to ``Inbound`` and ``Outbound``
+    to platform API calls. Nothing else: no routing, memory or model here.
+
+    Life cycle: ``await start(sink)`` begins receiving (returns once connected, keeps
+    receiving in background tasks); ``await stop()`` stops cleanly. The gateway's outbox
+    calls ``render`` then ``send_chunk`` once per chunk, owning idempotency, rate limits
+    and retries; the adapter maps platform errors onto ``channels.errors``.
+    """
+
+    #: platform name, used in group keys and config blocks
+    name: str
+    #: configured account name (one config block = one account)
+    account: str = "default"
+    limits: ChannelLimits
+
+    @abc.abstractmethod
+    async def start(self, sink: InboundSink) -> None: ...
+
+    @abc.abstractmethod
+    async def stop(self) -> None: ...
+
+    @abc.abstractmethod
+    def render(self, text: str) -> list[Chunk]:
+        """Convert the model's Markdown to the platform's format and split it to the
+        platform's limit. Pure: same text, same chunks (so retries re-send identically).
+        """
+
+    @abc.abstractmethod
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Send one chunk; return the platform's message id. Threads/replies to
+        ``message.reply_to_id``/``thread_id`` as the platform allows. Falls back to
+        ``chunk.plain`` itself when the platform rejects the formatting.
+        """
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
+        """Show a typing indicator where the platform has one; default: nothing."""

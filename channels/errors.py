@@ -1,0 +1,40 @@
+"""One exception tree for every channel, and so one retry policy.
+
+``TransientError`` means "try again later" (the outbox retries with backoff, or waits
+``retry_after`` when the platform said so). ``PermanentError`` means "a retry will not
+help": the outbox logs it once with its reason and drops the chunk.
+"""
+
+from __future__ import annotations
+
+
+class ChannelError(Exception):
+    """Base of every error a channel raises."""
+
+
+class TransientError(ChannelError):
+    """Network trouble, timeouts, 5xx, rate limits: retrying may succeed."""
+
+
+class NetworkError(TransientError):
+    """The platform could not be reached or timed out."""
+
+
+class RateLimited(TransientError):
+    """The platform said 429; ``retry_after`` is what it asked us to wait, in seconds."""
+
+    def __init__(self, retry_after: float, message: str = "rate limited") -> None:
+        super().__init__(f"{message} (retry after {retry_after:.1f}s)")
+        self.retry_after = retry_after
+
+
+class PermanentError(ChannelError):
+    """Auth failure, bot blocked or removed, chat gone, message too large."""
+
+    def __init__(self, reason: str, message: str = "") -> None:
+        super().__init__(f"{reason}: {message}" if message else reason)
+        self.reason = reason
+
+
+class FormattingRejected(ChannelError):
+    """The platform refused the formatted text; resend the chunk as plain text."""

@@ -1,0 +1,111 @@
+"""The one envelope every adapter produces and consumes.
+
+Fields are JSON-only so a message crosses Redis and RQ's JSON serializer unchanged
+(``model_dump(mode="json")`` / ``model_validate``).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Raw payloads are kept for debugging only; anything bigger is cut so one noisy
+#: platform event cannot bloat a mailbox.
+RAW_LIMIT_BYTES = 4096
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Attachment(BaseModel):
+    """A file or media item, as metadata only (downloading happens elsewhere)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    type: str  # "image", "video", "audio", "document", "sticker", ...
+    name: str | None = None
+    size: int | None = None
+    mime: str | None = None
+    url: str | None = None
+
+
+class Inbound(BaseModel):
+    """One message received from a platform, normalized."""
+
+    model_config = ConfigDict(frozen=True)
+
+    channel: str  # platform name: "telegram", "slack", "local", ...
+    account: str = "default"  # which configured bot account received it
+    chat_id: str
+    chat_name: str | None = None
+    thread_id: str | None = None
+    is_group: bool
+    sender_id: str
+    sender_name: str
+    message_id: str  # the platform's id; the dedupe key
+    text: str
+    reply_to_id: str | None = None
+    reply_to_text: str | None = None
+    mentions_bot: bool = False
+    is_admin: bool = False  # sender is an admin of the chat, as the platform says
+    attachments: list[Attachment] = Field(default_factory=list)
+    received_at: datetime = Field(default_factory=_now)
+    raw: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def group(self) -> str:
+        return group_key(self.channel, self.chat_id)
+
+    @property
+    def dedupe_id(self) -> str:
+        """Unique per platform message across accounts and chats."""
+        return f"{self.channel}:{self.account}:{self.chat_id}:{self.message_id}"
+
+
+class Outbound(BaseModel):
+    """One reply to send. ``reply_id`` makes sending idempotent across retries."""
+
+    model_config = ConfigDict(frozen=True)
+
+    channel: str
+    account: str = "default"
+    chat_id: str
+    thread_id: str | None = None
+    text: str
+    reply_to_id: str | None = None
+    reply_id: str
+
+    @property
+    def group(self) -> str:
+        return group_key(self.channel, self.chat_id)
+
+
+def group_key(channel: str, chat_id: str) -> str:
+    """The one place a group's identity is derived: ``<channel>:<chat_id>``.
+
+    Threads share their parent chat's group (and so its memory and its order).
+    The key is an identifier, not a path: ``memory_store`` sanitizes it into one.
+    """
+    if not channel or ":" in channel:
+        raise ValueError(f"invalid channel name {channel!r}")
+    if not chat_id:
+        raise ValueError("empty chat id")
+    return f"{channel}:{chat_id}"
+
+
+def trim_raw(raw: dict[str, Any], limit: int = RAW_LIMIT_BYTES) -> dict[str, Any]:
+    """Keep a raw payload only while it is small; otherwise keep its top-level keys."""
+    import json
+
+    try:
+        encoded = json.dumps(raw, default=str)
+    except (TypeError, ValueError):
+        return {"_unserializable": True}
+    if len(encoded) <= limit:
+        result: dict[str, Any] = json.loads(encoded)
+        return result
+    return {"_truncated": True, "keys": sorted(str(k) for k in raw)[:50]}

@@ -1,0 +1,1 @@
+"""The always-on process: config, routing, inbox, outbox, webhooks, CLI."""

@@ -5,7 +5,7 @@ Adapters translate; they never route, remember or call a model.
 
 from __future__ import annotations
 
-from channels.base import Channel, ChannelLimits, InboundSink
+from channels.base import Channel, ChannelLimits, CursorStore, InboundSink
 from channels.errors import (
     ChannelError,
     FormattingRejected,
@@ -21,6 +21,7 @@ __all__ = [
     "Channel",
     "ChannelError",
     "ChannelLimits",
+    "CursorStore",
     "FormattingRejected",
     "Inbound",
     "InboundSink",

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from channels.models import Inbound, Outbound
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from aiohttp import web
 
 #: Called by an adapter for each normalized inbound message. It returns only once the
 #: message is durable (or deliberately dropped); it raises if it could not be made
@@ -16,6 +22,20 @@ InboundSink = Callable[[Inbound], Awaitable[None]]
 
 def _chars(text: str) -> int:
     return len(text)
+
+
+@runtime_checkable
+class CursorStore(Protocol):
+    """Durable small key/value store for an adapter's cursors (poll offsets, sync tokens).
+
+    The gateway passes one already scoped to the adapter's channel and account (backed by
+    Redis), so ``key`` is just a short name such as ``"offset"``. Move a cursor only after
+    the messages before it went through the sink.
+    """
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def set(self, key: str, value: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,25 @@ class Channel(abc.ABC):
     #: configured account name (one config block = one account)
     account: str = "default"
     limits: ChannelLimits
+    #: set by the gateway through ``bind`` before ``start``; None in unit tests
+    cursor_store: CursorStore | None = None
+
+    @classmethod
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+        """Build the adapter from its ``[channels.<name>]`` config block.
+
+        Validates ``block`` (raise ``ValueError``/pydantic ``ValidationError`` naming the
+        key) and reads secrets from ``env``. Every adapter the gateway loads overrides it.
+        """
+        raise NotImplementedError(f"{cls.__name__} cannot be built from a config block")
+
+    def bind(self, cursor_store: CursorStore) -> None:
+        """Give the adapter its durable cursor store (the gateway calls it before start)."""
+        self.cursor_store = cursor_store
+
+    def web_routes(self) -> list[web.RouteDef]:
+        """Webhook endpoints the gateway mounts on its one web app; default: none."""
+        return []
 
     @abc.abstractmethod
     async def start(self, sink: InboundSink) -> None: ...
@@ -79,3 +118,9 @@ class Channel(abc.ABC):
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
         """Show a typing indicator where the platform has one; default: nothing."""
+
+    async def turn_done(  # noqa: B027
+        self, chat_id: str, thread_id: str | None, message_ids: list[str], reply_id: str | None
+    ) -> None:
+        """A turn covering ``message_ids`` finished, after its reply chunks (if any, under
+        ``reply_id``) were sent. Default: nothing (the local channel tells its clients)."""

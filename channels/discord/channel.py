@@ -1,0 +1,423 @@
+"""``DiscordChannel``: the Discord gateway and REST API behind the ``Channel`` seam."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Mapping
+from typing import Any, Self
+
+import aiohttp
+import discord
+from aiohttp import web
+from pydantic import SecretStr
+
+from channels.base import Channel, ChannelLimits, Chunk, InboundSink
+from channels.discord import endpoint
+from channels.discord.errors import map_error
+from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
+from channels.discord.render import MAX_MESSAGE_LEN, render
+from channels.discord.settings import DiscordSettings
+from channels.errors import NetworkError, PermanentError
+from channels.models import Inbound, Outbound
+
+log = logging.getLogger(__name__)
+
+#: Failures a discord.py call can raise that ``map_error`` translates.
+_CALL_ERRORS = (discord.DiscordException, aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+#: Nobody gets pinged by what the model writes (no @everyone/@here, roles or users);
+#: only the author of the message being answered, through the reply itself.
+ALLOWED_MENTIONS = discord.AllowedMentions(
+    everyone=False, users=False, roles=False, replied_user=True
+)
+
+#: How many channel-id -> place resolutions to remember before starting over.
+_PLACE_CACHE_SIZE = 4096
+
+
+def intents() -> discord.Intents:
+    """Exactly what the adapter needs: guild and DM messages, their text (the
+    privileged Message Content intent), and guilds (channel and thread cache)."""
+    wanted = discord.Intents.none()
+    wanted.guilds = True
+    wanted.guild_messages = True
+    wanted.dm_messages = True
+    wanted.message_content = True
+    return wanted
+
+
+class _Client(discord.Client):
+    """A discord.py client that forwards the events the adapter needs."""
+
+    def __init__(self, owner: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self._owner = owner
+
+    async def on_connect(self) -> None:
+        self._owner._connected.set()
+
+    async def on_resumed(self) -> None:
+        log.info("discord: gateway session resumed (missed events are replayed)")
+
+    async def on_disconnect(self) -> None:
+        log.info("discord: gateway disconnected; discord.py reconnects with backoff")
+
+    async def on_message(self, message: discord.Message) -> None:
+        self._owner._enqueue(message)
+
+
+class DiscordChannel(Channel):
+    """One Discord bot account.
+
+    Receiving: the gateway websocket (discord.py ``Client``) with the guilds,
+    guild_messages, dm_messages and message_content intents. The gateway has no ack
+    and no cursor: an event is delivered at most once per session; after a dropped
+    connection discord.py RESUMEs and Discord replays what was missed; a session that
+    cannot be resumed loses its gap. So the durable step is ours: each message goes
+    through one in-order queue into the sink, and a sink failure (Redis down) is
+    retried with capped jittered backoff instead of dropping the message. The message
+    id is the dedupe key, so a replayed event is harmless (the inbox drops it).
+
+    Sending: REST ``POST /channels/{id}/messages`` via discord.py, which keeps
+    Discord's per-route rate-limit buckets (it waits pre-emptively when a bucket is
+    empty, and waits out a 429 shorter than ``max_ratelimit_timeout``, up to 5 tries).
+    A longer 429 surfaces as ``RateLimited`` for the outbox to schedule.
+    """
+
+    name = NAME
+    Settings = DiscordSettings
+    #: Developer docs: 2000 characters per message; message creation is limited to
+    #: about 5 per 5 s per channel (the route bucket discord.py reads from headers).
+    limits = ChannelLimits(max_message_len=MAX_MESSAGE_LEN, per_chat_interval=1.0, burst=5)
+
+    #: Backoff for a failing sink (seconds); a class attribute so tests can shorten it.
+    sink_retry_base = 0.5
+    sink_retry_cap = 30.0
+    #: How long ``start`` waits for the gateway's READY.
+    start_timeout = 30.0
+    #: How long ``stop`` lets queued messages drain into the sink.
+    stop_drain_timeout = 5.0
+
+    def __init__(
+        self,
+        settings: DiscordSettings,
+        token: SecretStr,
+        *,
+        account: str = "default",
+        cursor_store: object | None = None,
+    ) -> None:
+        # cursor_store is accepted for the common constructor shape; the gateway
+        # protocol has no cursor to persist.
+        del cursor_store
+        self.settings = settings
+        self.account = account
+        self._token = token
+        self._client: _Client | None = None
+        self._sink: InboundSink | None = None
+        self._queue: asyncio.Queue[discord.Message] = asyncio.Queue()
+        self._pump_task: asyncio.Task[None] | None = None
+        self._conn_task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._pointed = False
+        self._stopping = False
+        self._places: dict[int, Place] = {}
+
+    @classmethod
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+        """Build from a ``[channels.discord]`` block; the token comes from ``env``."""
+        settings = DiscordSettings.model_validate(block)
+        token = env.get(settings.token_env, "").strip()
+        if not token:
+            raise ValueError(
+                f"set {settings.token_env} to the Discord bot token "
+                f"(Developer Portal > your application > Bot > Reset Token), or point "
+                f"channels.discord.token_env at the variable that holds it"
+            )
+        return cls(settings, SecretStr(token), account=account)
+
+    def web_routes(self) -> list[web.RouteDef]:
+        """None: Discord delivers messages over the gateway websocket, not webhooks."""
+        return []
+
+    def __repr__(self) -> str:
+        return f"DiscordChannel(account={self.account!r})"
+
+    # ------------------------------------------------------------------ life cycle
+    async def start(self, sink: InboundSink) -> None:
+        """Log in, connect the gateway and return once READY arrived.
+
+        Raises ``PermanentError`` for a rejected token or a Message Content intent not
+        enabled in the Developer Portal, ``NetworkError`` when Discord is unreachable.
+        """
+        if self._client is not None:
+            raise RuntimeError("DiscordChannel already started")
+        self._sink = sink
+        self._stopping = False
+        self._connected = asyncio.Event()
+        base = self.settings.api_base_url
+        if base:
+            endpoint.acquire(base)
+            self._pointed = True
+        self._client = _Client(
+            self,
+            intents=intents(),
+            max_ratelimit_timeout=self.settings.max_ratelimit_timeout,
+            heartbeat_timeout=self.settings.heartbeat_timeout,
+            chunk_guilds_at_startup=False,
+        )
+        try:
+            await self._connect(self._client)
+        except BaseException:
+            await self._teardown()
+            raise
+
+    async def _connect(self, client: _Client) -> None:
+        try:
+            await client.login(self._token.get_secret_value())
+            if self.settings.api_base_url:
+                url = self.settings.gateway_url
+                if not url:
+                    _, url, _ = await client.http.get_bot_gateway()
+                endpoint.set_gateway(url)
+        except discord.LoginFailure:
+            raise PermanentError(
+                "unauthorized", f"Discord rejected the token in {self.settings.token_env}"
+            ) from None
+        except _CALL_ERRORS as exc:
+            raise map_error(exc) from None
+        self._pump_task = asyncio.create_task(self._pump(), name="discord-inbound")
+        self._conn_task = asyncio.create_task(
+            client.connect(reconnect=True), name="discord-gateway"
+        )
+        ready = asyncio.create_task(self._connected.wait())
+        done, _ = await asyncio.wait(
+            {ready, self._conn_task},
+            timeout=self.start_timeout,
+            return_when=asyncio.FIRST_COMPLETED,
+        )
+        ready.cancel()
+        if self._conn_task in done:
+            raise self._connect_failure(self._conn_task)
+        if ready not in done:
+            raise NetworkError(f"no gateway READY from Discord within {self.start_timeout:.0f}s")
+        self._conn_task.add_done_callback(self._connection_ended)
+        log.info("discord: connected as bot user %s", client.user.id if client.user else "?")
+
+    def _connect_failure(self, task: asyncio.Task[None]) -> Exception:
+        exc = task.exception() if not task.cancelled() else None
+        if isinstance(exc, discord.PrivilegedIntentsRequired):
+            return PermanentError(
+                "disallowed_intents",
+                "turn on MESSAGE CONTENT INTENT under Bot > Privileged Gateway Intents "
+                "in the Discord Developer Portal",
+            )
+        if isinstance(exc, discord.ConnectionClosed) and exc.code == 4004:
+            return PermanentError(
+                "unauthorized", f"Discord rejected the token in {self.settings.token_env}"
+            )
+        if exc is None:
+            return NetworkError("the Discord gateway connection ended before READY")
+        return map_error(exc)
+
+    def _connection_ended(self, task: asyncio.Task[None]) -> None:
+        if self._stopping or task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("discord: gateway connection gave up: %s", self._connect_failure(task))
+        else:
+            log.warning("discord: gateway connection ended")
+
+    async def stop(self) -> None:
+        """Close the gateway, let queued messages reach the sink (briefly), release."""
+        if self._client is None:
+            return
+        self._stopping = True
+        await self._client.close()
+        if self._pump_task is not None and not self._pump_task.done():
+            try:
+                await asyncio.wait_for(self._queue.join(), timeout=self.stop_drain_timeout)
+            except TimeoutError:
+                log.error(
+                    "discord: %d inbound message(s) not yet durable at stop were dropped",
+                    self._queue.qsize(),
+                )
+        await self._teardown()
+
+    async def _teardown(self) -> None:
+        self._stopping = True
+        for task in (self._conn_task, self._pump_task):
+            if task is not None and not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        if self._client is not None and not self._client.is_closed():
+            await self._client.close()
+        self._client = None
+        self._conn_task = self._pump_task = None
+        self._queue = asyncio.Queue()
+        if self._pointed:
+            endpoint.release()
+            self._pointed = False
+
+    # ------------------------------------------------------------------ inbound
+    def _enqueue(self, message: discord.Message) -> None:
+        client = self._client
+        if client is None or client.user is None:
+            return
+        if not is_conversation(message, client.user.id):
+            return
+        if self._queue.qsize() >= self.settings.inbound_buffer:
+            dropped = self._queue.get_nowait()
+            self._queue.task_done()
+            log.error(
+                "discord: inbound buffer full while the inbox is unavailable; "
+                "dropped message %s",
+                dropped.id,
+            )
+        self._queue.put_nowait(message)
+
+    async def _pump(self) -> None:
+        """Feed the sink one message at a time, in gateway order."""
+        while True:
+            message = await self._queue.get()
+            try:
+                await self._handle(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("discord: skipped message %s that could not be normalized",
+                              message.id)
+            finally:
+                self._queue.task_done()
+
+    async def _handle(self, message: discord.Message) -> None:
+        client = self._client
+        if client is None or client.user is None:
+            return
+        place = await self._place(message)
+        inbound = to_inbound(message, place, bot_id=client.user.id, account=self.account)
+        await self._deliver(inbound)
+
+    async def _deliver(self, inbound: Inbound) -> None:
+        """Retry the sink until the message is durable: the gateway will not resend."""
+        assert self._sink is not None
+        delay = self.sink_retry_base
+        while True:
+            try:
+                await self._sink(inbound)
+                return
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                wait = random.uniform(delay / 2, delay)
+                log.warning(
+                    "discord: inbox unavailable (%s); retrying message %s in %.1fs",
+                    type(exc).__name__, inbound.message_id, wait,
+                )
+                await asyncio.sleep(wait)
+                delay = min(delay * 2, self.sink_retry_cap)
+
+    async def _place(self, message: discord.Message) -> Place:
+        channel = message.channel
+        if isinstance(channel, discord.DMChannel):
+            return Place(chat_id=str(channel.id), thread_id=None, is_group=False)
+        if isinstance(channel, discord.GroupChannel):
+            return Place(chat_id=str(channel.id), thread_id=None, is_group=True,
+                         chat_name=channel.name)
+        if isinstance(channel, discord.Thread):
+            return self._thread_place(channel)
+        if isinstance(channel, discord.PartialMessageable):
+            if channel.guild_id is None:
+                return Place(chat_id=str(channel.id), thread_id=None, is_group=False)
+            return await self._resolve_partial(channel)
+        return Place(chat_id=str(channel.id), thread_id=None, is_group=True,
+                     chat_name=f"#{getattr(channel, 'name', channel.id)}")
+
+    @staticmethod
+    def _thread_place(thread: discord.Thread) -> Place:
+        parent = thread.parent
+        return Place(
+            chat_id=str(thread.parent_id),
+            thread_id=str(thread.id),
+            is_group=True,
+            chat_name=f"#{parent.name}" if parent is not None else None,
+        )
+
+    async def _resolve_partial(self, channel: discord.PartialMessageable) -> Place:
+        """A guild channel the cache does not know (e.g. a thread created while we were
+        away): ask ``GET /channels/{id}`` whether it is a thread, once."""
+        cached = self._places.get(channel.id)
+        if cached is not None:
+            return cached
+        client = self._client
+        assert client is not None
+        try:
+            fetched = await client.fetch_channel(channel.id)
+        except _CALL_ERRORS as exc:
+            # Better to keep the message (as its own chat) than to lose it.
+            log.warning("discord: could not resolve channel %s (%s); treating it as a "
+                        "channel, not a thread", channel.id, map_error(exc))
+            return Place(chat_id=str(channel.id), thread_id=None, is_group=True)
+        if isinstance(fetched, discord.Thread):
+            place = self._thread_place(fetched)
+        else:
+            place = Place(chat_id=str(channel.id), thread_id=None, is_group=True,
+                          chat_name=f"#{getattr(fetched, 'name', channel.id)}")
+        if len(self._places) >= _PLACE_CACHE_SIZE:
+            self._places.clear()
+        self._places[channel.id] = place
+        return place
+
+    # ------------------------------------------------------------------ outbound
+    def render(self, text: str) -> list[Chunk]:
+        return render(text)
+
+    def _require_client(self) -> _Client:
+        if self._client is None:
+            raise NetworkError("discord channel is not started")
+        return self._client
+
+    @staticmethod
+    def _snowflake(value: str, what: str) -> int:
+        try:
+            return int(value)
+        except ValueError:
+            raise PermanentError(f"bad_{what}", f"not a Discord id: {value!r}") from None
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Send one chunk into the thread (if any) else the channel; the first chunk
+        replies to ``reply_to_id`` (``fail_if_not_exists=False``: a deleted trigger
+        still gets its answer, just without the reply link)."""
+        client = self._require_client()
+        target = self._snowflake(message.thread_id or message.chat_id, "chat_id")
+        reference = None
+        if index == 0 and message.reply_to_id:
+            reference = discord.MessageReference(
+                message_id=self._snowflake(message.reply_to_id, "reply_to_id"),
+                channel_id=target,
+                fail_if_not_exists=False,
+            )
+        channel = client.get_partial_messageable(target)
+        try:
+            if reference is None:
+                sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
+            else:
+                sent = await channel.send(
+                    chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS
+                )
+        except _CALL_ERRORS as exc:
+            raise map_error(exc) from None
+        return str(sent.id)
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        """``POST /channels/{id}/typing``: shows "typing..." for about 10 s."""
+        client = self._require_client()
+        target = self._snowflake(thread_id or chat_id, "chat_id")
+        try:
+            await client.http.send_typing(target)
+        except _CALL_ERRORS as exc:
+            raise map_error(exc) from None

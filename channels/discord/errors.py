@@ -1,0 +1,73 @@
+"""Map discord.py / aiohttp failures onto ``channels.errors``.
+
+Codes from the developer docs' "JSON Error Codes" table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import discord
+
+from channels.errors import (
+    ChannelError,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
+
+_PERMANENT_REASONS: dict[int, str] = {
+    10003: "unknown_channel",
+    10008: "unknown_message",
+    10013: "unknown_user",
+    50001: "missing_access",
+    50007: "cannot_dm_user",
+    50013: "missing_permissions",
+    50035: "invalid_form_body",
+    50083: "thread_archived",
+    160005: "thread_locked",
+}
+_STATUS_REASONS: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    413: "too_large",
+}
+#: Used when a 429 carries neither a body ``retry_after`` nor a ``Retry-After`` header.
+DEFAULT_RETRY_AFTER = 5.0
+
+
+def _retry_after(exc: discord.HTTPException) -> float:
+    header = exc.response.headers.get("Retry-After") if exc.response is not None else None
+    try:
+        return float(header) if header is not None else DEFAULT_RETRY_AFTER
+    except ValueError:
+        return DEFAULT_RETRY_AFTER
+
+
+def map_error(exc: BaseException) -> ChannelError:
+    """The ``channels.errors`` equivalent of a failure raised by a discord.py call."""
+    if isinstance(exc, ChannelError):
+        return exc
+    if isinstance(exc, discord.RateLimited):
+        # discord.py raises this when the wait exceeds ``max_ratelimit_timeout``
+        return RateLimited(exc.retry_after)
+    if isinstance(exc, discord.HTTPException):
+        status = exc.status
+        if status == 429:
+            # Only reached for a 429 without Cloudflare's Via header (an IP-level
+            # block): discord.py does not wait those out itself.
+            return RateLimited(_retry_after(exc))
+        if status >= 500:
+            return TransientError(f"discord server error {status}")
+        reason = _PERMANENT_REASONS.get(exc.code) or _STATUS_REASONS.get(status, f"http_{status}")
+        detail = exc.text or getattr(exc.response, "reason", "") or ""
+        return PermanentError(reason, f"{status} {detail}".strip())
+    if isinstance(exc, aiohttp.ClientError | OSError | asyncio.TimeoutError):
+        return NetworkError(f"discord unreachable: {type(exc).__name__}")
+    if isinstance(exc, discord.ClientException):
+        return NetworkError(f"discord client not ready: {exc}")
+    return NetworkError(f"unexpected discord failure: {type(exc).__name__}")

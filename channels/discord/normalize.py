@@ -1,0 +1,142 @@
+"""discord.py ``Message`` -> ``Inbound``.
+
+Only gateway MESSAGE_CREATE is normalized. Deliberately ignored, so the bot never
+acts twice on one message nor on something nobody said to it:
+
+* MESSAGE_UPDATE (edits): the original was already handled; re-running a turn on an
+  edit would answer twice, and the edit is not new conversation.
+* MESSAGE_DELETE: memory keeps what was said (with its message id) and the operator
+  can remove it from the group's files; the gateway has no unsay.
+* messages by bots (this one included) and system messages (joins, pins, thread
+  created, boosts ...): they are not conversation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import discord
+
+from channels.models import Attachment, Inbound
+
+NAME = "discord"
+
+#: Conversation; everything else (pins, joins, thread notices ...) is a system message.
+_CONVERSATION = frozenset({discord.MessageType.default, discord.MessageType.reply})
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a message lives, as the group model sees it.
+
+    A thread maps to its parent channel (``chat_id``) plus the thread (``thread_id``):
+    a thread is a side conversation of one channel, so it shares that channel's group
+    memory and per-group order, and replies still land inside the thread. Forum posts
+    are threads of the forum channel and so share the forum's memory.
+    """
+
+    chat_id: str
+    thread_id: str | None
+    is_group: bool
+    chat_name: str | None = None
+
+
+def is_conversation(message: discord.Message, bot_id: int) -> bool:
+    """True for a human's ordinary message or reply; False for bots and system events."""
+    if message.author.bot or message.author.id == bot_id:
+        return False
+    return message.type in _CONVERSATION
+
+
+def _attachment_type(content_type: str | None) -> str:
+    major = (content_type or "").split("/", 1)[0]
+    return major if major in ("image", "video", "audio") else "document"
+
+
+def attachments(message: discord.Message) -> list[Attachment]:
+    return [
+        Attachment(
+            id=str(a.id),
+            type=_attachment_type(a.content_type),
+            name=a.filename,
+            size=a.size,
+            mime=a.content_type,
+            url=a.url,
+        )
+        for a in message.attachments
+    ]
+
+
+def _replied(message: discord.Message) -> discord.Message | None:
+    ref = message.reference
+    if ref is None:
+        return None
+    resolved = ref.resolved if ref.resolved is not None else ref.cached_message
+    return resolved if isinstance(resolved, discord.Message) else None
+
+
+def reply_to_id(message: discord.Message) -> str | None:
+    """The id of the message this one answers; forwards are not replies."""
+    ref = message.reference
+    if ref is None or ref.message_id is None:
+        return None
+    if ref.type is not discord.MessageReferenceType.default:
+        return None
+    return str(ref.message_id)
+
+
+def mentions_bot(message: discord.Message, bot_id: int) -> bool:
+    """Discord's own mention entities, not a regex: the ``mentions`` array (a ``<@id>``
+    in the text), the bot's managed role in ``mention_roles``, or a reply to one of
+    the bot's messages."""
+    if any(user.id == bot_id for user in message.mentions):
+        return True
+    guild = message.guild
+    own_role = guild.self_role if guild is not None else None
+    if own_role is not None and own_role in message.role_mentions:
+        return True
+    replied = _replied(message)
+    return (
+        replied is not None
+        and reply_to_id(message) is not None
+        and replied.author.id == bot_id
+    )
+
+
+def _is_admin(author: discord.User | discord.Member) -> bool:
+    if not isinstance(author, discord.Member):
+        return False
+    perms = author.guild_permissions
+    return perms.administrator or perms.manage_guild
+
+
+def to_inbound(
+    message: discord.Message, place: Place, *, bot_id: int, account: str
+) -> Inbound:
+    """Normalize one conversation message (``is_conversation`` checked by the caller)."""
+    replied = _replied(message)
+    reply_id = reply_to_id(message)
+    return Inbound(
+        channel=NAME,
+        account=account,
+        chat_id=place.chat_id,
+        chat_name=place.chat_name,
+        thread_id=place.thread_id,
+        is_group=place.is_group,
+        sender_id=str(message.author.id),
+        sender_name=message.author.display_name,
+        message_id=str(message.id),
+        # clean_content shows mentions as the client does (@name, #channel) and
+        # defuses @everyone, so the model reads what people read.
+        text=message.clean_content,
+        reply_to_id=reply_id,
+        reply_to_text=replied.clean_content if replied is not None and reply_id else None,
+        mentions_bot=mentions_bot(message, bot_id),
+        is_admin=_is_admin(message.author),
+        attachments=attachments(message),
+        raw={
+            "guild_id": str(message.guild.id) if message.guild is not None else None,
+            "channel_id": str(message.channel.id),
+            "type": message.type.value,
+        },
+    )

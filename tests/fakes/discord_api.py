@@ -1,0 +1,632 @@
+"""A local, protocol-faithful fake of Discord's REST API and gateway websocket.
+
+The real ``discord.py`` client runs unmodified against it: its REST base URL
+(``discord.http.Route.BASE``) and gateway URL (``DiscordWebSocket.DEFAULT_GATEWAY``)
+are pointed at this server. Payload shapes follow the Discord developer docs
+(API v10): users, applications, channels, messages, the gateway's HELLO / IDENTIFY /
+READY / DISPATCH / HEARTBEAT / HEARTBEAT_ACK / RESUME / RESUMED / INVALID_SESSION
+opcodes, close codes 4004 (authentication failed) and 4014 (disallowed intents), and
+``zlib-stream`` transport compression (one zlib context per connection, every frame
+ended with ``Z_SYNC_FLUSH``), which is what discord.py asks for when ``zstandard``
+is not installed.
+
+Tests drive it: ``dispatch_message`` pushes a MESSAGE_CREATE to every session,
+``fail_next`` queues canned error responses for a REST route, ``drop_connections``
+kills the websockets so the client must reconnect (and resume).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import zlib
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+API_PREFIX = "/api/v10"
+
+# Gateway intents bits (developer docs, "Gateway Intents").
+INTENT_GUILDS = 1 << 0
+INTENT_GUILD_MESSAGES = 1 << 9
+INTENT_DIRECT_MESSAGES = 1 << 12
+INTENT_MESSAGE_CONTENT = 1 << 15
+PRIVILEGED_INTENTS = (1 << 1) | (1 << 8) | INTENT_MESSAGE_CONTENT
+
+_snowflakes = itertools.count(1_300_000_000_000_000_000)
+
+
+def snowflake() -> str:
+    return str(next(_snowflakes))
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def json_response(
+    body: Any, *, status: int = 200, headers: dict[str, str] | None = None
+) -> web.Response:
+    """Discord answers ``Content-Type: application/json`` with no charset parameter,
+    and discord.py only parses the body as JSON on that exact value."""
+    return web.Response(
+        body=json.dumps(body).encode(),
+        status=status,
+        headers={**(headers or {}), "Content-Type": "application/json"},
+    )
+
+
+def user_json(user_id: str, username: str, *, bot: bool = False) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": user_id,
+        "username": username,
+        "discriminator": "0",
+        "global_name": username.title(),
+        "avatar": None,
+        "public_flags": 0,
+    }
+    if bot:
+        data["bot"] = True
+    return data
+
+
+@dataclass
+class CannedError:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Session:
+    session_id: str
+    seq: int = 0
+    # every dispatched event, so a RESUME can replay what the client missed
+    log: list[dict[str, Any]] = field(default_factory=list)
+    ws: web.WebSocketResponse | None = None
+    compressor: Any = None
+
+
+class FakeDiscord:
+    """One bot application, its guilds, channels and threads, and what it was sent."""
+
+    def __init__(
+        self,
+        token: str = "fake-bot-token",
+        *,
+        heartbeat_interval_ms: int = 41250,
+        message_content_enabled: bool = True,
+    ) -> None:
+        self.token = token
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        # Mirrors the developer portal switch for the privileged Message Content intent.
+        self.message_content_enabled = message_content_enabled
+        self.bot = user_json(snowflake(), "clawbot", bot=True)
+        self.application_id = self.bot["id"]
+        self.owner = user_json(snowflake(), "owner")
+        self.guilds: dict[str, dict[str, Any]] = {}
+        self.channels: dict[str, dict[str, Any]] = {}
+        self.sent: list[dict[str, Any]] = []  # POSTed messages, as stored
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every REST call
+        self.typing: list[str] = []
+        self.identifies: list[dict[str, Any]] = []
+        self.resumes: list[dict[str, Any]] = []
+        self.heartbeats = 0
+        self.ack_heartbeats = True
+        self.refuse_gateway = 0  # answer this many upgrade attempts with 503
+        self.auth_headers: list[str] = []
+        self._failures: dict[tuple[str, str], list[CannedError]] = {}
+        self._sessions: dict[str, Session] = {}
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+        self.connected = asyncio.Event()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        app = web.Application()
+        p = API_PREFIX
+        app.router.add_get(f"{p}/users/@me", self._users_me)
+        app.router.add_get(f"{p}/oauth2/applications/@me", self._application)
+        app.router.add_get(f"{p}/gateway", self._gateway)
+        app.router.add_get(f"{p}/gateway/bot", self._gateway_bot)
+        app.router.add_get(f"{p}/channels/{{channel_id}}", self._get_channel)
+        app.router.add_post(f"{p}/channels/{{channel_id}}/messages", self._post_message)
+        app.router.add_post(f"{p}/channels/{{channel_id}}/typing", self._post_typing)
+        app.router.add_get("/gateway", self._ws)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        await self.drop_connections()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def base_url(self) -> str:
+        """What a config's ``api_base_url`` points at (no ``/api/v10`` suffix)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    # ------------------------------------------------------------------ world
+    def add_guild(self, name: str = "Claw Lab") -> dict[str, Any]:
+        gid = snowflake()
+        guild = {
+            "id": gid,
+            "name": name,
+            "icon": None,
+            "owner_id": self.owner["id"],
+            "afk_timeout": 300,
+            "verification_level": 0,
+            "default_message_notifications": 0,
+            "explicit_content_filter": 0,
+            "mfa_level": 0,
+            "nsfw_level": 0,
+            "premium_tier": 0,
+            "preferred_locale": "en-US",
+            "features": [],
+            "emojis": [],
+            "stickers": [],
+            "roles": [
+                {
+                    "id": gid,  # @everyone shares the guild's id
+                    "name": "@everyone",
+                    "permissions": str((1 << 10) | (1 << 11) | (1 << 16) | (1 << 38)),
+                    "position": 0,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                },
+            ],
+            "joined_at": now_iso(),
+            "large": False,
+            "unavailable": False,
+            "member_count": 3,
+            "members": [],
+            "voice_states": [],
+            "presences": [],
+            "channels": [],
+            "threads": [],
+            "stage_instances": [],
+            "guild_scheduled_events": [],
+            "soundboard_sounds": [],
+        }
+        self.guilds[gid] = guild
+        return guild
+
+    def add_text_channel(self, guild: dict[str, Any], name: str = "general") -> dict[str, Any]:
+        channel = {
+            "id": snowflake(),
+            "type": 0,
+            "guild_id": guild["id"],
+            "name": name,
+            "position": len(guild["channels"]),
+            "permission_overwrites": [],
+            "parent_id": None,
+            "nsfw": False,
+            "topic": None,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+        }
+        guild["channels"].append({k: v for k, v in channel.items() if k != "guild_id"})
+        self.channels[channel["id"]] = channel
+        return channel
+
+    def add_thread(
+        self,
+        parent: dict[str, Any],
+        name: str = "design talk",
+        *,
+        announce: bool = True,
+    ) -> dict[str, Any]:
+        """An active public thread; ``announce=False`` keeps it out of GUILD_CREATE so
+        the client only learns about it through GET /channels/{id}."""
+        thread = {
+            "id": snowflake(),
+            "type": 11,
+            "guild_id": parent["guild_id"],
+            "parent_id": parent["id"],
+            "owner_id": self.owner["id"],
+            "name": name,
+            "last_message_id": None,
+            "rate_limit_per_user": 0,
+            "message_count": 0,
+            "member_count": 1,
+            "total_message_sent": 0,
+            "flags": 0,
+            "thread_metadata": {
+                "archived": False,
+                "auto_archive_duration": 1440,
+                "archive_timestamp": now_iso(),
+                "locked": False,
+            },
+        }
+        if announce:
+            self.guilds[parent["guild_id"]]["threads"].append(thread)
+        self.channels[thread["id"]] = thread
+        return thread
+
+    def add_dm(self, recipient: dict[str, Any]) -> dict[str, Any]:
+        channel = {
+            "id": snowflake(),
+            "type": 1,
+            "last_message_id": None,
+            "recipients": [recipient],
+        }
+        self.channels[channel["id"]] = channel
+        return channel
+
+    def message_json(
+        self,
+        channel: dict[str, Any],
+        author: dict[str, Any],
+        content: str,
+        *,
+        mentions: list[dict[str, Any]] | None = None,
+        reply_to: dict[str, Any] | None = None,
+        attachments: list[dict[str, Any]] | None = None,
+        member: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A MESSAGE_CREATE ``d`` payload as Discord sends it (v10)."""
+        msg: dict[str, Any] = {
+            "id": snowflake(),
+            "type": 19 if reply_to else 0,
+            "channel_id": channel["id"],
+            "author": author,
+            "content": content,
+            "timestamp": now_iso(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": mentions or [],
+            "mention_roles": [],
+            "attachments": attachments or [],
+            "embeds": [],
+            "pinned": False,
+            "flags": 0,
+            "components": [],
+        }
+        if "guild_id" in channel:
+            msg["guild_id"] = channel["guild_id"]
+            msg["member"] = member or {
+                "roles": [],
+                "joined_at": now_iso(),
+                "deaf": False,
+                "mute": False,
+                "flags": 0,
+                "nick": None,
+            }
+            # MESSAGE_CREATE mentions carry a partial member for guild messages
+            for m in msg["mentions"]:
+                m.setdefault(
+                    "member",
+                    {"roles": [], "joined_at": now_iso(), "deaf": False, "mute": False, "flags": 0},
+                )
+        if reply_to is not None:
+            ref: dict[str, Any] = {
+                "type": 0,
+                "message_id": reply_to["id"],
+                "channel_id": reply_to["channel_id"],
+            }
+            if "guild_id" in channel:
+                ref["guild_id"] = channel["guild_id"]
+            msg["message_reference"] = ref
+            msg["referenced_message"] = {
+                k: v for k, v in reply_to.items() if k not in ("member", "referenced_message")
+            }
+        return msg
+
+    # ------------------------------------------------------------------ control
+    def fail_next(
+        self,
+        method: str,
+        channel_id: str,
+        status: int,
+        body: dict[str, Any],
+        headers: dict[str, str] | None = None,
+        *,
+        route: str = "messages",
+    ) -> None:
+        """Answer the next ``method`` on ``/channels/{channel_id}/{route}`` with an error."""
+        key = (method, f"{channel_id}/{route}")
+        self._failures.setdefault(key, []).append(CannedError(status, body, headers or {}))
+
+    def fail_rate_limited(self, channel_id: str, retry_after: float) -> None:
+        """A per-route 429 exactly as Discord answers it behind Cloudflare."""
+        self.fail_next(
+            "POST",
+            channel_id,
+            429,
+            {"message": "You are being rate limited.", "retry_after": retry_after, "global": False},
+            {
+                "Retry-After": str(max(1, int(retry_after + 0.999))),
+                "X-RateLimit-Limit": "5",
+                "X-RateLimit-Remaining": "0",
+                "X-RateLimit-Reset-After": str(retry_after),
+                "X-RateLimit-Bucket": "fake-messages-bucket",
+                "X-RateLimit-Scope": "user",
+                "Via": "1.1 google",
+            },
+        )
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send a DISPATCH to every session (buffered for resume while disconnected)."""
+        for session in self._sessions.values():
+            session.seq += 1
+            payload = {"op": 0, "t": event, "s": session.seq, "d": data}
+            session.log.append(payload)
+            if session.ws is not None and not session.ws.closed:
+                await self._send(session, payload)
+
+    async def dispatch_message(self, data: dict[str, Any]) -> None:
+        await self.dispatch("MESSAGE_CREATE", data)
+
+    async def drop_connections(self, code: int = 4000) -> None:
+        """Close every live gateway socket (what a network blip or a Discord-side
+        restart looks like to the client)."""
+        self.connected.clear()
+        for session in self._sessions.values():
+            ws, session.ws = session.ws, None
+            if ws is not None and not ws.closed:
+                await ws.close(code=code, message=b"dropped by test")
+
+    # ------------------------------------------------------------------ REST
+    def _authorized(self, request: web.Request) -> bool:
+        header = request.headers.get("Authorization", "")
+        self.auth_headers.append(header)
+        return header == f"Bot {self.token}"
+
+    def _route(self, request: web.Request) -> web.Response | None:
+        """Common checks: record the call, 401 without the right token, canned errors."""
+        self.requests.append((request.method, request.path))
+        if not self._authorized(request):
+            return json_response({"message": "401: Unauthorized", "code": 0}, status=401)
+        cid = request.match_info.get("channel_id")
+        if cid is not None:
+            tail = request.path.rsplit("/", 1)[-1]
+            key = (request.method, f"{cid}/{tail}")
+            queue = self._failures.get(key)
+            if queue:
+                err = queue.pop(0)
+                return json_response(err.body, status=err.status, headers=err.headers)
+        return None
+
+    @staticmethod
+    def _ratelimit_headers() -> dict[str, str]:
+        # Generous static bucket: the client never has to pre-emptively sleep in tests.
+        return {
+            "X-RateLimit-Limit": "5",
+            "X-RateLimit-Remaining": "4",
+            "X-RateLimit-Reset-After": "1.000",
+            "X-RateLimit-Reset": f"{datetime.now(UTC).timestamp() + 1:.3f}",
+            "X-RateLimit-Bucket": "fake-messages-bucket",
+            "Via": "1.1 google",
+        }
+
+    async def _users_me(self, request: web.Request) -> web.Response:
+        return self._route(request) or json_response(
+            {**self.bot, "verified": True, "mfa_enabled": False, "flags": 0}
+        )
+
+    async def _application(self, request: web.Request) -> web.Response:
+        return self._route(request) or json_response(
+            {
+                "id": self.application_id,
+                "name": "clawbot",
+                "icon": None,
+                "description": "",
+                "rpc_origins": [],
+                "bot_public": False,
+                "bot_require_code_grant": False,
+                "owner": self.owner,
+                "summary": "",
+                "verify_key": "0" * 64,
+                "team": None,
+                "flags": (1 << 19) if self.message_content_enabled else 0,
+                "bot": self.bot,
+            }
+        )
+
+    async def _gateway(self, request: web.Request) -> web.Response:
+        return self._route(request) or json_response({"url": self.gateway_url})
+
+    async def _gateway_bot(self, request: web.Request) -> web.Response:
+        return self._route(request) or json_response(
+            {
+                "url": self.gateway_url,
+                "shards": 1,
+                "session_start_limit": {
+                    "total": 1000,
+                    "remaining": 999,
+                    "reset_after": 14400000,
+                    "max_concurrency": 1,
+                },
+            }
+        )
+
+    async def _get_channel(self, request: web.Request) -> web.Response:
+        denied = self._route(request)
+        if denied is not None:
+            return denied
+        channel = self.channels.get(request.match_info["channel_id"])
+        if channel is None:
+            return json_response({"message": "Unknown Channel", "code": 10003}, status=404)
+        return json_response(channel, headers=self._ratelimit_headers())
+
+    async def _post_message(self, request: web.Request) -> web.Response:
+        denied = self._route(request)
+        if denied is not None:
+            return denied
+        cid = request.match_info["channel_id"]
+        channel = self.channels.get(cid)
+        if channel is None:
+            return json_response({"message": "Unknown Channel", "code": 10003}, status=404)
+        body = await request.json()
+        content = body.get("content") or ""
+        if len(content) > 2000:
+            return json_response(
+                {
+                    "message": "Invalid Form Body",
+                    "code": 50035,
+                    "errors": {
+                        "content": {
+                            "_errors": [
+                                {
+                                    "code": "BASE_TYPE_MAX_LENGTH",
+                                    "message": "Must be 2000 or fewer in length.",
+                                }
+                            ]
+                        }
+                    },
+                },
+                status=400,
+            )
+        msg = self.message_json(channel, self.bot, content)
+        msg["request"] = body  # keep what the client asked for (message_reference, ...)
+        if body.get("message_reference"):
+            msg["type"] = 19
+            msg["message_reference"] = body["message_reference"]
+        self.sent.append(msg)
+        reply = {k: v for k, v in msg.items() if k != "request"}
+        return json_response(reply, headers=self._ratelimit_headers())
+
+    async def _post_typing(self, request: web.Request) -> web.Response:
+        denied = self._route(request)
+        if denied is not None:
+            return denied
+        cid = request.match_info["channel_id"]
+        if cid not in self.channels:
+            return json_response({"message": "Unknown Channel", "code": 10003}, status=404)
+        self.typing.append(cid)
+        return web.Response(status=204, headers=self._ratelimit_headers())
+
+    # ------------------------------------------------------------------ gateway
+    async def _send(self, session: Session, payload: dict[str, Any]) -> None:
+        ws = session.ws
+        if ws is None or ws.closed:
+            return
+        data = json.dumps(payload).encode()
+        if session.compressor is not None:
+            frame = session.compressor.compress(data) + session.compressor.flush(zlib.Z_SYNC_FLUSH)
+            await ws.send_bytes(frame)
+        else:
+            await ws.send_str(data.decode())
+
+    async def _ws(self, request: web.Request) -> web.StreamResponse:
+        if self.refuse_gateway > 0:
+            self.refuse_gateway -= 1
+            return web.Response(status=503, text="upstream connect error")
+        if request.query.get("v") != "10" or request.query.get("encoding", "json") != "json":
+            return web.Response(status=400, text="unsupported gateway version or encoding")
+        compress = request.query.get("compress")
+        if compress not in (None, "zlib-stream"):
+            return web.Response(status=400, text=f"unsupported compression {compress}")
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        conn = Session(session_id="")  # placeholder until IDENTIFY or RESUME binds one
+        conn.ws = ws
+        conn.compressor = zlib.compressobj() if compress == "zlib-stream" else None
+        await self._send(
+            conn,
+            {
+                "op": 10,
+                "d": {"heartbeat_interval": self.heartbeat_interval_ms},
+                "s": None,
+                "t": None,
+            },
+        )
+        session: Session | None = None
+        async for msg in ws:
+            if msg.type is not WSMsgType.TEXT:
+                continue
+            payload = json.loads(msg.data)
+            op, d = payload.get("op"), payload.get("d")
+            if op == 1:  # HEARTBEAT
+                self.heartbeats += 1
+                if self.ack_heartbeats:
+                    await self._send(session or conn, {"op": 11, "d": None, "s": None, "t": None})
+            elif op == 2:  # IDENTIFY
+                session = await self._identify(ws, conn, d)
+                if session is None:
+                    break
+            elif op == 6:  # RESUME
+                session = await self._resume(ws, conn, d)
+                if session is None:
+                    break
+        if session is not None and session.ws is ws:
+            session.ws = None
+        return ws
+
+    async def _identify(
+        self, ws: web.WebSocketResponse, conn: Session, d: dict[str, Any]
+    ) -> Session | None:
+        self.identifies.append(d)
+        if d.get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return None
+        intents = int(d.get("intents", 0))
+        wants_content = bool(intents & INTENT_MESSAGE_CONTENT)
+        if wants_content and not self.message_content_enabled:
+            await ws.close(code=4014, message=b"Disallowed intent(s).")
+            return None
+        session = Session(session_id=snowflake(), ws=ws, compressor=conn.compressor)
+        self._sessions[session.session_id] = session
+        ready = {
+            "v": 10,
+            "user": {**self.bot, "verified": True, "mfa_enabled": False, "flags": 0},
+            "guilds": [{"id": gid, "unavailable": True} for gid in self.guilds],
+            "session_id": session.session_id,
+            "resume_gateway_url": self.gateway_url,
+            "application": {"id": self.application_id, "flags": 1 << 19},
+            "private_channels": [],
+            "relationships": [],
+            "user_settings": {},
+            "presences": [],
+            "guild_join_requests": [],
+            "geo_ordered_rtc_regions": [],
+        }
+        session.seq += 1
+        await self._send(session, {"op": 0, "t": "READY", "s": session.seq, "d": ready})
+        if intents & INTENT_GUILDS:
+            for guild in self.guilds.values():
+                session.seq += 1
+                await self._send(
+                    session, {"op": 0, "t": "GUILD_CREATE", "s": session.seq, "d": guild}
+                )
+        self.connected.set()
+        return session
+
+    async def _resume(
+        self, ws: web.WebSocketResponse, conn: Session, d: dict[str, Any]
+    ) -> Session | None:
+        self.resumes.append(d)
+        session = self._sessions.get(str(d.get("session_id")))
+        if d.get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return None
+        if session is None:
+            # INVALID_SESSION, not resumable: the client must IDENTIFY afresh
+            await self._send(conn, {"op": 9, "d": False, "s": None, "t": None})
+            return None
+        session.ws = ws
+        session.compressor = conn.compressor
+        seen = int(d.get("seq") or 0)
+        for payload in session.log:
+            if payload["s"] > seen:
+                await self._send(session, payload)
+        session.seq += 1
+        await self._send(session, {"op": 0, "t": "RESUMED", "s": session.seq, "d": {}})
+        self.connected.set()
+        return session

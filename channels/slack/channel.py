@@ -1,0 +1,252 @@
+"""``SlackChannel``: Slack events in, ``Inbound`` out; ``Outbound`` in, chat.postMessage out.
+
+Built on slack_sdk directly (``AsyncWebClient``, the aiohttp ``SocketModeClient``,
+``SignatureVerifier``) rather than a Bolt ``AsyncApp``: Bolt acks events before or
+independently of the listener's outcome, and this bot must ack only after the message
+is durable (and not ack when it is not).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any, Self
+
+from aiohttp import web
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.web.async_client import AsyncWebClient
+
+from channels.base import Channel, ChannelLimits, Chunk, InboundSink
+from channels.errors import FormattingRejected
+from channels.models import Inbound, Outbound
+from channels.slack.errors import map_error
+from channels.slack.names import NameCache
+from channels.slack.normalize import SlackContext, event_rule, profile_name, to_inbound
+from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
+from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets, parse_block
+from channels.slack.socket_mode import SocketReceiver
+from channels.slack.webhook import EventsHandler
+
+__all__ = ["SlackChannel"]
+
+log = logging.getLogger(__name__)
+
+#: Slack allows about one message per second per channel, with short bursts
+#: (https://docs.slack.dev/apis/web-api/rate-limits, "Posting messages").
+SLACK_LIMITS = ChannelLimits(max_message_len=SLACK_SECTION_LIMIT, per_chat_interval=1.0, burst=1)
+
+
+class _Seen:
+    """Recently handled event ids and channel+ts keys (bounded). The gateway inbox is
+    the durable dedupe; this only spares it the obvious redeliveries."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._keys: OrderedDict[str, None] = OrderedDict()
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def add(self, key: str) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        while len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+
+
+class SlackChannel(Channel):
+    """A Slack app (bot user) in one workspace, over Socket Mode or the HTTP Events API.
+
+    Typing: Slack's Web API has no typing indicator for bots (the RTM ``typing``
+    message is not available to modern apps; ``assistant.threads.setStatus`` works
+    only inside AI-assistant threads), so ``typing`` does nothing.
+    """
+
+    name = "slack"
+    Settings = SlackSettings
+    limits = SLACK_LIMITS
+
+    def __init__(
+        self,
+        settings: SlackSettings,
+        secrets: SlackSecrets,
+        *,
+        account: str = "default",
+    ) -> None:
+        self.settings = settings
+        self.account = account
+        self._secrets = secrets
+        self._web = AsyncWebClient(
+            token=secrets.bot_token.get_secret_value(),
+            base_url=settings.api_base_url,
+            timeout=settings.request_timeout,
+            # The gateway outbox owns retries; the SDK must not retry behind its back.
+            retry_handlers=[],
+        )
+        self._names = NameCache(self._web)
+        self._seen = _Seen()
+        self._sink: InboundSink | None = None
+        self._bot_user_id = settings.bot_user_id
+        self._bot_name: str | None = None
+        self._socket: SocketReceiver | None = None
+
+    def __repr__(self) -> str:
+        return f"SlackChannel(account={self.account!r}, mode={self.settings.mode!r})"
+
+    @classmethod
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+        settings = parse_block(block)
+        return cls(settings, load_secrets(settings, env), account=account)
+
+    @property
+    def webhook_path(self) -> str:
+        if self.settings.webhook_path:
+            return self.settings.webhook_path
+        return "/slack/events" if self.account == "default" else f"/slack/{self.account}/events"
+
+    @property
+    def bot_user_id(self) -> str | None:
+        return self._bot_user_id
+
+    # -- life cycle -------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Learn the bot's identity (auth.test), then receive: connect Socket Mode, or
+        arm the Events API route. Raises PermanentError on a refused token."""
+        await self._identify()
+        self._sink = sink
+        if self.settings.mode == "socket":
+            app_token = self._secrets.app_token
+            if app_token is None:
+                raise ValueError(f"set {self.settings.app_token_env}: Socket Mode needs it")
+            self._socket = SocketReceiver(
+                app_token.get_secret_value(),
+                self._web,
+                self._process,
+                account=self.account,
+                ping_interval=self.settings.ping_interval,
+            )
+            try:
+                await self._socket.start()
+            except BaseException:
+                self._socket = None
+                self._sink = None
+                raise
+        log.info("slack[%s]: started in %s mode as %s", self.account, self.settings.mode,
+                 self._bot_user_id)
+
+    async def stop(self) -> None:
+        socket, self._socket = self._socket, None
+        self._sink = None
+        if socket is not None:
+            await socket.stop()
+
+    async def _identify(self) -> None:
+        try:
+            response = await self._web.auth_test()
+        except Exception as exc:
+            raise map_error("auth.test", exc) from None
+        user_id = response.get("user_id")
+        if self._bot_user_id is None:
+            if not isinstance(user_id, str) or not user_id:
+                raise map_error("auth.test", ValueError("no user_id"))
+            self._bot_user_id = user_id
+        bot_name = response.get("user")
+        self._bot_name = bot_name if isinstance(bot_name, str) else None
+
+    # -- inbound ----------------------------------------------------------------
+
+    def web_routes(self) -> list[web.RouteDef]:
+        if self.settings.mode != "http":
+            return []
+        secret = self._secrets.signing_secret
+        if secret is None:
+            raise ValueError(f"set {self.settings.signing_secret_env}: HTTP mode needs it")
+        handler = EventsHandler(
+            SignatureVerifier(secret.get_secret_value()), self._process, self.account
+        )
+        return [web.post(self.webhook_path, handler)]
+
+    async def _process(self, payload: dict[str, Any]) -> None:
+        """Handle one Events API payload (HTTP body or Socket Mode envelope payload).
+        Returns once the message is durable or deliberately skipped; raises when the
+        sink raised (the caller must then not ack)."""
+        sink = self._sink
+        if sink is None:
+            raise RuntimeError("slack channel not started")
+        if payload.get("type") != "event_callback":
+            log.info("slack[%s]: ignoring payload type %r", self.account, payload.get("type"))
+            return
+        event = payload.get("event")
+        if not isinstance(event, dict):
+            log.warning("slack[%s]: event_callback without an event object, skipped",
+                        self.account)
+            return
+        event_id = payload.get("event_id")
+        if isinstance(event_id, str) and event_id in self._seen:
+            return
+        inbound = await self.normalize(event)
+        if inbound is not None:
+            key = f"{inbound.chat_id}:{inbound.message_id}"
+            if key not in self._seen:
+                await sink(inbound)
+                self._seen.add(key)
+        if isinstance(event_id, str):
+            self._seen.add(event_id)
+
+    async def normalize(self, event: dict[str, Any]) -> Inbound | None:
+        """The Inbound for one Slack event, resolving the sender's name; None when the
+        normalization table ignores the event (logged at debug with the reason)."""
+        bot_user_id = self._bot_user_id or ""
+        rule = event_rule(event, bot_user_id)
+        if not rule.handle:
+            log.debug("slack[%s]: skipped event: %s", self.account, rule.why)
+            return None
+        user = str(event["user"])
+        name = profile_name(event)
+        if name is not None:
+            self._names.remember(user, name)
+        else:
+            name = await self._names.lookup(user)
+        ctx = SlackContext(self.name, self.account, bot_user_id, self._bot_name)
+        return to_inbound(event, ctx, name)
+
+    # -- outbound ---------------------------------------------------------------
+
+    def render(self, text: str) -> list[Chunk]:
+        return render_chunks(text, SLACK_SECTION_LIMIT)
+
+    def _thread_ts(self, message: Outbound) -> str | None:
+        if message.thread_id:
+            return message.thread_id
+        return message.reply_to_id if self.settings.reply_in_thread else None
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Post one chunk with chat.postMessage, threaded under the triggering message;
+        returns the new message's ``ts``. Formatted chunks go as one mrkdwn section
+        block with ``plain`` as the notification text; if Slack rejects the blocks the
+        chunk is re-sent once as plain text."""
+        thread_ts = self._thread_ts(message)
+        if chunk.formatted:
+            try:
+                return await self._post(
+                    channel=message.chat_id,
+                    thread_ts=thread_ts,
+                    text=chunk.plain,
+                    blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": chunk.text}}],
+                )
+            except FormattingRejected:
+                log.warning("slack[%s]: blocks rejected for reply %s chunk %d, sending plain",
+                            self.account, message.reply_id, index)
+        return await self._post(
+            channel=message.chat_id, thread_ts=thread_ts, text=chunk.plain, mrkdwn=False
+        )
+
+    async def _post(self, **kwargs: Any) -> str:
+        try:
+            response = await self._web.chat_postMessage(**kwargs)
+        except Exception as exc:
+            raise map_error("chat.postMessage", exc) from None
+        ts = response.get("ts")
+        return str(ts) if ts else ""

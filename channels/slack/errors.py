@@ -1,0 +1,98 @@
+"""Slack Web API failures mapped onto ``channels.errors``.
+
+Slack answers most failures with HTTP 200 and ``{"ok": false, "error": "<code>"}``;
+rate limits with HTTP 429 and a ``Retry-After`` header in seconds
+(https://docs.slack.dev/apis/web-api/rate-limits). Messages carry the method and the
+error code only, never a token or a request body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from slack_sdk.errors import SlackApiError, SlackClientError
+
+from channels.errors import (
+    ChannelError,
+    FormattingRejected,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
+
+__all__ = ["FORMATTING_ERRORS", "PERMANENT_ERRORS", "map_error"]
+
+#: Codes a retry cannot fix: the bot lost access, the chat is gone, or the request is
+#: wrong (chat.postMessage's documented errors).
+PERMANENT_ERRORS = frozenset(
+    {
+        "not_in_channel",
+        "channel_not_found",
+        "is_archived",
+        "account_inactive",
+        "invalid_auth",
+        "not_authed",
+        "token_revoked",
+        "token_expired",
+        "missing_scope",
+        "no_permission",
+        "restricted_action",
+        "restricted_action_read_only_channel",
+        "restricted_action_thread_only_channel",
+        "restricted_action_non_threadable_channel",
+        "team_access_not_granted",
+        "ekm_access_denied",
+        "msg_too_long",
+        "no_text",
+        "too_many_attachments",
+        "user_not_found",
+        "users_not_found",
+    }
+)
+#: Codes Slack returns for a malformed block payload: resend as plain text.
+FORMATTING_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
+#: Slack-side trouble worth retrying.
+_TRANSIENT_ERRORS = frozenset(
+    {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
+)
+
+
+def _retry_after(error: SlackApiError) -> float:
+    headers = getattr(error.response, "headers", None) or {}
+    raw = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return max(float(raw), 0.0) if raw is not None else 1.0
+    except (TypeError, ValueError):
+        return 1.0
+
+
+def _code(error: SlackApiError) -> str:
+    try:
+        code = error.response.get("error")
+    except (AttributeError, TypeError):
+        code = None
+    return str(code) if code else "unknown_error"
+
+
+def map_error(method: str, error: BaseException) -> ChannelError:
+    """Translate one SDK/transport failure of ``method`` to the shared error tree."""
+    if isinstance(error, ChannelError):
+        return error
+    if isinstance(error, SlackApiError):
+        status = getattr(error.response, "status_code", 200)
+        code = _code(error)
+        if status == 429 or code in ("ratelimited", "rate_limited"):
+            return RateLimited(_retry_after(error), f"slack {method} rate limited")
+        if code in FORMATTING_ERRORS:
+            return FormattingRejected(f"slack {method}: {code}")
+        if status >= 500 or code in _TRANSIENT_ERRORS:
+            return TransientError(f"slack {method}: {code} (HTTP {status})")
+        # Unknown codes are treated as permanent: retrying forever is the worse failure.
+        return PermanentError(code, f"slack {method} failed")
+    if isinstance(error, aiohttp.ClientError | asyncio.TimeoutError | OSError):
+        return NetworkError(f"slack {method}: {type(error).__name__}")
+    if isinstance(error, SlackClientError):
+        return PermanentError("client_error", f"slack {method}: {type(error).__name__}")
+    return PermanentError("unexpected_error", f"slack {method}: {type(error).__name__}")

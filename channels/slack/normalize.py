@@ -1,0 +1,216 @@
+"""Slack event payloads to ``Inbound``: a table keyed by (event type, subtype).
+
+Pure functions: no I/O. The sender's display name is resolved by the caller (it may
+need users.info) and passed in.
+
+Identity: ``message_id`` is the message's ``ts``; with ``chat_id`` (the channel) it
+forms ``Inbound.dedupe_id`` = ``slack:<account>:<channel>:<ts>``, i.e. the message's
+channel+ts. Slack delivers a mention twice, as ``message`` and ``app_mention`` with
+different ``event_id`` but the same channel+ts; both normalize to the same dedupe id
+and the same fields (only ``raw`` differs: the mention flag comes from the text, not
+the event type), so the gateway inbox keeps one.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+from channels.models import Attachment, Inbound, trim_raw
+
+__all__ = [
+    "EVENT_TABLE",
+    "SlackContext",
+    "decode_text",
+    "event_rule",
+    "mentions",
+    "to_inbound",
+]
+
+
+@dataclass(frozen=True)
+class SlackContext:
+    """What normalization needs to know about the receiving bot."""
+
+    channel: str
+    account: str
+    bot_user_id: str
+    bot_name: str | None = None
+
+
+class Rule(NamedTuple):
+    handle: bool
+    why: str
+
+
+#: (event type, subtype) -> whether to turn it into an Inbound, and why.
+EVENT_TABLE: dict[tuple[str, str | None], Rule] = {
+    ("message", None): Rule(True, "a person's message (channel, private channel, DM, group DM)"),
+    ("message", "file_share"): Rule(True, "a message with files; files become attachments"),
+    ("message", "thread_broadcast"): Rule(True, "a thread reply also shown in the channel"),
+    ("message", "me_message"): Rule(True, "a /me message"),
+    ("app_mention", None): Rule(
+        True, "the bot was mentioned; same channel+ts as the message event, so one dedupe id"
+    ),
+    ("message", "message_changed"): Rule(
+        False,
+        "edits are ignored: the original already went through a turn, and replaying an "
+        "edit would start a second turn for one message",
+    ),
+    ("message", "message_deleted"): Rule(
+        False,
+        "deletions are ignored: the message may already be in memory; forgetting it needs "
+        "a memory redaction path, not a new turn",
+    ),
+    ("message", "bot_message"): Rule(
+        False, "other bots' messages are ignored so two bots cannot talk in a loop"
+    ),
+}
+
+_GROUP_CHANNEL_TYPES = {"channel", "group", "mpim"}
+_TOKEN = re.compile(r"<([^<>]+)>")
+
+
+def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
+    """The table's rule for this event, plus the checks no table key can express."""
+    kind = str(event.get("type", ""))
+    subtype = event.get("subtype")
+    rule = EVENT_TABLE.get((kind, subtype if isinstance(subtype, str) else None))
+    if rule is None:
+        return Rule(False, f"not handled: type={kind!r} subtype={subtype!r}")
+    if not rule.handle:
+        return rule
+    if event.get("bot_id") or event.get("bot_profile"):
+        return Rule(False, "sent by a bot (possibly this one): ignored to avoid loops")
+    if event.get("user") == bot_user_id:
+        return Rule(False, "the bot's own message")
+    if event.get("hidden"):
+        return Rule(False, "hidden message")
+    for key in ("channel", "user", "ts"):
+        if not isinstance(event.get(key), str) or not event.get(key):
+            return Rule(False, f"malformed: missing {key}")
+    return rule
+
+
+def _rich_text_users(blocks: Any) -> set[str]:
+    """User ids of ``{"type": "user"}`` elements anywhere in rich_text blocks."""
+    found: set[str] = set()
+    stack: list[Any] = [blocks]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, dict):
+            if item.get("type") == "user" and isinstance(item.get("user_id"), str):
+                found.add(item["user_id"])
+            stack.extend(v for v in item.values() if isinstance(v, list | dict))
+    return found
+
+
+def mentions(event: dict[str, Any]) -> set[str]:
+    """Users mentioned, as Slack encodes them: ``<@U…>`` / ``<@U…|name>`` tokens in
+    the text and ``user`` elements in rich_text blocks."""
+    found = _rich_text_users(event.get("blocks"))
+    for token in _TOKEN.findall(str(event.get("text") or "")):
+        if token.startswith("@"):
+            found.add(token[1:].split("|", 1)[0])
+    return found
+
+
+def decode_text(text: str, ctx: SlackContext) -> str:
+    """Slack's escaped text to plain text a model reads: ``<@U1>`` -> ``@U1`` (the
+    bot's own id -> ``@<bot name>``), ``<#C1|general>`` -> ``#general``,
+    ``<url|label>`` -> ``label (url)``, ``<!here>`` -> ``@here``, entities decoded."""
+
+    def replace(match: re.Match[str]) -> str:
+        body = match.group(1)
+        target, _, label = body.partition("|")
+        if target.startswith("@"):
+            uid = target[1:]
+            if uid == ctx.bot_user_id and ctx.bot_name:
+                return f"@{ctx.bot_name}"
+            return f"@{label or uid}"
+        if target.startswith("#"):
+            return f"#{label or target[1:]}"
+        if target.startswith("!"):
+            name = target[1:].split("^", 1)[0]
+            return label or f"@{name}"
+        return f"{label} ({target})" if label and label != target else target
+
+    return html.unescape(_TOKEN.sub(replace, text))
+
+
+def _attachment(raw: dict[str, Any]) -> Attachment | None:
+    file_id = raw.get("id")
+    if not isinstance(file_id, str) or not file_id:
+        return None
+    mime = raw.get("mimetype") if isinstance(raw.get("mimetype"), str) else None
+    major = (mime or "").split("/", 1)[0]
+    kind = major if major in ("image", "video", "audio") else "document"
+    size = raw.get("size")
+    return Attachment(
+        id=file_id,
+        type=kind,
+        name=raw.get("name") if isinstance(raw.get("name"), str) else None,
+        size=size if isinstance(size, int) else None,
+        mime=mime,
+        url=raw.get("url_private") if isinstance(raw.get("url_private"), str) else None,
+    )
+
+
+def _is_group(event: dict[str, Any]) -> bool:
+    channel_type = event.get("channel_type")
+    if isinstance(channel_type, str):
+        return channel_type in _GROUP_CHANNEL_TYPES
+    # app_mention carries no channel_type; Slack's id prefix tells: D… is a DM.
+    return not str(event.get("channel", "")).startswith("D")
+
+
+def profile_name(event: dict[str, Any]) -> str | None:
+    """Display name from the event's own ``user_profile``, when Slack included one."""
+    profile = event.get("user_profile")
+    if not isinstance(profile, dict):
+        return None
+    for key in ("display_name", "real_name", "name"):
+        value = profile.get(key)
+        if isinstance(value, str) and value.strip():
+            return value.strip()
+    return None
+
+
+def _timestamp(ts: str) -> datetime:
+    try:
+        return datetime.fromtimestamp(float(ts), UTC)
+    except (ValueError, OverflowError):
+        return datetime.now(UTC)
+
+
+def to_inbound(event: dict[str, Any], ctx: SlackContext, sender_name: str) -> Inbound | None:
+    """The Inbound for a message-like event, or None when the table says ignore it."""
+    if not event_rule(event, ctx.bot_user_id).handle:
+        return None
+    ts = str(event["ts"])
+    thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
+    raw_files = event.get("files")
+    files: list[Any] = raw_files if isinstance(raw_files, list) else []
+    attachments = [a for f in files if isinstance(f, dict) and (a := _attachment(f))]
+    return Inbound(
+        channel=ctx.channel,
+        account=ctx.account,
+        chat_id=str(event["channel"]),
+        thread_id=thread_ts,
+        is_group=_is_group(event),
+        sender_id=str(event["user"]),
+        sender_name=sender_name,
+        message_id=ts,
+        text=decode_text(str(event.get("text") or ""), ctx),
+        # A thread reply answers the thread's parent; Slack has no other reply-to.
+        reply_to_id=thread_ts if thread_ts and thread_ts != ts else None,
+        mentions_bot=ctx.bot_user_id in mentions(event),
+        attachments=attachments,
+        received_at=_timestamp(ts),
+        raw=trim_raw(event),
+    )

@@ -55,3 +55,98 @@ def group_dir(data_dir: Path, group: str) -> Path:
 def global_dir(data_dir: Path) -> Path:
     """The operator's read-only global memory directory."""
     return groups_root(data_dir) / GLOBAL_GROUP
+
+
+# --- memory ids and files inside one group directory -------------------------------
+
+#: Memory kind -> sub-directory. Kinds not listed here live in ``notes/``.
+KIND_DIRS: dict[str, str] = {
+    "episode": "episodes",
+    "entity": "entities",
+    "fact": "entities",
+    "procedure": "procedures",
+    "reflection": "reflections",
+}
+DEFAULT_KIND_DIR = "notes"
+#: Every directory that holds memory files, in scan order.
+MEMORY_DIRS: tuple[str, ...] = ("episodes", "entities", "procedures", "reflections", "notes")
+
+_KIND = re.compile(r"[a-z][a-z0-9_-]{0,31}")
+_MAX_ID = 200
+
+
+def validate_kind(kind: str) -> str:
+    """Return ``kind`` if it is a short lowercase word; raise ``ValueError`` otherwise."""
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+        raise ValueError(f"memory kind must match [a-z][a-z0-9_-]*, got {kind!r}")
+    return kind
+
+
+def kind_dir(kind: str) -> str:
+    """The sub-directory (relative to the group dir) where memories of ``kind`` live."""
+    return KIND_DIRS.get(validate_kind(kind), DEFAULT_KIND_DIR)
+
+
+def validate_memory_id(memory_id: str) -> str:
+    """Return ``memory_id`` if it is a safe id; raise ``InvalidMemoryId`` otherwise.
+
+    Ids may carry most printable characters (``telegram:-100:42``, ``chat:turn/7`` are
+    fine) but never a backslash, a NUL or control character, a leading dot, or an
+    empty/``.``/``..`` segment between slashes. The file name escapes every character
+    outside ``[A-Za-z0-9._-]`` anyway, so no id can name a file outside its group.
+    """
+    from memory_store.errors import InvalidMemoryId
+
+    if not isinstance(memory_id, str) or not memory_id:
+        raise InvalidMemoryId("memory id must be a non-empty string")
+    if len(memory_id) > _MAX_ID:
+        raise InvalidMemoryId(f"memory id longer than {_MAX_ID} characters")
+    if memory_id in {".", ".."} or memory_id.startswith("."):
+        raise InvalidMemoryId(f"memory id {memory_id!r} may not start with '.'")
+    bad = [ch for ch in memory_id if ch == "\\" or ord(ch) < 32 or ord(ch) == 127]
+    if bad or memory_id != memory_id.strip():
+        raise InvalidMemoryId(f"memory id {memory_id!r} contains a forbidden character")
+    # "/" is allowed (turn ids like "chat:msg/7") because the file name escapes it, but
+    # anything that reads like a path walk is refused outright.
+    if any(seg in {"", ".", ".."} for seg in memory_id.split("/")):
+        raise InvalidMemoryId(f"memory id {memory_id!r} looks like a path")
+    return memory_id
+
+
+def memory_filename(memory_id: str) -> str:
+    """The file name (``<escaped id>.md``) that stores ``memory_id``; injective."""
+    validate_memory_id(memory_id)
+    safe = "".join(
+        ch if (_SAFE.fullmatch(ch) or ch == ".") else f"~{ord(ch):x}~" for ch in memory_id
+    )
+    if len(safe.encode()) > 200:  # file systems cap names at 255 bytes
+        import hashlib
+
+        digest = hashlib.sha256(memory_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        safe = f"{safe[:150]}_{digest}"
+    return f"{safe}.md"
+
+
+def id_from_filename(name: str) -> str:
+    """Inverse of :func:`memory_filename` (used for hand-made files without an id)."""
+    stem = name[:-3] if name.endswith(".md") else name
+
+    def _unescape(m: re.Match[str]) -> str:
+        return chr(int(m.group(1), 16))
+
+    return re.sub(r"~([0-9a-f]+)~", _unescape, stem)
+
+
+def memory_path(group_path: Path, kind: str, memory_id: str) -> Path:
+    """Where a memory of ``kind`` with ``memory_id`` lives inside ``group_path``.
+
+    Checked to resolve inside the group directory (defence in depth on top of the
+    id validation).
+    """
+    root = Path(group_path).resolve()
+    path = (root / kind_dir(kind) / memory_filename(memory_id)).resolve()
+    if path.parent.parent != root:
+        from memory_store.errors import InvalidMemoryId
+
+        raise InvalidMemoryId(f"memory id {memory_id!r} escapes the group directory")
+    return path

@@ -1,0 +1,61 @@
+"""Append-only audit log of every change to a group's memory (``audit.jsonl``).
+
+One JSON object per line: ``ts``, ``actor`` (who), ``op`` (what), ``id``, ``path``,
+``old_hash``/``new_hash`` (blake2b-128 of the file bytes, null for create/delete), and
+``turn`` when the change belongs to a turn, so a retried turn can see what it already wrote.
+Lines are written with O_APPEND in one ``write`` call, which keeps concurrent appenders from
+interleaving on local file systems; writers also hold the group lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from memory_store.fileformat import now_utc
+
+AUDIT_FILE = "audit.jsonl"
+
+
+class AuditLog:
+    """The audit log of one group directory."""
+
+    def __init__(self, group_path: Path) -> None:
+        self.path = Path(group_path) / AUDIT_FILE
+
+    def append(self, *, actor: str, op: str, memory_id: str, path: str,
+               old_hash: str | None, new_hash: str | None, **extra: Any) -> None:
+        entry: dict[str, Any] = {
+            "ts": now_utc().isoformat(),
+            "actor": actor,
+            "op": op,
+            "id": memory_id,
+            "path": path,
+            "old_hash": old_hash,
+            "new_hash": new_hash,
+        }
+        entry.update({k: v for k, v in extra.items() if v is not None})
+        line = (json.dumps(entry, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def entries(self) -> Iterator[dict[str, Any]]:
+        """Every entry, oldest first; lines that do not parse are skipped."""
+        try:
+            fh = self.path.open("r", encoding="utf-8")
+        except FileNotFoundError:
+            return
+        with fh:
+            for line in fh:
+                try:
+                    item = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(item, dict):
+                    yield item

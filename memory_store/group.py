@@ -1,0 +1,116 @@
+"""A group's directory: its layout, its core memory files, its lock.
+
+```
+<data>/groups/<channel>/<chat>/
+  CLAUDE.md  user_profile.md  episodes/  entities/  procedures/  reflections/  notes/
+  audit.jsonl  .index/ (derived)  .lock
+```
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from filelock import FileLock
+
+from memory_store.atomic import atomic_write_text
+from memory_store.paths import MEMORY_DIRS, global_dir, group_dir
+from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
+
+CORE_FILE = "CLAUDE.md"
+PROFILE_FILE = "user_profile.md"
+INDEX_DIR = ".index"
+LOCK_FILE = ".lock"
+#: Core memory is always in the model's context; cap each file so a runaway edit
+#: cannot blow the prompt.
+CORE_LIMIT_CHARS = 16_000
+_TRUNCATED = "\n\n[... truncated: file longer than {limit} characters ...]\n"
+
+
+@dataclass(frozen=True)
+class CoreMemory:
+    """The always-in-context memory of one turn: operator, group and people files."""
+
+    global_md: str
+    group_md: str
+    profile_md: str
+
+
+def _read_bounded(path: Path, limit: int) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except (FileNotFoundError, IsADirectoryError):
+        return ""
+    if len(text) > limit:
+        return text[:limit] + _TRUNCATED.format(limit=limit)
+    return text
+
+
+class GroupDirectory:
+    """The directory of exactly one group; every path it hands out lies inside it."""
+
+    def __init__(self, data_dir: Path, group: str) -> None:
+        self.data_dir = Path(data_dir)
+        self.group = group
+        self.path = group_dir(self.data_dir, group)
+
+    def __repr__(self) -> str:
+        return f"GroupDirectory({self.group!r})"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.path / INDEX_DIR
+
+    @property
+    def core_path(self) -> Path:
+        return self.path / CORE_FILE
+
+    @property
+    def profile_path(self) -> Path:
+        return self.path / PROFILE_FILE
+
+    def ensure(self) -> GroupDirectory:
+        """Create the layout, and CLAUDE.md / user_profile.md from templates if absent.
+
+        Idempotent: existing files are never overwritten.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        for sub in MEMORY_DIRS:
+            (self.path / sub).mkdir(exist_ok=True)
+        self.index_dir.mkdir(exist_ok=True)
+        for path, template in ((self.core_path, CLAUDE_MD), (self.profile_path, USER_PROFILE_MD)):
+            if not path.exists():
+                with self.lock():
+                    if not path.exists():
+                        atomic_write_text(path, template)
+        return self
+
+    def lock(self, timeout: float = 60.0) -> FileLock:
+        """The cross-process lock serializing read-modify-write of this group's files."""
+        self.path.mkdir(parents=True, exist_ok=True)
+        return FileLock(self.path / LOCK_FILE, timeout=timeout, poll_interval=0.002)
+
+    def core_memory(self, limit: int = CORE_LIMIT_CHARS) -> CoreMemory:
+        """Global CLAUDE.md ("" if absent), this group's CLAUDE.md and user_profile.md."""
+        return CoreMemory(
+            global_md=_read_bounded(global_dir(self.data_dir) / CORE_FILE, limit),
+            group_md=_read_bounded(self.core_path, limit),
+            profile_md=_read_bounded(self.profile_path, limit),
+        )
+
+    def memory_files(self) -> Iterator[Path]:
+        """Every memory file (``*.md`` in the memory sub-directories), unordered."""
+        for sub in MEMORY_DIRS:
+            with contextlib.suppress(FileNotFoundError):
+                for name in _listdir(self.path / sub):
+                    if name.endswith(".md") and not name.startswith("."):
+                        yield self.path / sub / name
+
+
+def _listdir(path: Path) -> list[str]:
+    import os
+
+    return os.listdir(path)

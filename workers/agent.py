@@ -1,0 +1,317 @@
+"""The agent turn: one model run over a group's batch of messages.
+
+``build_agent(settings)`` picks the model by config (``local``, ``anthropic``,
+``openai`` incl. any OpenAI-compatible ``base_url``, or ``function``: an import path of a
+pydantic-ai ``Model`` used to script tests) and caches it per process.
+``TurnAgent.run(TurnRequest)`` builds the prompt from core memory, memory search results
+and the transcript, runs the model with the memory tools, and returns the reply text (or
+``None`` when the bot chose not to answer) and the ids of the memory records it wrote.
+
+The model key is the only secret here: it goes to the provider's client and nowhere
+else; errors raised out of a turn are scrubbed of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai import Agent
+from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.models import Model
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import UsageLimits
+
+from channels.models import Inbound
+from memory_store.protocol import Memory, MemoryRecord
+from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
+from workers.settings import ConfigError, ModelConfig, WorkerSettings
+from workers.tools import TurnDeps, agent_tools
+
+log = logging.getLogger(__name__)
+
+#: The local model's prompt is cut harder: its context is small and so is its attention.
+LOCAL_CORE_MAX_CHARS = 1500
+LOCAL_TRANSCRIPT_MAX_CHARS = 4000
+#: Memory search query built from the engaged messages is cut to this length.
+QUERY_MAX_CHARS = 500
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    """One turn's input. ``messages`` are the batch in order: context plus engaged."""
+
+    group: str
+    turn_id: str
+    messages: Sequence[Inbound]
+    core: CoreTexts
+    memory: Memory
+    now: datetime
+    #: Ids of the messages that engaged the bot, when the router knows them; by default
+    #: every DM message and every group message mentioning the bot (else the last one).
+    engaged_ids: Collection[str] | None = None
+
+
+@dataclass(frozen=True)
+class TurnReply:
+    """One turn's output. ``text`` is ``None`` when the bot chose not to answer."""
+
+    text: str | None
+    #: Ids of memory records written by this turn (stable across a retried turn).
+    written: tuple[str, ...] = ()
+    #: The message the reply answers (the last engaged one), for threading the reply.
+    reply_to_id: str | None = None
+    model: str = ""
+    requests: int = 0
+    memory_hits: tuple[str, ...] = field(default=())
+
+
+class TurnError(Exception):
+    """A turn failed (model, network or memory). The message names the cause and never
+    contains the model key. ``transient`` says whether retrying may help."""
+
+    def __init__(self, message: str, *, transient: bool) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def redact(text: str, secret: str | None) -> str:
+    """``text`` with every occurrence of ``secret`` (and its long prefixes/suffixes a
+    provider might echo, like ``sk-ab...wxyz``) replaced by ``***``."""
+    if not secret:
+        return text
+    out = text.replace(secret, "***")
+    if len(secret) >= 16:
+        for piece in (secret[:12], secret[-8:]):
+            out = out.replace(piece, "***")
+    return out
+
+
+class TurnAgent:
+    """A configured model plus its tools; ``run`` is safe to call for any group."""
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        config: ModelConfig,
+        with_tools: bool = True,
+        search_k: int = 6,
+        core_max_chars: int = 8000,
+        transcript_max_chars: int = 24_000,
+        admins: Collection[str] = (),
+    ) -> None:
+        self.model = model
+        self.with_tools = with_tools
+        self.search_k = search_k
+        self.core_max_chars = core_max_chars
+        self.transcript_max_chars = transcript_max_chars
+        self.admins = frozenset(admins)
+        self._config = config
+        self._agent: Agent[TurnDeps, str] = Agent(
+            model,
+            deps_type=TurnDeps,
+            output_type=str,
+            tools=agent_tools() if with_tools else [],
+            retries=1,
+            name="pynanoclaw",
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"TurnAgent(provider={self._config.provider!r}, model={self.model.model_name!r}, "
+            f"tools={self.with_tools})"
+        )
+
+    async def run(self, req: TurnRequest) -> TurnReply:
+        """Run one turn. Raises ``TurnError`` (scrubbed of the key) when it fails."""
+        secret = self._config.api_key.get_secret_value() if self._config.api_key else None
+        try:
+            return await self._run(req)
+        except Exception as exc:
+            transient = _is_transient(exc)
+            message = redact(f"{type(exc).__name__}: {exc}", secret)
+            log.warning("turn %s for %s failed: %s", req.turn_id, req.group, message)
+            # ``from None``: the original chain may carry request headers or bodies.
+            raise TurnError(message, transient=transient) from None
+
+    async def _run(self, req: TurnRequest) -> TurnReply:
+        engaged = engaged_ids(req.messages, req.engaged_ids)
+        results = await self._search(req, engaged)
+        prompt = build_prompt(
+            group=req.group,
+            messages=req.messages,
+            core=req.core,
+            results=results,
+            now=req.now,
+            admins=self.admins,
+            engaged=engaged,
+            core_max_chars=self.core_max_chars,
+            transcript_max_chars=self.transcript_max_chars,
+            with_tools=self.with_tools,
+        )
+        deps = TurnDeps(
+            group=req.group,
+            turn_id=req.turn_id,
+            memory=req.memory,
+            messages=req.messages,
+            now=req.now,
+            admins=self.admins,
+            search_k=self.search_k,
+        )
+        result = await self._agent.run(
+            prompt.user,
+            deps=deps,
+            instructions=prompt.instructions,
+            usage_limits=UsageLimits(request_limit=self._config.max_requests),
+        )
+        text = result.output.strip()
+        if not text or text == NO_REPLY or text.startswith(NO_REPLY + "\n"):
+            text = ""
+        last_engaged = [m.message_id for m in req.messages if m.message_id in engaged]
+        return TurnReply(
+            text=text or None,
+            written=tuple(deps.written),
+            reply_to_id=last_engaged[-1] if last_engaged else None,
+            model=self.model.model_name,
+            requests=result.usage.requests,
+            memory_hits=tuple(r.id for r in results),
+        )
+
+    async def _search(self, req: TurnRequest, engaged: set[str]) -> list[MemoryRecord]:
+        if self.search_k <= 0:
+            return []
+        query = " ".join(m.text for m in req.messages if m.message_id in engaged).strip()
+        if not query:
+            return []
+        try:
+            return await req.memory.search(query[:QUERY_MAX_CHARS], k=self.search_k)
+        except Exception as exc:
+            # A broken index must not silence the bot: answer from core memory alone.
+            log.warning("memory search for %s failed, answering without it: %r", req.group, exc)
+            return []
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if isinstance(exc, ModelHTTPError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return isinstance(exc, TimeoutError | ConnectionError | OSError)
+
+
+def build_model(config: ModelConfig) -> Model:
+    """The pydantic-ai model ``config`` names. Makes no network call."""
+    if config.provider == "function":
+        return _import_model(config.function)
+    if config.provider == "local":
+        from workers.local_model import local_model
+
+        return local_model(
+            config.name, max_tokens=min(config.max_tokens, 512), temperature=config.temperature
+        )
+    key = config.api_key.get_secret_value() if config.api_key else None
+    settings: ModelSettings = {"max_tokens": config.max_tokens, "timeout": config.request_timeout}
+    if config.temperature is not None:
+        settings["temperature"] = config.temperature
+    if config.provider == "anthropic":
+        from pydantic_ai.models.anthropic import AnthropicModel
+        from pydantic_ai.providers.anthropic import AnthropicProvider
+
+        anthropic = AnthropicProvider(api_key=key, base_url=config.base_url or None)
+        return AnthropicModel(config.name, provider=anthropic, settings=settings)
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    # A keyless local server still needs a non-empty key in the client; a placeholder
+    # also stops the client from picking up an OPENAI_API_KEY meant for another endpoint.
+    openai = OpenAIProvider(base_url=config.base_url or None, api_key=key or "not-needed")
+    return OpenAIChatModel(config.name, provider=openai, settings=settings)
+
+
+def _import_model(path: str) -> Model:
+    module_name, _, attr_path = path.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+        for attr in attr_path.split("."):
+            obj = getattr(obj, attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"model.function: cannot import {path!r}: {exc}") from None
+    if isinstance(obj, Model):
+        return obj
+    if callable(obj):
+        factory: Callable[[], Any] = obj
+        made = factory()
+        if isinstance(made, Model):
+            return made
+        raise ConfigError(
+            f"model.function: {path!r} returned {type(made).__name__}, not a pydantic-ai Model"
+        )
+    raise ConfigError(
+        f"model.function: {path!r} is a {type(obj).__name__}, not a pydantic-ai Model or a "
+        "zero-argument factory returning one"
+    )
+
+
+_cache: dict[tuple[Any, ...], TurnAgent] = {}
+_cache_lock = threading.Lock()
+
+
+def _cache_key(settings: WorkerSettings) -> tuple[Any, ...]:
+    model = settings.model
+    key = model.api_key.get_secret_value().encode() if model.api_key else b""
+    return (
+        model.model_dump_json(),  # api_key is excluded from dumps
+        hashlib.sha256(key).hexdigest(),
+        settings.memory.model_dump_json(),
+        settings.worker.transcript_max_chars,
+        tuple(sorted(settings.admins)),
+    )
+
+
+def build_agent(settings: WorkerSettings) -> TurnAgent:
+    """The ``TurnAgent`` for ``settings``, built once per process per configuration.
+
+    Raises ``ConfigError`` (e.g. the local model's packages are missing, or
+    ``model.function`` does not import).
+    """
+    cache_key = _cache_key(settings)
+    with _cache_lock:
+        agent = _cache.get(cache_key)
+        if agent is None:
+            agent = _make_agent(settings)
+            _cache[cache_key] = agent
+        return agent
+
+
+def clear_agent_cache() -> None:
+    """Forget cached agents (tests; a config reload)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def _make_agent(settings: WorkerSettings) -> TurnAgent:
+    config = settings.model
+    model = build_model(config)
+    local = config.provider == "local"
+    return TurnAgent(
+        model,
+        config=config,
+        with_tools=not local,
+        search_k=min(settings.memory.search_k, 3) if local else settings.memory.search_k,
+        core_max_chars=(
+            min(settings.memory.core_max_chars, LOCAL_CORE_MAX_CHARS)
+            if local
+            else settings.memory.core_max_chars
+        ),
+        transcript_max_chars=(
+            min(settings.worker.transcript_max_chars, LOCAL_TRANSCRIPT_MAX_CHARS)
+            if local
+            else settings.worker.transcript_max_chars
+        ),
+        admins=settings.admins,
+    )

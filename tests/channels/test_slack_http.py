@@ -16,7 +16,6 @@ from channels.models import Inbound
 from channels.slack import SlackChannel
 from tests.fakes.slack_api import (
     BOT_USER_ID,
-    SIGNING_SECRET,
     FakeSlack,
     channel_block,
     channel_env,
@@ -67,7 +66,9 @@ async def post(client: TestClient[Any, Any], payload: Any, **sign: Any) -> Any:
     return await client.post("/slack/events", data=body, headers=signed_headers(body, **sign))
 
 
-async def test_signed_event_reaches_sink_before_200(client: TestClient[Any, Any], sink: Sink) -> None:
+async def test_signed_event_reaches_sink_before_200(
+    client: TestClient[Any, Any], sink: Sink
+) -> None:
     event = message_event(f"<@{BOT_USER_ID}> hello there", ts="1700000001.000200")
     response = await post(client, event_callback(event))
     assert response.status == 200
@@ -113,7 +114,9 @@ async def test_stale_timestamp_is_401_even_when_correctly_signed(
     assert sink.got == []
 
 
-async def test_timestamp_inside_window_is_accepted(client: TestClient[Any, Any], sink: Sink) -> None:
+async def test_timestamp_inside_window_is_accepted(
+    client: TestClient[Any, Any], sink: Sink
+) -> None:
     response = await post(client, event_callback(message_event("hi")),
                           timestamp=int(time.time()) - 4 * 60)
     assert response.status == 200

@@ -80,8 +80,8 @@ class Failure:
 class FakeSlack:
     """The fake server; ``await start()`` then point ``api_base_url`` at ``base_url``."""
 
-    bot_token: str = BOT_TOKEN
-    app_token: str = APP_TOKEN
+    bot_token: str = field(default=BOT_TOKEN, repr=False)
+    app_token: str = field(default=APP_TOKEN, repr=False)
     users: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: accepted chat.postMessage calls (the request params plus the assigned ts)
     posted: list[dict[str, Any]] = field(default_factory=list)
@@ -206,9 +206,10 @@ class FakeSlack:
         blocks = params.get("blocks")
         if isinstance(blocks, str):  # form-encoded callers send JSON text
             blocks = json.loads(blocks)
-        if blocks is not None:
-            if not isinstance(blocks, list) or not all(_valid_block(b) for b in blocks):
-                return {"ok": False, "error": "invalid_blocks"}
+        if blocks is not None and (
+            not isinstance(blocks, list) or not all(_valid_block(b) for b in blocks)
+        ):
+            return {"ok": False, "error": "invalid_blocks"}
         text = params.get("text")
         if not text and not blocks:
             return {"ok": False, "error": "no_text"}

@@ -117,3 +117,48 @@ async def test_refused_app_token_fails_start_with_permanent_error(fake: FakeSlac
     assert info.value.reason == "invalid_auth"
     assert "xapp-1-revoked" not in str(info.value)
     assert fake.connections == 0
+
+
+async def _reconnects_and_still_delivers(fake: FakeSlack, sink: GatedSink) -> None:
+    await fake.wait_connected(count=2, timeout=20)
+    sink.release.set()
+    # events pushed on the new socket still flow and are acked
+    envelope = await fake.push_event(message_event("after reconnect", ts="1700000020.000100"))
+    await fake.wait_ack(envelope)
+    assert [i.text for i in sink.got] == ["after reconnect"]
+
+
+async def test_reconnects_after_the_server_drops_the_socket(
+    fake: FakeSlack, started: tuple[SlackChannel, GatedSink]
+) -> None:
+    _, sink = started
+    await fake.drop_connections()
+    await _reconnects_and_still_delivers(fake, sink)
+    # a fresh URL was fetched for the new connection
+    assert [m for m, _ in fake.calls].count("apps.connections.open") >= 2
+
+
+async def test_reconnects_on_slack_disconnect_message(
+    fake: FakeSlack, started: tuple[SlackChannel, GatedSink]
+) -> None:
+    _, sink = started
+    await fake.send_disconnect()
+    await _reconnects_and_still_delivers(fake, sink)
+
+
+async def test_stalled_socket_is_noticed_and_replaced() -> None:
+    """The liveness watchdog: pings that get no pong mark the socket stale."""
+    fake = FakeSlack(answer_pings=False)
+    await fake.start()
+    sink = GatedSink()
+    channel = SlackChannel.from_config(
+        "default", channel_block(fake, ping_interval=0.5), channel_env()
+    )
+    try:
+        await channel.start(sink)
+        await fake.wait_connected()
+        fake.answer_pings = True  # the replacement connection is healthy
+        await _reconnects_and_still_delivers(fake, sink)
+    finally:
+        await channel.stop()
+        await fake.stop()

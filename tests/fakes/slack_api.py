@@ -90,6 +90,8 @@ class FakeSlack:
     #: acks received over Socket Mode, in order
     acks: list[str] = field(default_factory=list)
     failures: dict[str, list[Failure]] = field(default_factory=dict)
+    #: False: swallow websocket pings, as a stalled connection would
+    answer_pings: bool = True
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -226,7 +228,7 @@ class FakeSlack:
     async def _socket(self, request: web.Request) -> web.WebSocketResponse:
         if not request.query.get("ticket"):
             raise web.HTTPUnauthorized()
-        ws = web.WebSocketResponse(autoping=True)
+        ws = web.WebSocketResponse(autoping=self.answer_pings)
         await ws.prepare(request)
         self._sockets.append(ws)
         self.connections += 1
@@ -252,8 +254,23 @@ class FakeSlack:
             self._sockets.remove(ws)
         return ws
 
-    async def wait_connected(self, timeout: float = 10) -> None:
-        await asyncio.wait_for(self._connected.wait(), timeout)
+    async def wait_connected(self, timeout: float = 10, count: int = 1) -> None:
+        """Wait until ``count`` websocket connections were opened in total."""
+        while self.connections < count:
+            self._connected.clear()
+            await asyncio.wait_for(self._connected.wait(), timeout)
+
+    async def send_disconnect(self, reason: str = "refresh_requested") -> None:
+        """Slack's polite request to reconnect (sent before it recycles a socket)."""
+        await self._sockets[-1].send_json(
+            {"type": "disconnect", "reason": reason,
+             "debug_info": {"host": "applink-fake"}}
+        )
+
+    async def drop_connections(self) -> None:
+        """Close every socket from the server side, as a network drop or deploy would."""
+        for ws in list(self._sockets):
+            await ws.close()
 
     async def push_event(
         self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0

@@ -65,8 +65,14 @@ class _Client(discord.Client):
     async def on_disconnect(self) -> None:
         log.info("discord: gateway disconnected; discord.py reconnects with backoff")
 
-    async def on_message(self, message: discord.Message) -> None:
-        self._owner._enqueue(message)
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        # Take MESSAGE_CREATE synchronously, inside the gateway's parse step: an
+        # ``on_message`` coroutine runs later as its own task, by which time a
+        # MESSAGE_UPDATE read from the socket may already have edited the cached
+        # Message in place, and tasks would not guarantee gateway order either.
+        if event == "message" and args and isinstance(args[0], discord.Message):
+            self._owner._enqueue(args[0])
+        super().dispatch(event, *args, **kwargs)
 
 
 class DiscordChannel(Channel):
@@ -107,17 +113,14 @@ class DiscordChannel(Channel):
         token: SecretStr,
         *,
         account: str = "default",
-        cursor_store: object | None = None,
     ) -> None:
-        # cursor_store is accepted for the common constructor shape; the gateway
-        # protocol has no cursor to persist.
-        del cursor_store
+        # No cursor_store use: the gateway protocol has no cursor to persist.
         self.settings = settings
         self.account = account
         self._token = token
         self._client: _Client | None = None
         self._sink: InboundSink | None = None
-        self._queue: asyncio.Queue[discord.Message] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[Inbound, bool]] = asyncio.Queue()
         self._pump_task: asyncio.Task[None] | None = None
         self._conn_task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
@@ -265,42 +268,48 @@ class DiscordChannel(Channel):
 
     # ------------------------------------------------------------------ inbound
     def _enqueue(self, message: discord.Message) -> None:
+        """Normalize now (discord.py mutates cached messages on later edits, so the
+        message must be read as it arrived) and queue for the sink, in order."""
         client = self._client
         if client is None or client.user is None:
             return
         if not is_conversation(message, client.user.id):
             return
+        try:
+            place = self._place_now(message)
+            provisional = place or Place(chat_id=str(message.channel.id), thread_id=None,
+                                         is_group=True)
+            inbound = to_inbound(message, provisional, bot_id=client.user.id,
+                                 account=self.account)
+        except Exception:
+            log.exception("discord: skipped message %s that could not be normalized",
+                          message.id)
+            return
         if self._queue.qsize() >= self.settings.inbound_buffer:
-            dropped = self._queue.get_nowait()
+            dropped, _ = self._queue.get_nowait()
             self._queue.task_done()
             log.error(
                 "discord: inbound buffer full while the inbox is unavailable; "
                 "dropped message %s",
-                dropped.id,
+                dropped.message_id,
             )
-        self._queue.put_nowait(message)
+        self._queue.put_nowait((inbound, place is None))
 
     async def _pump(self) -> None:
         """Feed the sink one message at a time, in gateway order."""
         while True:
-            message = await self._queue.get()
+            inbound, unresolved = await self._queue.get()
             try:
-                await self._handle(message)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("discord: skipped message %s that could not be normalized",
-                              message.id)
+                if unresolved:
+                    place = await self._resolve(int(inbound.chat_id))
+                    inbound = inbound.model_copy(update={
+                        "chat_id": place.chat_id,
+                        "thread_id": place.thread_id,
+                        "chat_name": place.chat_name,
+                    })
+                await self._deliver(inbound)
             finally:
                 self._queue.task_done()
-
-    async def _handle(self, message: discord.Message) -> None:
-        client = self._client
-        if client is None or client.user is None:
-            return
-        place = await self._place(message)
-        inbound = to_inbound(message, place, bot_id=client.user.id, account=self.account)
-        await self._deliver(inbound)
 
     async def _deliver(self, inbound: Inbound) -> None:
         """Retry the sink until the message is durable: the gateway will not resend."""
@@ -321,7 +330,9 @@ class DiscordChannel(Channel):
                 await asyncio.sleep(wait)
                 delay = min(delay * 2, self.sink_retry_cap)
 
-    async def _place(self, message: discord.Message) -> Place:
+    def _place_now(self, message: discord.Message) -> Place | None:
+        """Where the message lives, from the cache; None when a guild channel is not
+        cached and ``_resolve`` must ask Discord whether it is a thread."""
         channel = message.channel
         if isinstance(channel, discord.DMChannel):
             return Place(chat_id=str(channel.id), thread_id=None, is_group=False)
@@ -333,7 +344,7 @@ class DiscordChannel(Channel):
         if isinstance(channel, discord.PartialMessageable):
             if channel.guild_id is None:
                 return Place(chat_id=str(channel.id), thread_id=None, is_group=False)
-            return await self._resolve_partial(channel)
+            return self._places.get(channel.id)
         return Place(chat_id=str(channel.id), thread_id=None, is_group=True,
                      chat_name=f"#{getattr(channel, 'name', channel.id)}")
 
@@ -347,29 +358,29 @@ class DiscordChannel(Channel):
             chat_name=f"#{parent.name}" if parent is not None else None,
         )
 
-    async def _resolve_partial(self, channel: discord.PartialMessageable) -> Place:
+    async def _resolve(self, channel_id: int) -> Place:
         """A guild channel the cache does not know (e.g. a thread created while we were
         away): ask ``GET /channels/{id}`` whether it is a thread, once."""
-        cached = self._places.get(channel.id)
+        cached = self._places.get(channel_id)
         if cached is not None:
             return cached
         client = self._client
         assert client is not None
         try:
-            fetched = await client.fetch_channel(channel.id)
+            fetched = await client.fetch_channel(channel_id)
         except _CALL_ERRORS as exc:
             # Better to keep the message (as its own chat) than to lose it.
             log.warning("discord: could not resolve channel %s (%s); treating it as a "
-                        "channel, not a thread", channel.id, map_error(exc))
-            return Place(chat_id=str(channel.id), thread_id=None, is_group=True)
+                        "channel, not a thread", channel_id, map_error(exc))
+            return Place(chat_id=str(channel_id), thread_id=None, is_group=True)
         if isinstance(fetched, discord.Thread):
             place = self._thread_place(fetched)
         else:
-            place = Place(chat_id=str(channel.id), thread_id=None, is_group=True,
-                          chat_name=f"#{getattr(fetched, 'name', channel.id)}")
+            place = Place(chat_id=str(channel_id), thread_id=None, is_group=True,
+                          chat_name=f"#{getattr(fetched, 'name', channel_id)}")
         if len(self._places) >= _PLACE_CACHE_SIZE:
             self._places.clear()
-        self._places[channel.id] = place
+        self._places[channel_id] = place
         return place
 
     # ------------------------------------------------------------------ outbound

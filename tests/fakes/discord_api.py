@@ -110,6 +110,7 @@ class FakeDiscord:
         self.guilds: dict[str, dict[str, Any]] = {}
         self.channels: dict[str, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []  # POSTed messages, as stored
+        self.messages: dict[str, dict[str, Any]] = {}  # every message that exists
         self.requests: list[tuple[str, str]] = []  # (method, path) of every REST call
         self.typing: list[str] = []
         self.identifies: list[dict[str, Any]] = []
@@ -189,6 +190,30 @@ class FakeDiscord:
                     "mentionable": False,
                     "flags": 0,
                 },
+                {
+                    # the role Discord creates for a bot when it joins ("managed")
+                    "id": snowflake(),
+                    "name": "clawbot",
+                    "permissions": str((1 << 11) | (1 << 16) | (1 << 38)),
+                    "position": 1,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": True,
+                    "mentionable": True,
+                    "flags": 0,
+                    "tags": {"bot_id": self.bot["id"]},
+                },
+                {
+                    "id": snowflake(),
+                    "name": "admins",
+                    "permissions": str(1 << 3),  # ADMINISTRATOR
+                    "position": 2,
+                    "color": 0,
+                    "hoist": False,
+                    "managed": False,
+                    "mentionable": False,
+                    "flags": 0,
+                },
             ],
             "joined_at": now_iso(),
             "large": False,
@@ -205,6 +230,10 @@ class FakeDiscord:
         }
         self.guilds[gid] = guild
         return guild
+
+    @staticmethod
+    def role(guild: dict[str, Any], name: str) -> dict[str, Any]:
+        return next(r for r in guild["roles"] if r["name"] == name)
 
     def add_text_channel(self, guild: dict[str, Any], name: str = "general") -> dict[str, Any]:
         channel = {
@@ -259,7 +288,7 @@ class FakeDiscord:
         return thread
 
     def add_dm(self, recipient: dict[str, Any]) -> dict[str, Any]:
-        channel = {
+        channel: dict[str, Any] = {
             "id": snowflake(),
             "type": 1,
             "last_message_id": None,
@@ -275,6 +304,7 @@ class FakeDiscord:
         content: str,
         *,
         mentions: list[dict[str, Any]] | None = None,
+        mention_roles: list[str] | None = None,
         reply_to: dict[str, Any] | None = None,
         attachments: list[dict[str, Any]] | None = None,
         member: dict[str, Any] | None = None,
@@ -291,7 +321,7 @@ class FakeDiscord:
             "tts": False,
             "mention_everyone": False,
             "mentions": mentions or [],
-            "mention_roles": [],
+            "mention_roles": mention_roles or [],
             "attachments": attachments or [],
             "embeds": [],
             "pinned": False,
@@ -314,6 +344,7 @@ class FakeDiscord:
                     "member",
                     {"roles": [], "joined_at": now_iso(), "deaf": False, "mute": False, "flags": 0},
                 )
+        self.messages[msg["id"]] = msg
         if reply_to is not None:
             ref: dict[str, Any] = {
                 "type": 0,
@@ -493,11 +524,28 @@ class FakeDiscord:
                 },
                 status=400,
             )
+        ref_in = body.get("message_reference")
+        ref_out: dict[str, Any] | None = None
+        if ref_in:
+            # Snowflakes may arrive as ints or strings; Discord always echoes strings.
+            target = self.messages.get(str(ref_in.get("message_id")))
+            if target is not None:
+                ref_out = {"type": 0, "message_id": target["id"],
+                           "channel_id": target["channel_id"]}
+                if "guild_id" in target:
+                    ref_out["guild_id"] = target["guild_id"]
+            elif ref_in.get("fail_if_not_exists", True):
+                return json_response(
+                    {"message": "Invalid Form Body", "code": 50035,
+                     "errors": {"message_reference": {"_errors": [{
+                         "code": "REPLIES_UNKNOWN_MESSAGE", "message": "Unknown message"}]}}},
+                    status=400,
+                )
         msg = self.message_json(channel, self.bot, content)
-        msg["request"] = body  # keep what the client asked for (message_reference, ...)
-        if body.get("message_reference"):
+        msg["request"] = body  # keep what the client asked for (allowed_mentions, ...)
+        if ref_out is not None:
             msg["type"] = 19
-            msg["message_reference"] = body["message_reference"]
+            msg["message_reference"] = ref_out
         self.sent.append(msg)
         reply = {k: v for k, v in msg.items() if k != "request"}
         return json_response(reply, headers=self._ratelimit_headers())

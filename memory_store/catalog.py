@@ -19,7 +19,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -75,9 +75,10 @@ class IndexHook(Protocol):
     def attach(self, conn: sqlite3.Connection) -> None:
         """Create tables if needed and load state from ``conn``."""
 
-    def apply(self, conn: sqlite3.Connection, upserts: list[tuple[int, str]],
-              deletes: list[int], progress: Progress | None) -> None:
-        """Index ``(rowid, text)`` pairs and drop ``deletes``, inside the open transaction."""
+    def apply(self, conn: sqlite3.Connection, upserts: Sequence[tuple[int, MemoryRecord]],
+              deletes: Sequence[int], progress: Progress | None) -> None:
+        """Index ``(rowid, record)`` pairs and drop ``deletes``, inside the open
+        transaction."""
 
     def committed(self) -> None:
         """The transaction that carried the last ``apply`` committed."""
@@ -325,7 +326,7 @@ class Catalog:
             return 0
         conn = self.conn
         changed = 0
-        upserts: list[tuple[int, str]] = []
+        upserts: list[tuple[int, MemoryRecord]] = []
         dropped: list[int] = []
         total = len(candidates) + len(deletes)
         conn.execute("BEGIN IMMEDIATE")
@@ -357,7 +358,7 @@ class Catalog:
                 record = self._parse_file(rel, data, st)
                 rowid = self._upsert(rel, record, digest, st.st_mtime_ns, st.st_size)
                 if rowid is not None:
-                    upserts.append((rowid, index_text(record)))
+                    upserts.append((rowid, record))
                     changed += 1
             for hook in self.hooks:
                 hook.apply(conn, upserts, dropped, progress)
@@ -428,7 +429,7 @@ class Catalog:
             try:
                 rowid = self._upsert(rel, record, content_hash(data), st.st_mtime_ns,
                                      st.st_size)
-                upserts = [] if rowid is None else [(rowid, index_text(record))]
+                upserts = [] if rowid is None else [(rowid, record)]
                 for hook in self.hooks:
                     hook.apply(conn, upserts, [], None)
                 conn.execute("COMMIT")

@@ -1,0 +1,60 @@
+"""The local MiniLM embedder and the dense index around it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from memory_store import open_memory
+from memory_store.embed import DIM, default_embedder
+
+
+def test_embeddings_are_normalized_and_ordered() -> None:
+    emb = default_embedder()
+    texts = ["A man is eating food.", "", "x" * 5000]
+    vecs = emb.embed(texts)
+    assert vecs.shape == (3, DIM)
+    assert vecs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
+    # Batching and sorting by length must not change a text's vector.
+    alone = emb.embed(["A man is eating food."])[0]
+    assert float(alone @ vecs[0]) > 0.9999
+    assert emb.embed([]).shape == (0, DIM)
+
+
+def test_similar_sentences_score_higher_than_unrelated() -> None:
+    emb = default_embedder()
+    a, b, c, d = emb.embed([
+        "A man is eating food.",
+        "A man is eating a piece of bread.",
+        "A monkey is playing drums.",
+        "The stock market fell sharply today.",
+    ])
+    assert float(a @ b) > 0.6
+    assert float(a @ b) > float(a @ c) + 0.3
+    assert float(a @ b) > float(a @ d) + 0.3
+
+
+def test_paraphrase_is_found_without_shared_words(tmp_path: Path) -> None:
+    mem = open_memory(tmp_path, "t:1", "vector", embedder=default_embedder())
+    try:
+        mem.write_sync("My dog loves playing fetch in the park.", kind="fact")
+        mem.write_sync("Quarterly taxes are due next week.", kind="fact")
+        hits = mem.search_sync("puppy enjoys chasing a ball", k=1)
+        assert hits[0].content.startswith("My dog")
+    finally:
+        mem.close()
+
+
+def test_vectors_are_added_when_a_file_index_is_reopened_as_hybrid(tmp_path: Path) -> None:
+    f = open_memory(tmp_path, "t:1", "file")
+    f.write_sync("Sam's birthday is in June.", kind="fact", metadata={"id": "bday"})
+    f.write_sync("The server runs Debian.", kind="fact", metadata={"id": "os"})
+    f.close()
+    h = open_memory(tmp_path, "t:1", "hybrid", embedder=default_embedder())
+    try:
+        assert len(h.dense) == 2
+        assert h.search_sync("when is Sam born", k=1)[0].id == "bday"
+    finally:
+        h.close()

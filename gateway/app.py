@@ -1,0 +1,222 @@
+"""The gateway process: channels in, inbox, sweeper, outbox, web server.
+
+``Gateway(config, redis_url)`` builds the channels named in ``[channels.*]`` (adapters
+are imported lazily from ``CHANNEL_REGISTRY``), starts each with the inbox as its sink,
+and runs the outbox consumer, the drain sweeper and (when a channel has webhook routes
+or ``[http] enabled``) the web server. ``serve()`` runs it until SIGINT/SIGTERM.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import signal
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from pydantic import ValidationError
+
+from channels.base import Channel
+from gateway.config import ConfigError, GatewayConfig, format_validation_error
+from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
+from gateway.keys import Keys
+from gateway.outbox import Outbox
+from gateway.webhooks import WebServer, build_app, has_routes
+
+log = logging.getLogger(__name__)
+
+CHANNEL_REGISTRY: dict[str, str] = {
+    "local": "channels.local:LocalChannel",
+    "telegram": "channels.telegram:TelegramChannel",
+    "slack": "channels.slack:SlackChannel",
+    "discord": "channels.discord:DiscordChannel",
+}
+REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
+HEARTBEAT_TTL = 10
+
+
+class RedisCursorStore:
+    """``channels.base.CursorStore`` over Redis, scoped to one channel account."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys, channel: str, account: str) -> None:
+        self._r = client
+        self._keys = keys
+        self._channel = channel
+        self._account = account
+
+    async def get(self, key: str) -> str | None:
+        value = await self._r.get(self._keys.cursor(self._channel, self._account, key))
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
+
+    async def set(self, key: str, value: str) -> None:
+        await self._r.set(self._keys.cursor(self._channel, self._account, key), value)
+
+
+def load_channel_class(name: str) -> type[Channel]:
+    """Import the adapter class registered for ``name`` (raises ``ConfigError``)."""
+    path = CHANNEL_REGISTRY.get(name)
+    if path is None:
+        raise ConfigError(f"channels.{name}: unknown channel {name!r}; known channels: "
+                          f"{', '.join(sorted(CHANNEL_REGISTRY))}")
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ConfigError(f"channels.{name}: the {name} adapter cannot be loaded ({err}); "
+                          "install its dependencies or remove the block") from None
+    cls = getattr(module, attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Channel)):
+        raise ConfigError(f"channels.{name}: {path} is not a Channel class")
+    return cls
+
+
+def build_channels(
+    config: GatewayConfig, env: Mapping[str, str]
+) -> dict[tuple[str, str], Channel]:
+    """One adapter per ``[channels.<name>]`` block, keyed by (name, account)."""
+    where = str(config.source) if config.source else "config"
+    out: dict[tuple[str, str], Channel] = {}
+    for name, block in config.channels.items():
+        cls = load_channel_class(name)
+        account = "default"
+        try:
+            channel = cls.from_config(account, dict(block), env)
+        except ValidationError as err:
+            raise ConfigError(format_validation_error(where, err, prefix=f"channels.{name}."))\
+                from None
+        except (ValueError, KeyError) as err:
+            raise ConfigError(f"{where}: channels.{name}: {err}") from None
+        out[(channel.name, channel.account)] = channel
+    if not out:
+        raise ConfigError(f"{where}: no channel configured; add a block such as "
+                          "[channels.local] (or [channels.telegram] with token_env)")
+    return out
+
+
+class Gateway:
+    """The always-on process. ``await start()``, then ``await stop()``."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        redis_url: str,
+        *,
+        env: Mapping[str, str] | None = None,
+        consumer: str | None = None,
+    ) -> None:
+        self.config = config
+        self.redis_url = redis_url
+        self.keys = Keys()
+        self._env = dict(os.environ if env is None else env)
+        self._env[REDIS_URL_ENV] = redis_url
+        self._consumer = consumer
+        self.channels: dict[tuple[str, str], Channel] = {}
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started: list[Channel] = []
+        self._web: WebServer | None = None
+        self.r: aioredis.Redis | None = None
+        self._sync: redis.Redis | None = None
+        self.inbox: Inbox | None = None
+        self.outbox: Outbox | None = None
+
+    @property
+    def web_port(self) -> int | None:
+        return self._web.port if self._web else None
+
+    async def start(self) -> None:
+        self.channels = build_channels(self.config, self._env)
+        self.r = aioredis.Redis.from_url(self.redis_url)
+        self._sync = redis.Redis.from_url(self.redis_url)
+        try:
+            await self.r.ping()
+        except (redis.RedisError, OSError) as err:
+            raise ConfigError(f"redis.url: cannot reach Redis ({err}); start it or fix the "
+                              "URL") from None
+        enqueuer = DrainEnqueuer(self.config, self._sync, self.keys)
+        self.inbox = Inbox(self.config, self.r, enqueuer, self.keys)
+        sweeper = Sweeper(self.config, self.r, enqueuer, self.keys)
+        self.outbox = Outbox(self.r, self.channels, self.keys, consumer=self._consumer)
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self.outbox.run(self._stop), name="outbox"))
+        self._tasks.append(loop.create_task(sweeper.run(self._stop), name="sweeper"))
+        self._tasks.append(loop.create_task(self._heartbeat(), name="heartbeat"))
+        for ch in self.channels.values():
+            ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))
+            await ch.start(self.inbox)
+            self._started.append(ch)
+            log.info("channel %s (%s) started", ch.name, ch.account)
+        chans = list(self.channels.values())
+        http = self.config.http
+        if http.enabled or (http.enabled is None and has_routes(chans)):
+            self._web = WebServer(build_app(chans, self.health), http.host, http.port)
+            await self._web.start()
+            log.info("web server on http://%s:%s", http.host, self._web.port)
+
+    async def health(self) -> dict[str, Any]:
+        try:
+            ok = bool(self.r is not None and await self.r.ping())
+        except (redis.RedisError, OSError):
+            ok = False
+        return {"ok": ok, "redis": ok,
+                "channels": sorted(f"{n}:{a}" for n, a in self.channels)}
+
+    async def _heartbeat(self) -> None:
+        assert self.r is not None
+        while not self._stop.is_set():
+            with contextlib.suppress(redis.RedisError, OSError):
+                await self.r.set(self.keys.gateway_alive, str(os.getpid()), ex=HEARTBEAT_TTL)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), timeout=HEARTBEAT_TTL / 3)
+
+    async def stop(self) -> None:
+        """Stop receiving first, then let the outbox finish, then close Redis."""
+        for ch in reversed(self._started):
+            try:
+                await ch.stop()
+            except Exception:
+                log.exception("stopping channel %s failed", ch.name)
+        self._started.clear()
+        if self._web is not None:
+            await self._web.stop()
+            self._web = None
+        self._stop.set()
+        if self._tasks:
+            _, pending = await asyncio.wait(self._tasks, timeout=10)
+            for t in pending:
+                t.cancel()
+            self._tasks.clear()
+        if self.r is not None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                await self.r.delete(self.keys.gateway_alive)
+            await self.r.aclose()
+            self.r = None
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+
+async def serve(config: GatewayConfig, redis_url: str, stop: asyncio.Event | None = None) -> None:
+    """Run a gateway until SIGINT/SIGTERM (or ``stop`` is set)."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    gw = Gateway(config, redis_url)
+    try:
+        await gw.start()
+        log.info("gateway running (%d channels); Ctrl-C to stop", len(gw.channels))
+        await stop.wait()
+    finally:
+        await gw.stop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)

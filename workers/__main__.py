@@ -1,0 +1,104 @@
+"""``python -m workers``: one RQ worker process running drain jobs.
+
+Scale out by starting more of these, on any machine that reaches the same Redis and
+the same data directory. The scheduler is on (RQ's ``Retry`` intervals need it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+import redis
+from rq import Queue, SimpleWorker, Worker
+
+from workers.keys import DEFAULT_QUEUE
+from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
+
+REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m workers", description=__doc__)
+    p.add_argument("--config", type=Path, help=f"config file (default: ${CONFIG_ENV})")
+    p.add_argument("--redis-url", help=f"Redis URL (default: ${REDIS_URL_ENV}, [redis] url, "
+                   "or the embedded server's <data_dir>/redis/url)")
+    p.add_argument("--queue", action="append", dest="queues",
+                   help=f"queue to work on (repeatable; default {DEFAULT_QUEUE})")
+    p.add_argument("--worker-class", choices=("simple", "fork"), default="simple",
+                   help="simple: run jobs in this process (fast, keeps the model loaded); "
+                   "fork: one forked child per job (isolation, ~ms per job)")
+    p.add_argument("--burst", action="store_true", help="exit when the queues are empty")
+    p.add_argument("--name", help="worker name (default: RQ's)")
+    p.add_argument("--no-scheduler", action="store_true", help="do not run RQ's scheduler")
+    p.add_argument("--no-preload", action="store_true",
+                   help="do not build the agent before taking jobs")
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
+    """The first of: ``--redis-url``, ``$PYNANOCLAW_REDIS_URL``, ``[redis] url``, the
+    embedded server's URL file. Raises ``ConfigError`` when there is none."""
+    url = arg or os.environ.get(REDIS_URL_ENV) or settings.redis.url
+    if url:
+        return url
+    from workers.turn import resolve_data_dir
+
+    url_file = resolve_data_dir(settings) / "redis" / "url"
+    try:
+        url = url_file.read_text(encoding="utf-8").strip()
+    except OSError:
+        url = ""
+    if not url:
+        raise ConfigError(
+            f"redis.url: not set and no embedded server is running ({url_file} is missing); "
+            "start `pynanoclaw gateway` first, or set [redis] url / --redis-url"
+        )
+    return url
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.config is not None:
+        # the job reads the config from the environment, in this process or a forked child
+        os.environ[CONFIG_ENV] = str(args.config.resolve())
+    try:
+        settings = load_worker_settings()
+        url = resolve_redis_url(args.redis_url, settings)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    os.environ[REDIS_URL_ENV] = url
+    import workers.drain  # noqa: F401  (imported once here, not in each forked child)
+
+    if not args.no_preload:
+        from workers.agent import build_agent
+
+        try:
+            build_agent(settings)
+        except ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+    conn = redis.Redis.from_url(url)
+    try:
+        conn.ping()
+    except (redis.RedisError, OSError) as err:
+        print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
+        return 2
+    names = args.queues or [DEFAULT_QUEUE]
+    queues = [Queue(n, connection=conn, serializer="json") for n in names]
+    cls = SimpleWorker if args.worker_class == "simple" else Worker
+    worker = cls(queues, connection=conn, serializer="json", name=args.name)
+    worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
+                logging_level=args.log_level.upper())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

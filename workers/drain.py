@@ -1,0 +1,165 @@
+"""The drain job: works through one group's mailbox, one turn at a time.
+
+Enqueued by the gateway (``workers.drain.drain_group``, JSON serializer, a timeout and
+a ``Retry``) when a group's mailbox gets its first message and no drain job exists.
+The job takes the group's lock, moves everything waiting (context + mailbox) into
+``processing`` in one step, runs the turn, clears ``processing`` and loops while the
+mailbox is not empty; messages arriving during a turn are the next turn's batch, all of
+them. A batch left in ``processing`` by a killed worker is retried as the same turn.
+After ``max_turns`` turns the job hands the group to a fresh job so one busy group
+cannot hold a worker forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import redis
+from rq import Queue, Retry, get_current_job
+
+from workers.keys import DRAIN_JOB, Keys
+from workers.lock import GroupLock, LockLost
+from workers.settings import WorkerSettings, load_worker_settings
+from workers.turn import TurnRunner, parse_batch
+
+log = logging.getLogger(__name__)
+
+REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
+T = TypeVar("T")
+
+# KEYS: processing, context, mailbox, lock   ARGV: token
+# Returns the batch to work on ({} = nothing waiting), or -1 if the lock is not ours.
+_TAKE = """
+if redis.call('GET', KEYS[4]) ~= ARGV[1] then return -1 end
+if redis.call('LLEN', KEYS[1]) > 0 then return redis.call('LRANGE', KEYS[1], 0, -1) end
+if redis.call('LLEN', KEYS[3]) == 0 then return {} end
+for _, src in ipairs({KEYS[2], KEYS[3]}) do
+  local items = redis.call('LRANGE', src, 0, -1)
+  for i = 1, #items do redis.call('RPUSH', KEYS[1], items[i]) end
+  redis.call('DEL', src)
+end
+return redis.call('LRANGE', KEYS[1], 0, -1)
+"""
+
+# KEYS: processing, mailbox, lease, active, lock   ARGV: token, group
+# Clears the finished batch. Returns 1 if more is waiting (keep going), 0 if the group
+# is drained (lease and lock released, atomically with the check), -1 if the lock is
+# not ours.
+_FINISH = """
+if redis.call('GET', KEYS[5]) ~= ARGV[1] then return -1 end
+redis.call('DEL', KEYS[1])
+if redis.call('LLEN', KEYS[2]) > 0 then return 1 end
+redis.call('DEL', KEYS[3])
+redis.call('SREM', KEYS[4], ARGV[2])
+redis.call('DEL', KEYS[5])
+return 0
+"""
+
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_pid = 0
+_settings: WorkerSettings | None = None
+
+
+def run_async(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on this process's one event loop. One loop per process (not
+    ``asyncio.run`` per job) so clients the agent caches stay bound to a live loop; a
+    forked work horse gets a fresh loop rather than its parent's epoll."""
+    global _loop, _loop_pid
+    if _loop is None or _loop_pid != os.getpid() or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+        _loop_pid = os.getpid()
+    return _loop.run_until_complete(coro)
+
+
+def worker_settings() -> WorkerSettings:
+    """The process's settings, read once from ``$PYNANOCLAW_CONFIG``."""
+    global _settings
+    if _settings is None:
+        _settings = load_worker_settings()
+    return _settings
+
+
+def _connection(redis_url: str | None) -> redis.Redis:
+    job = get_current_job()
+    if job is not None:
+        return job.connection
+    url = redis_url or os.environ.get(REDIS_URL_ENV)
+    if not url:
+        raise RuntimeError(f"no Redis: run inside an RQ worker or set {REDIS_URL_ENV}")
+    return redis.Redis.from_url(url)
+
+
+def drain_group(
+    group: str,
+    *,
+    lease_ttl: float = 30.0,
+    lock_ttl: float = 30.0,
+    max_turns: int = 20,
+    max_attempts: int = 5,
+    queue: str = "pnc-drain",
+    job_timeout: int = 300,
+    retries: int = 3,
+    prefix: str = "pnc:",
+    redis_url: str | None = None,
+) -> dict[str, Any]:
+    """Drain ``group``'s mailbox. Returns a JSON summary (turns run, how it ended)."""
+    client = _connection(redis_url)
+    keys = Keys(prefix)
+    lock = GroupLock(client, keys.lock(group), keys.lease(group), ttl=lock_ttl,
+                     lease_ttl=lease_ttl)
+    # A killed holder's lock expires within lock_ttl; waiting a bit longer than that
+    # lets a retried job pick up the batch instead of leaving it to the sweeper.
+    if not lock.acquire(timeout=lock_ttl * 1.5 + 1):
+        log.info("drain %s: lock busy, another job owns the group", group)
+        return {"group": group, "turns": 0, "end": "locked"}
+    take = client.register_script(_TAKE)
+    finish = client.register_script(_FINISH)
+    runner = TurnRunner(client, keys, worker_settings())
+    turns = 0
+    end = "drained"
+    try:
+        while True:
+            lock.check()
+            raw = take(keys=[keys.processing(group), keys.context(group), keys.mailbox(group),
+                             lock.lock_key], args=[lock.token])
+            if raw == -1:
+                raise LockLost(lock.lock_key)
+            if raw:
+                outcome = run_async(runner.run(parse_batch(group, raw), lock, max_attempts))
+                turns += 1
+                log.info("drain %s: turn %d %s", group, turns, outcome)
+            lock.stop_renewal()  # the finish script may release the lock itself
+            more = int(finish(keys=[keys.processing(group), keys.mailbox(group),
+                                    keys.lease(group), keys.active, lock.lock_key],
+                              args=[lock.token, group]))
+            if more == -1:
+                raise LockLost(lock.lock_key)
+            if more == 0:
+                lock.held = False
+                break
+            lock.start_renewal()
+            if turns >= max_turns:
+                # Hand over while still holding the lease, so no one else enqueues.
+                Queue(queue, connection=client, serializer="json").enqueue(
+                    DRAIN_JOB,
+                    kwargs={"group": group, "lease_ttl": lease_ttl, "lock_ttl": lock_ttl,
+                            "max_turns": max_turns, "max_attempts": max_attempts,
+                            "queue": queue, "job_timeout": job_timeout, "retries": retries,
+                            "prefix": prefix},
+                    job_timeout=job_timeout,
+                    retry=Retry(max=retries, interval=[1, 5, 30]) if retries > 0 else None,
+                    result_ttl=60,
+                    description=f"drain {group}",
+                )
+                end = "handed-off"
+                break
+    except LockLost:
+        log.error("drain %s: lock lost mid-job; leaving the group to its new owner", group)
+        end = "lock-lost"
+    finally:
+        lock.release()
+    return {"group": group, "turns": turns, "end": end}

@@ -20,13 +20,16 @@ from channels.discord.errors import map_error
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
 from channels.discord.render import MAX_MESSAGE_LEN, render
 from channels.discord.settings import DiscordSettings
+from channels.discord.transport import ServerAnswer, surfacing_trace
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound, Outbound
 
 log = logging.getLogger(__name__)
 
 #: Failures a discord.py call can raise that ``map_error`` translates.
-_CALL_ERRORS = (discord.DiscordException, aiohttp.ClientError, OSError, asyncio.TimeoutError)
+_CALL_ERRORS = (
+    discord.DiscordException, ServerAnswer, aiohttp.ClientError, OSError, asyncio.TimeoutError,
+)
 
 #: Nobody gets pinged by what the model writes (no @everyone/@here, roles or users);
 #: only the author of the message being answered, through the reply itself.
@@ -88,9 +91,10 @@ class DiscordChannel(Channel):
     id is the dedupe key, so a replayed event is harmless (the inbox drops it).
 
     Sending: REST ``POST /channels/{id}/messages`` via discord.py, which keeps
-    Discord's per-route rate-limit buckets (it waits pre-emptively when a bucket is
-    empty, and waits out a 429 shorter than ``max_ratelimit_timeout``, up to 5 tries).
-    A longer 429 surfaces as ``RateLimited`` for the outbox to schedule.
+    Discord's per-route rate-limit buckets (it waits before sending into an exhausted
+    bucket). A 429 or 5xx answer is not slept on inside the call: it surfaces at once
+    as ``RateLimited(retry_after)`` / ``TransientError`` for the outbox to schedule
+    (see ``transport``).
     """
 
     name = NAME
@@ -168,6 +172,7 @@ class DiscordChannel(Channel):
             self,
             intents=intents(),
             max_ratelimit_timeout=self.settings.max_ratelimit_timeout,
+            http_trace=surfacing_trace(),
             heartbeat_timeout=self.settings.heartbeat_timeout,
             chunk_guilds_at_startup=False,
         )

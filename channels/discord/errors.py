@@ -10,6 +10,7 @@ import asyncio
 import aiohttp
 import discord
 
+from channels.discord.transport import ServerAnswer
 from channels.errors import (
     ChannelError,
     NetworkError,
@@ -52,14 +53,19 @@ def map_error(exc: BaseException) -> ChannelError:
     """The ``channels.errors`` equivalent of a failure raised by a discord.py call."""
     if isinstance(exc, ChannelError):
         return exc
+    if isinstance(exc, ServerAnswer):
+        if exc.status == 429:
+            return RateLimited(exc.retry_after or DEFAULT_RETRY_AFTER)
+        return TransientError(f"discord server error {exc.status}")
     if isinstance(exc, discord.RateLimited):
-        # discord.py raises this when the wait exceeds ``max_ratelimit_timeout``
+        # discord.py raises this when an exhausted bucket's reset is further away
+        # than ``max_ratelimit_timeout``
         return RateLimited(exc.retry_after)
     if isinstance(exc, discord.HTTPException):
         status = exc.status
         if status == 429:
-            # Only reached for a 429 without Cloudflare's Via header (an IP-level
-            # block): discord.py does not wait those out itself.
+            # Not normally reached (transport.ServerAnswer comes first); kept so a
+            # 429 can never be mistaken for a permanent failure.
             return RateLimited(_retry_after(exc))
         if status >= 500:
             return TransientError(f"discord server error {status}")

@@ -20,9 +20,9 @@ class DiscordSettings(BaseModel):
     #: there unless ``gateway_url`` is set too. discord.py keeps both process-wide.
     api_base_url: str | None = None
     gateway_url: str | None = None
-    #: A 429 asking for a longer wait than this raises ``RateLimited`` to the outbox;
-    #: shorter ones discord.py waits out in its per-route bucket and retries (up to 5
-    #: tries). discord.py refuses values below 30 s.
+    #: discord.py waits before sending into an exhausted per-route bucket; a wait
+    #: longer than this raises ``RateLimited`` to the outbox instead. (429 answers
+    #: always go to the outbox at once.) discord.py refuses values below 30 s.
     max_ratelimit_timeout: float = Field(30.0, ge=30.0)
     #: Watchdog: no gateway frame (nor heartbeat ACK) for this long means the connection
     #: is stalled, and discord.py closes it and reconnects (resuming the session).

@@ -113,19 +113,24 @@ async def test_long_429_surfaces_as_rate_limited(rig: DiscordRig) -> None:
     assert rig.fake.sent == []
 
 
-async def test_short_429_is_waited_out_by_discord_py_bucket(rig: DiscordRig) -> None:
-    # discord.py's per-route bucket sleeps a 429 shorter than max_ratelimit_timeout
-    # and retries once; the outbox only sees the eventual success.
+async def test_short_429_is_not_slept_on_inside_the_call(rig: DiscordRig) -> None:
+    # discord.py alone would sleep 0.05 s and retry; the outbox must see the 429
     rig.fake.fail_rate_limited(rig.general["id"], retry_after=0.05)
-    await ch(rig).send_chunk(outbound(rig, "x"), Chunk("x", "x"), 0)
+    with pytest.raises(RateLimited) as err:
+        await ch(rig).send_chunk(outbound(rig, "x"), Chunk("x", "x"), 0)
+    assert err.value.retry_after == pytest.approx(0.05)
     posts = [r for r in rig.fake.requests if r[0] == "POST"]
-    assert len(posts) == 2
+    assert len(posts) == 1
+    assert rig.fake.sent == []
+    # the outbox's retry goes through (the library's bucket is not left blocked)
+    await ch(rig).send_chunk(outbound(rig, "x"), Chunk("x", "x"), 0)
     assert len(rig.fake.sent) == 1
 
 
 async def test_cloudflare_429_uses_retry_after_header(rig: DiscordRig) -> None:
+    # Cloudflare's own 429 (an IP-level block) is an HTML page with only the header
     rig.fake.fail_next("POST", rig.general["id"], 429,
-                       {"message": "You are being blocked", "retry_after": 1.0},
+                       "<html><body>Error 1015: You are being rate limited</body></html>",
                        {"Retry-After": "17"})
     with pytest.raises(RateLimited) as err:
         await ch(rig).send_chunk(outbound(rig, "x"), Chunk("x", "x"), 0)
@@ -147,11 +152,16 @@ async def test_unknown_channel_is_permanent(rig: DiscordRig) -> None:
     assert err.value.reason == "unknown_channel"
 
 
-async def test_server_error_is_transient_not_permanent(rig: DiscordRig) -> None:
-    rig.fake.fail_next("POST", rig.general["id"], 503, {"message": "upstream", "code": 0})
+@pytest.mark.parametrize("status", [500, 502, 503])
+async def test_server_error_is_transient_and_not_retried_inside(
+    rig: DiscordRig, status: int
+) -> None:
+    rig.fake.fail_next("POST", rig.general["id"], status, {"message": "upstream", "code": 0})
     with pytest.raises(TransientError) as err:
         await ch(rig).send_chunk(outbound(rig, "x"), Chunk("x", "x"), 0)
     assert not isinstance(err.value, RateLimited)
+    assert len([r for r in rig.fake.requests if r[0] == "POST"]) == 1
+    assert rig.fake.sent == []
 
 
 async def test_unreachable_discord_is_network_error(rig: DiscordRig) -> None:

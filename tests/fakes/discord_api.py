@@ -76,7 +76,7 @@ def user_json(user_id: str, username: str, *, bot: bool = False) -> dict[str, An
 @dataclass
 class CannedError:
     status: int
-    body: dict[str, Any]
+    body: dict[str, Any] | str
     headers: dict[str, str] = field(default_factory=dict)
 
 
@@ -431,6 +431,9 @@ class FakeDiscord:
             queue = self._failures.get(key)
             if queue:
                 err = queue.pop(0)
+                if isinstance(err.body, str):  # e.g. Cloudflare's HTML error page
+                    return web.Response(text=err.body, status=err.status,
+                                        headers=err.headers, content_type="text/html")
                 return json_response(err.body, status=err.status, headers=err.headers)
         return None
 

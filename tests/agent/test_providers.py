@@ -237,7 +237,7 @@ async def test_openai_compatible_turn_with_tool_call_over_http(
     assert first["temperature"] == pytest.approx(0.1)
     system = [m for m in first["messages"] if m["role"] in ("system", "developer")]
     assert system and "We call the bot Clawd." in system[0]["content"]
-    user = [m for m in first["messages"] if m["role"] == "user"][0]["content"]
+    user = next(m for m in first["messages"] if m["role"] == "user")["content"]
     assert "so the launch is on Tuesday" in str(user)
     assert {t["function"]["name"] for t in first["tools"]} == {"search_memory", "remember"}
     # The key went to the endpoint, and nowhere else.

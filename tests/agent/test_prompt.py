@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from typing import Any
 
+from channels.models import Inbound
 from memory_store import CoreMemory, MemoryRecord
-from workers.prompt import Role, build_prompt, engaged_ids, role_of, truncate
+from workers.prompt import Prompt, Role, build_prompt, engaged_ids, role_of, truncate
 
 from .conftest import NOW, msg
 
@@ -17,7 +19,7 @@ CORE = CoreMemory(
 )
 
 
-def build(messages, **kw):  # type: ignore[no-untyped-def]
+def build(messages: list[Inbound], **kw: Any) -> Prompt:
     return build_prompt(
         group="telegram:-100", messages=messages, core=CORE, results=[], now=NOW, **kw
     )

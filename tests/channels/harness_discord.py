@@ -1,16 +1,32 @@
-"""Test rig for the Discord adapter: a fake Discord with one guild (a text channel,
+"""Test rigs for the Discord adapter.
+
+``DiscordRig`` (Discord's own tests): a fake Discord with one guild (a text channel,
 an announced thread, a thread only reachable through GET /channels/{id}), a human,
 a DM, and a started ``DiscordChannel`` whose sink records what it receives.
+
+``HARNESSES`` (the shared contract suite, tests/channels/test_contract.py): the same
+fake built around the ids of the recorded fixtures in tests/channels/fixtures/discord/.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from channels.base import Channel, Chunk
 from channels.discord import DiscordChannel
-from channels.models import Inbound
+from channels.models import Inbound, Outbound
+from tests.channels.kit import (
+    AdapterHarness,
+    HarnessSpec,
+    MemoryCursorStore,
+    RecordingSink,
+    Sent,
+    fences_balanced,
+    load_fixture,
+)
 from tests.fakes.discord_api import FakeDiscord, snowflake, user_json
 
 #: Distinctive, so "the token never appears" checks cannot pass by accident.
@@ -87,3 +103,117 @@ class DiscordRig:
     async def next_inbound(self, count: int = 1) -> Inbound:
         await wait_until(lambda: len(self.received) >= count)
         return self.received[count - 1]
+
+
+# ---------------------------------------------------------------------- contract kit
+#: The world the recorded fixtures (tests/channels/fixtures/discord/) live in.
+FIXTURE_BOT = "1100000000000000001"
+FIXTURE_GUILD = "1100000000000000100"
+FIXTURE_GENERAL = "1100000000000000200"
+FIXTURE_THREAD = "1100000000000000300"
+FIXTURE_DM = "1100000000000000400"
+FIXTURE_ALICE = user_json("1100000000000000500", "alice")
+
+
+class DiscordContractHarness:
+    """``tests.channels.kit.AdapterHarness`` for Discord (gateway receive mode).
+
+    The gateway has no ack and no redelivery: ``acked`` is None and
+    ``redeliver_pending`` does nothing; the adapter itself keeps retrying the sink.
+    """
+
+    marker_fixture = "guild_mention"
+    quotes_replies = True
+
+    def __init__(self) -> None:
+        self.fake = FakeDiscord(token=TOKEN, bot_id=FIXTURE_BOT)
+        guild = self.fake.add_guild("Claw Lab", id=FIXTURE_GUILD)
+        general = self.fake.add_text_channel(guild, "general", id=FIXTURE_GENERAL)
+        self.thread = self.fake.add_thread(general, "release plan", id=FIXTURE_THREAD)
+        self.fake.add_dm(FIXTURE_ALICE, id=FIXTURE_DM)
+        # an existing message in the thread for replies to point at
+        self.trigger = self.fake.message_json(self.thread, FIXTURE_ALICE, "kick-off")
+        self.sink = RecordingSink()
+        self.cursors = MemoryCursorStore()
+        self.secrets = [TOKEN]
+        self.discord: DiscordChannel | None = None
+        self.channel: Channel = DiscordChannel.from_config(
+            "default", {}, {"DISCORD_BOT_TOKEN": TOKEN}
+        )  # replaced by ``start`` once the fake's port is known
+
+    async def start(self) -> None:
+        await self.fake.start()
+        self.discord = DiscordChannel.from_config(
+            "default", {"api_base_url": self.fake.base_url}, {"DISCORD_BOT_TOKEN": TOKEN}
+        )
+        self.discord.sink_retry_base = 0.02
+        self.discord.sink_retry_cap = 0.2
+        self.discord.bind(self.cursors)
+        self.channel = self.discord
+        await self.discord.start(self.sink)
+
+    async def close(self) -> None:
+        await self.channel.stop()
+        await self.fake.stop()
+
+    async def inject(self, fixture: str) -> None:
+        payload = load_fixture("discord", fixture)
+        await self.fake.dispatch(payload["t"], payload["d"])
+
+    async def redeliver_pending(self) -> None:
+        return None
+
+    async def acked(self, fixture: str) -> bool | None:
+        return None
+
+    def sent(self) -> list[Sent]:
+        result = []
+        for msg in self.fake.sent:
+            channel = self.fake.channels[msg["channel_id"]]
+            is_thread = channel["type"] in (10, 11, 12)
+            ref = msg.get("message_reference")
+            result.append(Sent(
+                chat_id=channel["parent_id"] if is_thread else channel["id"],
+                text=msg["content"],
+                thread_id=channel["id"] if is_thread else None,
+                reply_to_id=ref["message_id"] if ref else None,
+                formatted=True,  # Discord always renders Markdown
+            ))
+        return result
+
+    def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
+        target = self.thread["id"]
+        if status == 429:
+            self.fake.fail_rate_limited(target, retry_after if retry_after is not None else 1.0)
+        elif status == 403:
+            self.fake.fail_next("POST", target, 403,
+                                {"message": "Missing Permissions", "code": 50013})
+        else:
+            self.fake.fail_next("POST", target, status,
+                                {"message": f"{status}: Internal Server Error", "code": 0})
+
+    def outbound(self, text: str) -> Outbound:
+        return Outbound(
+            channel="discord",
+            chat_id=FIXTURE_GENERAL,
+            thread_id=self.thread["id"],
+            text=text,
+            reply_to_id=self.trigger["id"],
+            reply_id="contract-reply",
+        )
+
+    def chunk_well_formed(self, chunk: Chunk) -> bool:
+        return fences_balanced(chunk.text)
+
+
+@contextlib.asynccontextmanager
+async def _gateway_harness() -> AsyncIterator[AdapterHarness]:
+    harness = DiscordContractHarness()
+    await harness.start()
+    try:
+        yield harness
+    finally:
+        await harness.close()
+
+
+HARNESSES = [HarnessSpec(id="discord-gateway", platform="discord", factory=_gateway_harness)]

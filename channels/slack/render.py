@@ -11,47 +11,49 @@ binding limit. Slack counts characters, so ``len`` is the measure.
 from __future__ import annotations
 
 from channels.base import Chunk
-from channels.slack.mrkdwn import escape, to_mrkdwn
-from channels.split import split_text
+from channels.slack.mrkdwn import to_mrkdwn
+from channels.split import Span, split_spans
 
 __all__ = ["SLACK_SECTION_LIMIT", "render_chunks"]
 
 SLACK_SECTION_LIMIT = 3000
+#: Escaping can grow text at most fivefold ("&" -> "&amp;"); below this budget the
+#: text is sent unformatted instead of shrinking further.
+_MIN_BUDGET = 64
 
 
-def _fit(piece: str, limit: int) -> list[Chunk]:
-    """Chunks for one split piece; re-split tighter when conversion grew it past the
-    limit (escaping ``&`` to ``&amp;`` can)."""
-    budget = limit
-    while True:
-        parts = split_text(piece, budget)
-        formatted = [to_mrkdwn(part) for part in parts]
-        if all(len(text) <= limit for text in formatted):
-            return [
-                Chunk(text=text, plain=escape(part))
-                for part, text in zip(parts, formatted, strict=True)
-                if text.strip()
-            ]
-        budget = budget * 4 // 5
-        if budget < 64:
-            # Pathological input (thousands of '&'): send plain, hard-cut to fit.
-            plain = escape(piece)
-            return [
-                Chunk(text=cut, plain=cut, formatted=False)
-                for cut in split_text(plain, limit)
-                if cut.strip()
-            ]
+def _chunk(text: str, span: Span) -> Chunk | None:
+    plain = text[span.start : span.end]
+    if not plain.strip():
+        return None
+    formatted = to_mrkdwn(span.render(text))
+    if not formatted.strip():
+        # Nothing visible after conversion (e.g. only a link definition): keep the words.
+        return Chunk(text=plain, plain=plain, formatted=False)
+    return Chunk(text=formatted, plain=plain)
 
 
 def render_chunks(text: str, limit: int = SLACK_SECTION_LIMIT) -> list[Chunk]:
     """Split the model's Markdown to ``limit`` and convert each piece to mrkdwn.
 
-    Splitting happens on the Markdown (so fences are closed and reopened as Markdown
-    and each piece converts on its own); ``plain`` is the piece's escaped Markdown.
-    Pure: the same text always gives the same chunks. Whitespace-only pieces are
-    dropped (Slack rejects empty messages with ``no_text``).
+    Splitting happens on the Markdown, so a cut code fence is closed and reopened as
+    Markdown and each piece converts on its own. ``Chunk.plain`` is the piece's raw
+    slice of the input (no reopened fences), so the plain chunks join back to exactly
+    the input; ``send_chunk`` escapes it for Slack. When escaping grows a piece past
+    the limit, the whole text is re-split with a smaller budget. Pure: the same text
+    always gives the same chunks. Whitespace-only pieces are dropped (Slack rejects
+    empty messages with ``no_text``).
     """
-    chunks: list[Chunk] = []
-    for piece in split_text(text, limit):
-        chunks.extend(_fit(piece, limit))
-    return chunks
+    budget = limit
+    while budget >= _MIN_BUDGET:
+        chunks = [c for span in split_spans(text, budget) if (c := _chunk(text, span))]
+        if all(len(c.text) <= limit for c in chunks):
+            return chunks
+        budget = budget * 4 // 5
+    # Pathological input (thousands of '&'): plain text, which nothing can grow past
+    # the limit once sent (send_chunk's escaping goes to the 40k ``text`` field).
+    return [
+        Chunk(text=piece, plain=piece, formatted=False)
+        for span in split_spans(text, limit)
+        if (piece := text[span.start : span.end]).strip()
+    ]

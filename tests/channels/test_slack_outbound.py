@@ -105,12 +105,13 @@ async def test_rejected_blocks_fall_back_to_plain_text(
     fake: FakeSlack, channel: SlackChannel
 ) -> None:
     fake.fail_next("chat.postMessage", Failure(error="invalid_blocks"))
-    ts = await channel.send_chunk(reply("x"), Chunk(text="*x*", plain="**x**"), 0)
+    ts = await channel.send_chunk(reply("x"), Chunk(text="*x*", plain="**x** <y> & z"), 0)
     assert len(fake.posted) == 1
     post = fake.posted[0]
     assert ts == post["ts"]
     assert "blocks" not in post
-    assert post["text"] == "**x**" and post["mrkdwn"] is False
+    # plain text still escapes Slack's three control characters
+    assert post["text"] == "**x** &lt;y&gt; &amp; z" and post["mrkdwn"] is False
 
 
 async def test_429_maps_to_rate_limited_with_retry_after(

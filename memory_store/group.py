@@ -27,6 +27,8 @@ LOCK_FILE = ".lock"
 #: Core memory is always in the model's context; cap each file so a runaway edit
 #: cannot blow the prompt.
 CORE_LIMIT_CHARS = 16_000
+#: A writer holds the lock for milliseconds; a minute means something is wedged.
+LOCK_TIMEOUT = 60.0
 _TRUNCATED = "\n\n[... truncated: file longer than {limit} characters ...]\n"
 
 
@@ -56,6 +58,7 @@ class GroupDirectory:
         self.data_dir = Path(data_dir)
         self.group = group
         self.path = group_dir(self.data_dir, group)
+        self._lock = FileLock(self.path / LOCK_FILE, timeout=LOCK_TIMEOUT, poll_interval=0.002)
 
     def __repr__(self) -> str:
         return f"GroupDirectory({self.group!r})"
@@ -88,10 +91,14 @@ class GroupDirectory:
                         atomic_write_text(path, template)
         return self
 
-    def lock(self, timeout: float = 60.0) -> FileLock:
-        """The cross-process lock serializing read-modify-write of this group's files."""
+    def lock(self) -> FileLock:
+        """The cross-process lock serializing read-modify-write of this group's files.
+
+        One lock object per GroupDirectory: re-entrant within a thread (so a compound
+        operation can hold it around simple ones); other threads and processes wait.
+        """
         self.path.mkdir(parents=True, exist_ok=True)
-        return FileLock(self.path / LOCK_FILE, timeout=timeout, poll_interval=0.002)
+        return self._lock
 
     def core_memory(self, limit: int = CORE_LIMIT_CHARS) -> CoreMemory:
         """Global CLAUDE.md ("" if absent), this group's CLAUDE.md and user_profile.md."""

@@ -1,0 +1,169 @@
+"""LoCoMo retrieval benchmark for the memory backends.
+
+    python -m bench.locomo --data ../shared/data/locomo-dev.json --backend hybrid [--json]
+
+Replays each LoCoMo conversation into a fresh group with ``Memory.write()`` (one
+episode per dialog turn, the turn's ``dia_id`` in its id and source, the session date
+as its time), then for every question with evidence runs ``search(question, k=50)``
+and reports recall@5/10/25/50 as the LoCoMo paper defines it: per question, the
+fraction of its gold evidence dia_ids among the top k, averaged over questions; overall
+and per category. With ``--json`` the last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+KS = (5, 10, 25, 50)
+_DIA = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
+
+
+def normalize_evidence(raw: list[str]) -> list[str]:
+    """Gold dia_ids, with the dataset's malformed entries fixed ("D8:6; D9:17",
+    "D:11:26" -> "D8:6", "D9:17", "D11:26"), deduplicated in order."""
+    out: list[str] = []
+    for item in raw:
+        for m in _DIA.finditer(str(item)):
+            dia = f"D{int(m.group(1))}:{int(m.group(2))}"
+            if dia not in out:
+                out.append(dia)
+    return out
+
+
+def session_time(text: str) -> datetime:
+    """'1:56 pm on 8 May, 2023' -> aware datetime (UTC; the dataset has no zone)."""
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+
+
+def turns(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every dialog turn of a sample with its session time, in order."""
+    conv = sample["conversation"]
+    out = []
+    n = 1
+    while f"session_{n}" in conv:
+        when = session_time(conv[f"session_{n}_date_time"])
+        for turn in conv[f"session_{n}"]:
+            out.append({**turn, "when": when, "session": n})
+        n += 1
+    return out
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    text = f"{turn['speaker']}: {turn['text']}"
+    if turn.get("blip_caption"):
+        text += f" [shares a photo: {turn['blip_caption']}]"
+    return text
+
+
+async def run_sample(sample: dict[str, Any], backend: str, root: Path,
+                     options: dict[str, Any]) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    from memory_store import open_memory
+
+    sid = str(sample.get("sample_id", "conv"))
+    mem = open_memory(root, f"locomo:{sid}", backend, durable=False, **options)
+    try:
+        t0 = time.perf_counter()
+        all_turns = turns(sample)
+        for turn in all_turns:
+            await mem.write(turn_text(turn), kind="episode", metadata={
+                "id": turn["dia_id"],
+                "source": f"locomo:{sid}:{turn['dia_id']}",
+                "created": turn["when"].isoformat(),
+                "speaker": turn["speaker"],
+                "participants": [turn["speaker"]],
+                "trust": 0.8,
+            })
+        t1 = time.perf_counter()
+        results = []
+        for qa in sample["qa"]:
+            gold = normalize_evidence(qa.get("evidence") or [])
+            if not gold:
+                continue
+            hits = await mem.search(str(qa["question"]), k=max(KS))
+            ids = [h.id for h in hits]
+            results.append({
+                "category": str(qa.get("category")),
+                **{f"recall@{k}": len(set(gold) & set(ids[:k])) / len(gold) for k in KS},
+            })
+        t2 = time.perf_counter()
+    finally:
+        mem.close()
+    timing = {"turns": len(all_turns), "write_s": t1 - t0, "questions": len(results),
+              "search_s": t2 - t1}
+    return results, timing
+
+
+def summarize(backend: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+    def mean(rows: list[dict[str, Any]], key: str) -> float:
+        return round(sum(r[key] for r in rows) / len(rows), 4) if rows else 0.0
+
+    by_cat: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in results:
+        by_cat[r["category"]].append(r)
+    return {
+        "backend": backend,
+        "questions": len(results),
+        **{f"recall@{k}": mean(results, f"recall@{k}") for k in KS},
+        "by_category": {
+            cat: {"questions": len(rows), **{f"recall@{k}": mean(rows, f"recall@{k}")
+                                             for k in KS}}
+            for cat, rows in sorted(by_cat.items())
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.locomo", description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=Path("../shared/data/locomo-dev.json"))
+    ap.add_argument("--backend", choices=["file", "vector", "hybrid"], default="hybrid")
+    ap.add_argument("--json", action="store_true", help="print one JSON object as last line")
+    ap.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    ap.add_argument("--keep", type=Path, default=None, help="write groups here (kept)")
+    args = ap.parse_args(argv)
+    if not args.data.exists():
+        print(f"LoCoMo data not found at {args.data}; skipping (see ../shared/data/README.md "
+              "for where it comes from).", file=sys.stderr)
+        if args.json:
+            print(json.dumps({"backend": args.backend, "skipped": f"no data at {args.data}"}))
+        return 0
+    samples = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.limit:
+        samples = samples[: args.limit]
+    options: dict[str, Any] = {}
+    if args.backend != "file":
+        from memory_store.embed import default_embedder
+
+        options["embedder"] = default_embedder()
+    results: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="locomo-") as tmp:
+        root = args.keep or Path(tmp)
+        for sample in samples:
+            rows, timing = asyncio.run(run_sample(sample, args.backend, root, options))
+            results.extend(rows)
+            print(f"{sample.get('sample_id')}: {timing['turns']} turns written in "
+                  f"{timing['write_s']:.1f}s, {timing['questions']} questions searched in "
+                  f"{timing['search_s']:.1f}s", file=sys.stderr)
+    summary = summarize(args.backend, results)
+    print(f"LoCoMo retrieval, backend={args.backend}, {summary['questions']} questions")
+    print("          " + "  ".join(f"R@{k:<4}" for k in KS))
+    print("overall   " + "  ".join(f"{summary[f'recall@{k}']:.3f}" for k in KS))
+    for cat, row in summary["by_category"].items():
+        print(f"cat {cat:<5} " + "  ".join(f"{row[f'recall@{k}']:.3f}" for k in KS)
+              + f"   (n={row['questions']})")
+    if args.json:
+        print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

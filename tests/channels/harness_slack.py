@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from channels.base import Chunk
+from channels.base import Channel, Chunk
 from channels.models import Outbound
 from channels.slack import SlackChannel
 from tests.channels.kit import (
@@ -51,22 +51,26 @@ USERS = {
     }
 }
 
-#: The Slack error each contract status stands for.
-_FAILURES = {
-    429: lambda retry_after: Failure(status=429, retry_after=int(retry_after or 1)),
-    403: lambda _: Failure(error="not_in_channel"),
-    500: lambda _: Failure(status=500, error="internal_error"),
-}
+
+
+def _failure(status: int, retry_after: float | None) -> Failure:
+    """The Slack error each contract status stands for."""
+    if status == 429:
+        return Failure(status=429, retry_after=int(retry_after or 1))
+    if status == 403:
+        return Failure(error="not_in_channel")  # HTTP 200, ok: false, as Slack does
+    return Failure(status=status, error="internal_error")
 
 
 class _SlackHarness:
-    channel: SlackChannel
+    channel: Channel
     marker_fixture = "channel_message_plain"
     quotes_replies = False  # Slack threads by thread_ts; it has no per-message reply-to
 
     def __init__(self, fake: FakeSlack, channel: SlackChannel) -> None:
         self.fake = fake
         self.channel = channel
+        self.slack = channel
         self.sink = RecordingSink()
         self.cursors = MemoryCursorStore()
         self.secrets = [BOT_TOKEN, APP_TOKEN, SIGNING_SECRET]
@@ -87,7 +91,7 @@ class _SlackHarness:
         return out
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
-        self.fake.fail_next("chat.postMessage", _FAILURES[status](retry_after))
+        self.fake.fail_next("chat.postMessage", _failure(status, retry_after))
 
     def outbound(self, text: str) -> Outbound:
         return Outbound(
@@ -115,7 +119,7 @@ class HttpHarness(_SlackHarness):
     async def _post(self, fixture: str) -> None:
         body = json.dumps(load_fixture("slack", fixture)).encode()
         response = await self.client.post(
-            self.channel.webhook_path, data=body, headers=signed_headers(body)
+            self.slack.webhook_path, data=body, headers=signed_headers(body)
         )
         self.answered[fixture] = response.status
         if response.status >= 500:

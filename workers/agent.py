@@ -102,6 +102,7 @@ class TurnAgent:
         *,
         config: ModelConfig,
         with_tools: bool = True,
+        compact: bool = False,
         search_k: int = 6,
         core_max_chars: int = 8000,
         transcript_max_chars: int = 24_000,
@@ -109,6 +110,7 @@ class TurnAgent:
     ) -> None:
         self.model = model
         self.with_tools = with_tools
+        self.compact = compact
         self.search_k = search_k
         self.core_max_chars = core_max_chars
         self.transcript_max_chars = transcript_max_chars
@@ -155,6 +157,7 @@ class TurnAgent:
             core_max_chars=self.core_max_chars,
             transcript_max_chars=self.transcript_max_chars,
             with_tools=self.with_tools,
+            compact=self.compact,
         )
         deps = TurnDeps(
             group=req.group,
@@ -302,6 +305,7 @@ def _make_agent(settings: WorkerSettings) -> TurnAgent:
         model,
         config=config,
         with_tools=not local,
+        compact=local,
         search_k=min(settings.memory.search_k, 3) if local else settings.memory.search_k,
         core_max_chars=(
             min(settings.memory.core_max_chars, LOCAL_CORE_MAX_CHARS)

@@ -6,6 +6,7 @@ import importlib.util
 
 import pytest
 from pydantic_ai.messages import (
+    ModelMessage,
     ModelRequest,
     ModelResponse,
     SystemPromptPart,
@@ -30,7 +31,7 @@ needs_local = pytest.mark.skipif(
 
 
 def test_to_chat_maps_history_to_roles() -> None:
-    history = [
+    history: list[ModelMessage] = [
         ModelRequest(parts=[SystemPromptPart("sys part"), UserPromptPart("hello")]),
         ModelResponse(parts=[TextPart("hi there")]),
         ModelRequest(parts=[UserPromptPart("and now?")]),

@@ -39,6 +39,8 @@ ALLOWED_MENTIONS = discord.AllowedMentions(
 
 #: How many channel-id -> place resolutions to remember before starting over.
 _PLACE_CACHE_SIZE = 4096
+#: Tries of GET /channels/{id} before a message's channel is taken as not a thread.
+_RESOLVE_TRIES = 3
 
 
 def intents() -> discord.Intents:
@@ -363,20 +365,35 @@ class DiscordChannel(Channel):
             chat_name=f"#{parent.name}" if parent is not None else None,
         )
 
+    async def _fetch_channel(
+        self, channel_id: int
+    ) -> discord.abc.GuildChannel | discord.abc.PrivateChannel | discord.Thread | None:
+        """``GET /channels/{id}``, a few quick tries for transient failures."""
+        client = self._client
+        assert client is not None
+        delay = self.sink_retry_base
+        for attempt in range(_RESOLVE_TRIES):
+            try:
+                return await client.fetch_channel(channel_id)
+            except _CALL_ERRORS as exc:
+                error = map_error(exc)
+                if isinstance(error, PermanentError) or attempt == _RESOLVE_TRIES - 1:
+                    log.warning("discord: could not resolve channel %s (%s); treating it "
+                                "as a channel, not a thread", channel_id, error)
+                    return None
+            await asyncio.sleep(random.uniform(delay / 2, delay))
+            delay *= 2
+        return None
+
     async def _resolve(self, channel_id: int) -> Place:
         """A guild channel the cache does not know (e.g. a thread created while we were
         away): ask ``GET /channels/{id}`` whether it is a thread, once."""
         cached = self._places.get(channel_id)
         if cached is not None:
             return cached
-        client = self._client
-        assert client is not None
-        try:
-            fetched = await client.fetch_channel(channel_id)
-        except _CALL_ERRORS as exc:
+        fetched = await self._fetch_channel(channel_id)
+        if fetched is None:
             # Better to keep the message (as its own chat) than to lose it.
-            log.warning("discord: could not resolve channel %s (%s); treating it as a "
-                        "channel, not a thread", channel_id, map_error(exc))
             return Place(chat_id=str(channel_id), thread_id=None, is_group=True)
         if isinstance(fetched, discord.Thread):
             place = self._thread_place(fetched)

@@ -182,3 +182,16 @@ async def test_two_accounts_cannot_point_at_different_servers() -> None:
         assert rig.channel is not None
         await rig.say(rig.general, "ok")
         assert (await rig.next_inbound()).text == "ok"
+
+
+async def test_token_rejected_by_the_gateway_is_permanent() -> None:
+    # REST login worked, then IDENTIFY is refused (close 4004): no reconnect loop
+    async with DiscordRig(start=False) as rig:
+        rig.fake.gateway_rejects_token = True
+        channel = rig.make_channel()
+        with pytest.raises(PermanentError) as err:
+            await channel.start(rig.sink)
+        assert err.value.reason == "unauthorized"
+        assert TOKEN not in str(err.value)
+        assert len(rig.fake.identifies) == 1
+        await channel.stop()

@@ -172,3 +172,51 @@ async def test_stop_drains_queued_messages() -> None:
         assert rig.channel is not None
         await rig.channel.stop()
         assert [m.text for m in rig.received] == ["almost lost"]
+
+
+async def test_thread_resolution_retries_transient_failures(rig: DiscordRig) -> None:
+    tid = rig.hidden_thread["id"]
+    rig.fake.fail_next("GET", tid, 500, {"message": "500: Internal Server Error", "code": 0},
+                       route="")
+    await rig.say(rig.hidden_thread, "after a hiccup")
+    got = await rig.next_inbound()
+    assert (got.chat_id, got.thread_id) == (rig.general["id"], tid)
+    assert rig.fake.requests.count(("GET", f"/api/v10/channels/{tid}")) == 2
+
+
+async def test_unresolvable_channel_keeps_the_message(rig: DiscordRig) -> None:
+    tid = rig.hidden_thread["id"]
+    rig.fake.fail_next("GET", tid, 403, {"message": "Missing Access", "code": 50001}, route="")
+    msg = await rig.say(rig.hidden_thread, "still counts")
+    got = await rig.next_inbound()
+    # not lost: kept as a chat of its own (and not retried: 403 is permanent)
+    assert (got.chat_id, got.thread_id, got.message_id) == (tid, None, msg["id"])
+    assert rig.fake.requests.count(("GET", f"/api/v10/channels/{tid}")) == 1
+
+
+async def test_full_buffer_drops_the_oldest_waiting_message() -> None:
+    rig = DiscordRig()
+    rig.config = {"inbound_buffer": 2}
+    async with rig:
+        rig.sink_failures = 10**6  # the inbox is down
+        one = await rig.say(rig.general, "one")
+        await wait_until(lambda: rig.sink_calls >= 1)  # "one" is being retried
+        await rig.say(rig.general, "two")
+        three = await rig.say(rig.general, "three")
+        four = await rig.say(rig.general, "four")  # buffer holds two: "two" goes
+        await wait_until(lambda: rig.sink_calls >= 3)
+        rig.sink_failures = 0
+        await rig.next_inbound(3)
+        assert [m.message_id for m in rig.received] == [one["id"], three["id"], four["id"]]
+
+
+async def test_stop_gives_up_on_an_unavailable_inbox(caplog: pytest.LogCaptureFixture) -> None:
+    async with DiscordRig() as rig:
+        assert rig.channel is not None
+        rig.channel.stop_drain_timeout = 0.2
+        rig.sink_failures = 10**6
+        await rig.say(rig.general, "cannot be stored")
+        await wait_until(lambda: rig.sink_calls >= 1)
+        await rig.channel.stop()
+        assert rig.received == []
+        assert "not yet durable at stop were dropped" in caplog.text

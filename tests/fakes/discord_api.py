@@ -119,6 +119,8 @@ class FakeDiscord:
         self.heartbeats = 0
         self.ack_heartbeats = True
         self.refuse_gateway = 0  # answer this many upgrade attempts with 503
+        # the token was reset in the portal after REST login: IDENTIFY gets 4004
+        self.gateway_rejects_token = False
         self.auth_headers: list[str] = []
         self._failures: dict[tuple[str, str], list[CannedError]] = {}
         self._sessions: dict[str, Session] = {}
@@ -373,13 +375,15 @@ class FakeDiscord:
         method: str,
         channel_id: str,
         status: int,
-        body: dict[str, Any],
+        body: dict[str, Any] | str,
         headers: dict[str, str] | None = None,
         *,
         route: str = "messages",
     ) -> None:
-        """Answer the next ``method`` on ``/channels/{channel_id}/{route}`` with an error."""
-        key = (method, f"{channel_id}/{route}")
+        """Answer the next ``method`` on ``/channels/{channel_id}/{route}`` with an error
+        (``route=""``: the channel itself, ``GET /channels/{channel_id}``); a ``str``
+        body is sent as an HTML page, the way Cloudflare answers."""
+        key = (method, f"{channel_id}/{route}".rstrip("/"))
         self._failures.setdefault(key, []).append(CannedError(status, body, headers or {}))
 
     def fail_rate_limited(self, channel_id: str, retry_after: float) -> None:
@@ -434,8 +438,7 @@ class FakeDiscord:
             return json_response({"message": "401: Unauthorized", "code": 0}, status=401)
         cid = request.match_info.get("channel_id")
         if cid is not None:
-            tail = request.path.rsplit("/", 1)[-1]
-            key = (request.method, f"{cid}/{tail}")
+            key = (request.method, request.path.split("/channels/", 1)[1])
             queue = self._failures.get(key)
             if queue:
                 err = queue.pop(0)
@@ -632,7 +635,7 @@ class FakeDiscord:
         self, ws: web.WebSocketResponse, conn: Session, d: dict[str, Any]
     ) -> Session | None:
         self.identifies.append(d)
-        if d.get("token") != self.token:
+        if d.get("token") != self.token or self.gateway_rejects_token:
             await ws.close(code=4004, message=b"Authentication failed.")
             return None
         intents = int(d.get("intents", 0))

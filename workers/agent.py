@@ -135,7 +135,7 @@ class TurnAgent:
         """Run one turn. Raises ``TurnError`` (scrubbed of the key) when it fails."""
         secret = self._config.api_key.get_secret_value() if self._config.api_key else None
         try:
-            return await self._run(req)
+            return await self._run(req, secret)
         except Exception as exc:
             transient = _is_transient(exc)
             message = redact(f"{type(exc).__name__}: {exc}", secret)
@@ -143,7 +143,7 @@ class TurnAgent:
             # ``from None``: the original chain may carry request headers or bodies.
             raise TurnError(message, transient=transient) from None
 
-    async def _run(self, req: TurnRequest) -> TurnReply:
+    async def _run(self, req: TurnRequest, secret: str | None) -> TurnReply:
         engaged = engaged_ids(req.messages, req.engaged_ids)
         results = await self._search(req, engaged)
         prompt = build_prompt(
@@ -167,6 +167,7 @@ class TurnAgent:
             now=req.now,
             admins=self.admins,
             search_k=self.search_k,
+            never_store=(secret,) if secret else (),
         )
         result = await self._agent.run(
             prompt.user,

@@ -43,6 +43,8 @@ class TurnDeps:
     search_k: int = 6
     #: Ids of the records this turn wrote, in order, without repeats.
     written: list[str] = field(default_factory=list)
+    #: Strings that must never reach a memory file (the model key); kept out of reprs.
+    never_store: tuple[str, ...] = field(default=(), repr=False)
 
 
 def fact_id(turn_id: str, fact: str, about: str | None) -> str:
@@ -109,6 +111,9 @@ async def remember(
     if len(fact) > FACT_MAX_CHARS:
         return f"Too long: keep a fact under {FACT_MAX_CHARS} characters."
     about = " ".join(about.split())[:ABOUT_MAX_CHARS] if about else None
+    if any(secret and secret in f"{fact} {about or ''}" for secret in deps.never_store):
+        log.warning("turn %s: refused to remember a fact containing a secret", deps.turn_id)
+        return "Refused: that text contains a secret and is never stored."
     record_id = fact_id(deps.turn_id, fact, about)
     if record_id in deps.written:
         return f"Already remembered ({record_id})."

@@ -254,3 +254,23 @@ async def test_build_agent_from_function_path_caches_per_process(
     )
     assert build_agent(other) is not agent
     assert build_agent(other).model is scripted.model
+
+
+async def test_the_model_key_is_never_remembered(
+    group_memory: tuple[GroupDirectory, BaseMemory], caplog: pytest.LogCaptureFixture
+) -> None:
+    gd, mem = group_memory
+    config = ModelConfig(provider="function", function="a:b").model_copy(
+        update={"api_key": __import__("pydantic").SecretStr(SECRET)}
+    )
+    script = Script([[("remember", {"fact": f"the api key is {SECRET}"})], "ok"])
+    agent = TurnAgent(script.model(), config=config)
+    with caplog.at_level(logging.DEBUG):
+        reply = await agent.run(request(gd, mem, [msg("1", "remember the key", group=False)]))
+    assert reply.written == ()
+    assert "Refused" in script.seen_tool_returns[0]
+    assert SECRET not in script.seen_tool_returns[0]
+    assert SECRET not in caplog.text
+    for path in gd.path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path

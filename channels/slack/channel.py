@@ -219,9 +219,13 @@ class SlackChannel(Channel):
         return render_chunks(text, SLACK_SECTION_LIMIT)
 
     def _thread_ts(self, message: Outbound) -> str | None:
+        """Where a reply goes: the existing thread; else, in channels and group DMs, a
+        new thread under the triggering message; in a 1:1 DM (``D…``) inline."""
         if message.thread_id:
             return message.thread_id
-        return message.reply_to_id if self.settings.reply_in_thread else None
+        if not self.settings.reply_in_thread or message.chat_id.startswith("D"):
+            return None
+        return message.reply_to_id
 
     async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
         """Post one chunk with chat.postMessage, threaded under the triggering message;
@@ -245,6 +249,9 @@ class SlackChannel(Channel):
         return await self._post(
             channel=message.chat_id, thread_ts=thread_ts, text=plain, mrkdwn=False
         )
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        """Nothing: Slack's Web API has no bot typing indicator (see the class doc)."""
 
     async def _post(self, **kwargs: Any) -> str:
         try:

@@ -33,7 +33,8 @@ class SlackSettings(BaseModel):
     #: Events API route; default ``/slack/events`` (``/slack/<account>/events`` for
     #: a named account).
     webhook_path: str | None = None
-    #: Reply in a thread under the triggering message even when it was top-level.
+    #: In channels and group DMs, reply in a thread under the triggering message even
+    #: when it was top-level (1:1 DMs get inline replies unless already in a thread).
     reply_in_thread: bool = True
     #: Socket Mode liveness: ping interval in seconds; 4 missed pongs mark the socket stale.
     ping_interval: float = Field(default=5.0, gt=0)

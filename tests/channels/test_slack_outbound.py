@@ -73,6 +73,15 @@ async def test_reply_inside_a_thread_stays_in_that_thread(
     assert fake.posted[0]["thread_ts"] == "1699999999.000001"
 
 
+async def test_dm_replies_inline_unless_already_threaded(
+    fake: FakeSlack, channel: SlackChannel
+) -> None:
+    await send_all(channel, reply("ok", chat_id="D0ALICEDM1"))
+    await send_all(channel, reply("ok", chat_id="D0ALICEDM1", thread_id="1699999999.000001"))
+    assert "thread_ts" not in fake.posted[0]
+    assert fake.posted[1]["thread_ts"] == "1699999999.000001"
+
+
 async def test_reply_in_thread_can_be_turned_off(fake: FakeSlack) -> None:
     channel = SlackChannel.from_config(
         "default", channel_block(fake, "http", reply_in_thread=False), channel_env()
@@ -195,6 +204,18 @@ def test_missing_token_names_the_variable() -> None:
             "default", {"mode": "http", "signing_secret_env": "MY_SECRET"},
             {"SLACK_BOT_TOKEN": "xoxb-1"},
         )
+
+
+def test_named_account_gets_its_own_webhook_path() -> None:
+    env = channel_env()
+    assert SlackChannel.from_config("default", {"mode": "http"}, env).webhook_path == (
+        "/slack/events"
+    )
+    work = SlackChannel.from_config("work", {"mode": "http"}, env)
+    assert work.webhook_path == "/slack/work/events"
+    assert [route.path for route in work.web_routes()] == ["/slack/work/events"]  # type: ignore[attr-defined]
+    socket = SlackChannel.from_config("default", {"mode": "socket"}, env)
+    assert socket.web_routes() == []
 
 
 def test_unknown_config_key_is_named() -> None:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from channels.errors import PermanentError
-from channels.models import Inbound
+from channels.models import Inbound, Outbound
 from channels.slack import SlackChannel
 from tests.fakes.slack_api import (
     BOT_USER_ID,
@@ -78,6 +78,30 @@ async def test_event_is_acked_only_after_the_sink_returned(
     assert inbound.reply_to_id == "1700000009.000100"
     assert inbound.sender_name == "Bob"
     assert inbound.mentions_bot
+
+
+async def test_mention_in_channel_gets_a_threaded_mrkdwn_reply(
+    fake: FakeSlack, started: tuple[SlackChannel, GatedSink]
+) -> None:
+    """The adapter's two halves: a mention arrives, the reply the gateway would build
+    from it lands at the fake in the thread of the triggering message."""
+    channel, sink = started
+    sink.release.set()
+    envelope = await fake.push_event(
+        message_event(f"<@{BOT_USER_ID}> list the steps", ts="1700000012.000100")
+    )
+    await fake.wait_ack(envelope)
+    inbound = sink.got[0]
+    assert inbound.mentions_bot and inbound.thread_id is None
+    out = Outbound(channel="slack", chat_id=inbound.chat_id, thread_id=inbound.thread_id,
+                   reply_to_id=inbound.message_id, reply_id="t1",
+                   text="## Steps\n\n1. **fetch**\n2. `build`")
+    for i, chunk in enumerate(channel.render(out.text)):
+        await channel.send_chunk(out, chunk, i)
+    assert len(fake.posted) == 1
+    post = fake.posted[0]
+    assert post["channel"] == "C0GENERAL1" and post["thread_ts"] == "1700000012.000100"
+    assert post["blocks"][0]["text"]["text"] == "*Steps*\n\n1. *fetch*\n2. `build`"
 
 
 async def test_sink_failure_means_no_ack(

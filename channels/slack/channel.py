@@ -23,7 +23,13 @@ from channels.models import Inbound, Outbound
 from channels.slack.errors import map_error
 from channels.slack.mrkdwn import escape
 from channels.slack.names import NameCache
-from channels.slack.normalize import SlackContext, event_rule, profile_name, to_inbound
+from channels.slack.normalize import (
+    MalformedEvent,
+    SlackContext,
+    event_rule,
+    profile_name,
+    to_inbound,
+)
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
 from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets, parse_block
 from channels.slack.socket_mode import SocketReceiver
@@ -181,9 +187,7 @@ class SlackChannel(Channel):
             return
         event = payload.get("event")
         if not isinstance(event, dict):
-            log.warning("slack[%s]: event_callback without an event object, skipped",
-                        self.account)
-            return
+            raise MalformedEvent("event_callback without an event object")
         event_id = payload.get("event_id")
         if isinstance(event_id, str) and event_id in self._seen:
             return
@@ -198,9 +202,12 @@ class SlackChannel(Channel):
 
     async def normalize(self, event: dict[str, Any]) -> Inbound | None:
         """The Inbound for one Slack event, resolving the sender's name; None when the
-        normalization table ignores the event (logged at debug with the reason)."""
+        normalization table ignores the event (logged at debug with the reason).
+        Raises ``MalformedEvent`` for a message event missing its channel, user or ts."""
         bot_user_id = self._bot_user_id or ""
         rule = event_rule(event, bot_user_id)
+        if rule.malformed:
+            raise MalformedEvent(f"{event.get('type')} event {rule.why}")
         if not rule.handle:
             log.debug("slack[%s]: skipped event: %s", self.account, rule.why)
             return None

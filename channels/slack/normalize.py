@@ -23,6 +23,7 @@ from channels.models import Attachment, Inbound, trim_raw
 
 __all__ = [
     "EVENT_TABLE",
+    "MalformedEvent",
     "SlackContext",
     "decode_text",
     "event_rule",
@@ -44,6 +45,11 @@ class SlackContext:
 class Rule(NamedTuple):
     handle: bool
     why: str
+    malformed: bool = False
+
+
+class MalformedEvent(ValueError):
+    """A payload that is not a valid Slack event; redelivering it cannot help."""
 
 
 #: (event type, subtype) -> whether to turn it into an Inbound, and why.
@@ -91,7 +97,7 @@ def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
         return Rule(False, "hidden message")
     for key in ("channel", "user", "ts"):
         if not isinstance(event.get(key), str) or not event.get(key):
-            return Rule(False, f"malformed: missing {key}")
+            return Rule(False, f"malformed: missing {key}", malformed=True)
     return rule
 
 

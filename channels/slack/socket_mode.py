@@ -19,6 +19,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.errors import map_error
+from channels.slack.normalize import MalformedEvent
 
 __all__ = ["SocketReceiver"]
 
@@ -78,6 +79,10 @@ class SocketReceiver:
         if req.type == "events_api":
             try:
                 await self._process(req.payload)
+            except MalformedEvent as exc:
+                # Acked below: a redelivery of a broken payload cannot succeed.
+                log.warning("slack[%s]: malformed event in envelope %s, skipped: %s",
+                            self._account, req.envelope_id, exc)
             except Exception as exc:
                 # No ack: Slack redelivers the envelope (retry_attempt grows).
                 log.error(

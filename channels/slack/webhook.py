@@ -17,6 +17,8 @@ from typing import Any
 from aiohttp import web
 from slack_sdk.signature import SignatureVerifier
 
+from channels.slack.normalize import MalformedEvent
+
 __all__ = ["TIMESTAMP_WINDOW_SECONDS", "EventsHandler", "signature_ok"]
 
 log = logging.getLogger(__name__)
@@ -76,6 +78,9 @@ class EventsHandler:
             return web.json_response({"challenge": challenge})
         try:
             await self._process(payload)
+        except MalformedEvent as exc:
+            log.warning("slack[%s]: malformed event (400): %s", self._account, exc)
+            return web.Response(status=400, text="malformed event")
         except Exception as exc:
             # Not durable: answer 5xx so Slack redelivers; dedupe makes that safe.
             log.error(

@@ -159,6 +159,19 @@ async def test_malformed_json_is_400_with_a_log_line(
     assert sink.got == []
 
 
+async def test_malformed_event_is_400_with_a_log_line(
+    client: TestClient[Any, Any], sink: Sink, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="channels.slack")
+    no_event = {"type": "event_callback", "event_id": "Ev0BAD0001", "event": "oops"}
+    assert (await post(client, no_event)).status == 400
+    no_ts = message_event("hi")
+    del no_ts["ts"]
+    assert (await post(client, event_callback(no_ts))).status == 400
+    assert sum("malformed event" in r.getMessage() for r in caplog.records) == 2
+    assert sink.got == []
+
+
 async def test_sink_failure_answers_5xx_so_slack_retries(
     client: TestClient[Any, Any], sink: Sink
 ) -> None:

@@ -133,6 +133,18 @@ async def test_ignored_events_are_acked_without_the_sink(
     assert not sink.entered.is_set()
 
 
+async def test_malformed_event_is_logged_and_acked_without_the_sink(
+    fake: FakeSlack, started: tuple[SlackChannel, GatedSink], caplog: pytest.LogCaptureFixture
+) -> None:
+    _, sink = started
+    broken = message_event("no user")
+    del broken["user"]
+    envelope = await fake.push_event(broken)
+    await fake.wait_ack(envelope)
+    assert not sink.entered.is_set()
+    assert any("malformed event" in r.getMessage() for r in caplog.records)
+
+
 async def test_refused_app_token_fails_start_with_permanent_error(fake: FakeSlack) -> None:
     env = dict(channel_env(), SLACK_APP_TOKEN="xapp-1-revoked")
     channel = SlackChannel.from_config("default", channel_block(fake), env)

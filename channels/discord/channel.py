@@ -7,6 +7,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Self
 
 import aiohttp
@@ -16,6 +17,7 @@ from pydantic import SecretStr
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.discord import endpoint
+from channels.discord.cursors import LastSeen
 from channels.discord.errors import map_error
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
 from channels.discord.render import MAX_MESSAGE_LEN, render
@@ -62,7 +64,8 @@ class _Client(discord.Client):
         self._owner = owner
 
     async def on_connect(self) -> None:
-        self._owner._connected.set()
+        # every READY: the first one, and each new session after a failed resume
+        self._owner._on_ready()
 
     async def on_resumed(self) -> None:
         log.info("discord: gateway session resumed (missed events are replayed)")
@@ -80,17 +83,32 @@ class _Client(discord.Client):
         super().dispatch(event, *args, **kwargs)
 
 
+@dataclass(frozen=True)
+class _Pending:
+    """A normalized message waiting for the sink; ``channel_id`` is where it was posted
+    (the thread itself for thread messages), ``unresolved`` that the channel was not in
+    the cache and may turn out to be a thread."""
+
+    inbound: Inbound
+    channel_id: int
+    unresolved: bool
+
+
 class DiscordChannel(Channel):
     """One Discord bot account.
 
     Receiving: the gateway websocket (discord.py ``Client``) with the guilds,
     guild_messages, dm_messages and message_content intents. The gateway has no ack
     and no cursor: an event is delivered at most once per session; after a dropped
-    connection discord.py RESUMEs and Discord replays what was missed; a session that
-    cannot be resumed loses its gap. So the durable step is ours: each message goes
-    through one in-order queue into the sink, and a sink failure (Redis down) is
-    retried with capped jittered backoff instead of dropping the message. The message
-    id is the dedupe key, so a replayed event is harmless (the inbox drops it).
+    connection discord.py RESUMEs and Discord replays what was missed, but a session
+    that cannot be resumed (and any restart) loses its gap. So the durable step is
+    ours: each message goes through one in-order queue into the sink, a sink failure
+    (Redis down) is retried with capped jittered backoff instead of dropping the
+    message, and once it is durable the channel's mark in the cursor store moves
+    (``cursors.LastSeen``). After every READY the adapter reads each marked
+    channel's history after its mark (``backfill_limit`` messages at most) and feeds
+    it through the same queue. The message id is the dedupe key, so a replayed or
+    read-back message the inbox already holds is dropped there.
 
     Sending: REST ``POST /channels/{id}/messages`` via discord.py, which keeps
     Discord's per-route rate-limit buckets (it waits before sending into an exhausted
@@ -126,7 +144,9 @@ class DiscordChannel(Channel):
         self._token = token
         self._client: _Client | None = None
         self._sink: InboundSink | None = None
-        self._queue: asyncio.Queue[tuple[Inbound, bool]] = asyncio.Queue()
+        self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
+        self._last_seen = LastSeen(None)
+        self._backfill_task: asyncio.Task[None] | None = None
         self._pump_task: asyncio.Task[None] | None = None
         self._conn_task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
@@ -185,6 +205,12 @@ class DiscordChannel(Channel):
             raise
 
     async def _connect(self, client: _Client) -> None:
+        self._last_seen = LastSeen(self.cursor_store)
+        try:
+            await self._last_seen.load()
+        except Exception as exc:
+            log.warning("discord: cursor store unavailable (%s); no read-back of messages "
+                        "missed while away this time", type(exc).__name__)
         try:
             await client.login(self._token.get_secret_value())
             if self.settings.api_base_url:
@@ -259,7 +285,7 @@ class DiscordChannel(Channel):
 
     async def _teardown(self) -> None:
         self._stopping = True
-        for task in (self._conn_task, self._pump_task):
+        for task in (self._backfill_task, self._conn_task, self._pump_task):
             if task is not None and not task.done():
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -267,7 +293,7 @@ class DiscordChannel(Channel):
         if self._client is not None and not self._client.is_closed():
             await self._client.close()
         self._client = None
-        self._conn_task = self._pump_task = None
+        self._conn_task = self._pump_task = self._backfill_task = None
         self._queue = asyncio.Queue()
         if self._pointed:
             endpoint.release()
@@ -293,30 +319,73 @@ class DiscordChannel(Channel):
                           message.id)
             return
         if self._queue.qsize() >= self.settings.inbound_buffer:
-            dropped, _ = self._queue.get_nowait()
+            dropped = self._queue.get_nowait()
             self._queue.task_done()
             log.error(
                 "discord: inbound buffer full while the inbox is unavailable; "
                 "dropped message %s",
-                dropped.message_id,
+                dropped.inbound.message_id,
             )
-        self._queue.put_nowait((inbound, place is None))
+        self._queue.put_nowait(_Pending(inbound, message.channel.id, place is None))
 
     async def _pump(self) -> None:
         """Feed the sink one message at a time, in gateway order."""
         while True:
-            inbound, unresolved = await self._queue.get()
+            pending = await self._queue.get()
             try:
-                if unresolved:
-                    place = await self._resolve(int(inbound.chat_id))
+                inbound = pending.inbound
+                if pending.unresolved:
+                    place = await self._resolve(pending.channel_id)
                     inbound = inbound.model_copy(update={
                         "chat_id": place.chat_id,
                         "thread_id": place.thread_id,
                         "chat_name": place.chat_name,
                     })
                 await self._deliver(inbound)
+                await self._mark(pending.channel_id, int(inbound.message_id))
             finally:
                 self._queue.task_done()
+
+    async def _mark(self, channel_id: int, message_id: int) -> None:
+        try:
+            await self._last_seen.advance(channel_id, message_id)
+        except Exception as exc:
+            # the message itself is durable; only a later read-back may repeat it
+            log.warning("discord: could not move the mark of channel %s (%s)",
+                        channel_id, type(exc).__name__)
+
+    def _on_ready(self) -> None:
+        self._connected.set()
+        if self._stopping or not self._last_seen.enabled or not self.settings.backfill_limit:
+            return
+        if self._backfill_task is None or self._backfill_task.done():
+            self._backfill_task = asyncio.create_task(self._backfill(), name="discord-backfill")
+
+    async def _backfill(self) -> None:
+        """Read back, through REST history, what marked channels got while the bot was
+        not connected; most recently active channels first."""
+        client = self._client
+        assert client is not None
+        for channel_id, last_id in sorted(self._last_seen.marks().items(),
+                                          key=lambda item: -item[1]):
+            channel = client.get_channel(channel_id) or await self._fetch_channel(channel_id)
+            if not isinstance(channel, discord.abc.Messageable):
+                continue
+            count = 0
+            try:
+                async for message in channel.history(
+                    limit=self.settings.backfill_limit,
+                    after=discord.Object(id=last_id),
+                    oldest_first=True,
+                ):
+                    self._enqueue(message)
+                    count += 1
+            except _CALL_ERRORS as exc:
+                log.warning("discord: could not read back channel %s: %s",
+                            channel_id, map_error(exc))
+            if count:
+                log.info("discord: read back %d message(s) in channel %s sent while away",
+                         count, channel_id)
 
     async def _deliver(self, inbound: Inbound) -> None:
         """Retry the sink until the message is durable: the gateway will not resend."""
@@ -378,8 +447,8 @@ class DiscordChannel(Channel):
             except _CALL_ERRORS as exc:
                 error = map_error(exc)
                 if isinstance(error, PermanentError) or attempt == _RESOLVE_TRIES - 1:
-                    log.warning("discord: could not resolve channel %s (%s); treating it "
-                                "as a channel, not a thread", channel_id, error)
+                    log.warning("discord: could not look up channel %s (%s)",
+                                channel_id, error)
                     return None
             await asyncio.sleep(random.uniform(delay / 2, delay))
             delay *= 2
@@ -393,7 +462,7 @@ class DiscordChannel(Channel):
             return cached
         fetched = await self._fetch_channel(channel_id)
         if fetched is None:
-            # Better to keep the message (as its own chat) than to lose it.
+            # Better to keep the message (as its own chat, not a thread) than lose it.
             return Place(chat_id=str(channel_id), thread_id=None, is_group=True)
         if isinstance(fetched, discord.Thread):
             place = self._thread_place(fetched)

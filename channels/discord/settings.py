@@ -30,6 +30,10 @@ class DiscordSettings(BaseModel):
     #: Inbound messages held while the inbox (Redis) is unavailable; the oldest are
     #: dropped (and logged) beyond this, since the gateway cannot redeliver them.
     inbound_buffer: int = Field(10_000, ge=1)
+    #: After each READY, read back at most this many messages per channel that
+    #: arrived after the last one stored (restarts, unresumable sessions); 0: off.
+    #: Needs the Read Message History permission.
+    backfill_limit: int = Field(100, ge=0, le=1000)
 
     @model_validator(mode="after")
     def _gateway_needs_base(self) -> DiscordSettings:

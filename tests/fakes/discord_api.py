@@ -138,6 +138,7 @@ class FakeDiscord:
         app.router.add_get(f"{p}/gateway/bot", self._gateway_bot)
         app.router.add_get(f"{p}/channels/{{channel_id}}", self._get_channel)
         app.router.add_post(f"{p}/channels/{{channel_id}}/messages", self._post_message)
+        app.router.add_get(f"{p}/channels/{{channel_id}}/messages", self._get_messages)
         app.router.add_post(f"{p}/channels/{{channel_id}}/typing", self._post_typing)
         app.router.add_get("/gateway", self._ws)
         self._runner = web.AppRunner(app)
@@ -416,6 +417,12 @@ class FakeDiscord:
     async def dispatch_message(self, data: dict[str, Any]) -> None:
         await self.dispatch("MESSAGE_CREATE", data)
 
+    async def invalidate_sessions(self) -> None:
+        """Drop every connection and forget the sessions: the client's RESUME gets
+        INVALID_SESSION (op 9, not resumable) and events in the gap are gone."""
+        await self.drop_connections()
+        self._sessions.clear()
+
     async def drop_connections(self, code: int = 4000) -> None:
         """Close every live gateway socket (what a network blip or a Discord-side
         restart looks like to the client)."""
@@ -563,6 +570,34 @@ class FakeDiscord:
         self.sent.append(msg)
         reply = {k: v for k, v in msg.items() if k != "request"}
         return json_response(reply, headers=self._ratelimit_headers())
+
+    async def _get_messages(self, request: web.Request) -> web.Response:
+        """Channel history (``after``/``before``/``limit``), newest first, as Discord
+        returns it; REST messages carry no ``guild_id``/``member``."""
+        denied = self._route(request)
+        if denied is not None:
+            return denied
+        cid = request.match_info["channel_id"]
+        if cid not in self.channels:
+            return json_response({"message": "Unknown Channel", "code": 10003}, status=404)
+        limit = max(1, min(100, int(request.query.get("limit", "50"))))
+        found = sorted(
+            (m for m in self.messages.values() if m["channel_id"] == cid),
+            key=lambda m: int(m["id"]),
+        )
+        if "after" in request.query:
+            after = int(request.query["after"])
+            found = [m for m in found if int(m["id"]) > after][:limit]
+        else:
+            if "before" in request.query:
+                before = int(request.query["before"])
+                found = [m for m in found if int(m["id"]) < before]
+            found = found[-limit:]
+        body = [
+            {k: v for k, v in m.items() if k not in ("guild_id", "member", "request")}
+            for m in reversed(found)
+        ]
+        return json_response(body, headers=self._ratelimit_headers())
 
     async def _post_typing(self, request: web.Request) -> web.Response:
         denied = self._route(request)

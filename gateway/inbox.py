@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 # Returns -1 duplicate, 0 kept (no new job needed), 1 kept and the caller must enqueue.
 _PUSH = """
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
+  if ARGV[6] ~= '' then
+    redis.call('SET', KEYS[6], 'duplicate', 'EX', 3600)
+  end
   return -1
 end
 local seq = redis.call('INCR', KEYS[2])

@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 #: Failures a discord.py call can raise that ``map_error`` translates.
 _CALL_ERRORS = (
-    discord.DiscordException, ServerAnswer, aiohttp.ClientError, OSError, asyncio.TimeoutError,
+    discord.DiscordException, ServerAnswer, aiohttp.ClientError, OSError, TimeoutError,
 )
 
 #: Nobody gets pinged by what the model writes (no @everyone/@here, roles or users);

@@ -5,8 +5,6 @@ Codes from the developer docs' "JSON Error Codes" table.
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 import discord
 
@@ -72,7 +70,7 @@ def map_error(exc: BaseException) -> ChannelError:
         reason = _PERMANENT_REASONS.get(exc.code) or _STATUS_REASONS.get(status, f"http_{status}")
         detail = exc.text or getattr(exc.response, "reason", "") or ""
         return PermanentError(reason, f"{status} {detail}".strip())
-    if isinstance(exc, aiohttp.ClientError | OSError | asyncio.TimeoutError):
+    if isinstance(exc, aiohttp.ClientError | OSError | TimeoutError):
         return NetworkError(f"discord unreachable: {type(exc).__name__}")
     if isinstance(exc, discord.ClientException):
         return NetworkError(f"discord client not ready: {exc}")

@@ -11,7 +11,8 @@ from __future__ import annotations
 from channels.base import Chunk
 from channels.split import split_spans
 
-#: Developer docs, "Create Message": content is at most 2000 characters.
+#: Developer docs, "Create Message": content is at most 2000 characters, counted in
+#: Unicode code points, i.e. Python's ``len`` (Discord staff in discord-api-docs#1315).
 MAX_MESSAGE_LEN = 2000
 
 

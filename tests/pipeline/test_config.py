@@ -1,0 +1,84 @@
+"""Configuration: validation messages, and the CLI printing them without a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.config import ConfigError, load_config, parse_config
+from tests.pipeline.conftest import ROOT
+
+
+def test_defaults_and_relative_data_dir(tmp_path: Path) -> None:
+    cfg_path = tmp_path / "conf" / "pnc.toml"
+    cfg_path.parent.mkdir()
+    cfg_path.write_text('data_dir = "state"\n[channels.local]\n[worker]\njob_timeout = 42\n'
+                        'processes = 3\n[model]\nprovider = "local"\n')
+    cfg = load_config(cfg_path, env={})
+    assert cfg.data_dir == (tmp_path / "conf" / "state").resolve()
+    assert cfg.redis.url == "" and cfg.policy.dm == "open" and cfg.engage.default == "mention"
+    assert cfg.job_timeout == 42 and cfg.worker_processes == 3
+    assert cfg.channels == {"local": {}}
+
+
+def test_env_overrides_redis_url(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[redis]\nurl = "redis://a:1"\n')
+    assert load_config(p, env={"PYNANOCLAW_REDIS_URL": "redis://b:2"}).redis.url == "redis://b:2"
+
+
+@pytest.mark.parametrize(("doc", "needle"), [
+    ({"policy": {"dm": "opne"}}, "policy.dm"),
+    ({"policy": {"allow": ["no-colon"]}}, "policy.allow"),
+    ({"engage": {"default": "sometimes"}}, "engage.default"),
+    ({"groups": {"nocolon": {"engage": "always"}}}, "groups"),
+    ({"groups": {"telegram:1": {"engag": "always"}}}, "groups.telegram:1.engag"),
+    ({"queue": {"lease_ttl": -1}}, "queue.lease_ttl"),
+    ({"redis": {"url": "http://x"}}, "redis.url"),
+    ({"worker": {"job_timeout": "soon"}}, "worker.job_timeout"),
+    ({"channels": {"local": 3}}, "channels.local"),
+])
+def test_errors_name_the_key(doc: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config(doc, env={})
+    assert needle in str(info.value)
+
+
+def test_redis_url_with_password_is_not_echoed() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_config({"redis": {"url": "http://user:hunter2@host"}}, env={})
+    assert "hunter2" not in str(info.value)
+
+
+BAD = {
+    "bad_value.toml": ('[policy]\ndm = "opne"\n[channels.local]\n', "policy.dm"),
+    "bad_toml.toml": ("data_dir = \n", "not valid TOML"),
+    "unknown_channel.toml": ("[channels.icq]\n", "channels.icq"),
+    "bad_channel_block.toml": ("[channels.local]\nmax_message_len = 5\n",
+                               "channels.local.max_message_len"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+@pytest.mark.parametrize("command", ["gateway", "run"])
+def test_cli_prints_the_key_without_a_traceback(tmp_path: Path, name: str, command: str) -> None:
+    text, needle = BAD[name]
+    path = tmp_path / name
+    path.write_text(f'data_dir = "{tmp_path / "data"}"\n' + text if "data_dir" not in text
+                    else text)
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", command, "--config", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert needle in proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_cli_missing_config_file(tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "send", "--config",
+                           str(tmp_path / "nope.toml"), "--chat", "a", "--user", "b", "hi"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "config file not found" in proc.stderr and "Traceback" not in proc.stderr

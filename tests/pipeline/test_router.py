@@ -1,0 +1,64 @@
+"""Router decisions: policies and engage rules."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels.models import Inbound
+from gateway.config import parse_config
+from gateway.router import Disposition, Router
+
+
+def msg(**kw: Any) -> Inbound:
+    base: dict[str, Any] = {"channel": "telegram", "chat_id": "-100", "is_group": True,
+                            "sender_id": "7", "sender_name": "Ann", "message_id": "1",
+                            "text": "hello"}
+    return Inbound(**{**base, **kw})
+
+
+def router(doc: dict[str, Any]) -> Router:
+    return Router(parse_config(doc, env={}))
+
+
+def test_dm_always_engages() -> None:
+    assert router({}).route(msg(is_group=False, chat_id="7")).disposition is Disposition.ENGAGE
+
+
+def test_group_default_needs_a_mention() -> None:
+    r = router({})
+    assert r.route(msg()).disposition is Disposition.CONTEXT
+    assert r.route(msg(mentions_bot=True)).disposition is Disposition.ENGAGE
+
+
+def test_trigger_words_are_whole_words_case_insensitive() -> None:
+    r = router({"engage": {"trigger_words": ["claw"]}})
+    assert r.route(msg(text="Hey CLAW!")).disposition is Disposition.ENGAGE
+    assert r.route(msg(text="clawback")).disposition is Disposition.CONTEXT
+
+
+def test_trigger_mode_ignores_plain_mentions() -> None:
+    r = router({"engage": {"default": "trigger", "trigger_words": ["claw"]}})
+    assert r.route(msg(mentions_bot=True)).disposition is Disposition.CONTEXT
+    assert r.route(msg(text="claw?")).disposition is Disposition.ENGAGE
+
+
+def test_per_group_always_override() -> None:
+    r = router({"groups": {"telegram:-100": {"engage": "always"}}})
+    assert r.route(msg()).disposition is Disposition.ENGAGE
+    assert r.route(msg(chat_id="-200")).disposition is Disposition.CONTEXT
+
+
+def test_allowlists() -> None:
+    r = router({"policy": {"dm": "allowlist", "groups": "allowlist",
+                           "allow": ["telegram:-100", "telegram:9"], "admins": ["telegram:42"]}})
+    assert r.route(msg(mentions_bot=True)).disposition is Disposition.ENGAGE
+    assert r.route(msg(chat_id="-200", mentions_bot=True)).disposition is Disposition.DROP
+    assert r.route(msg(is_group=False, chat_id="9", sender_id="9")).disposition \
+        is Disposition.ENGAGE
+    assert r.route(msg(is_group=False, chat_id="5", sender_id="5")).disposition \
+        is Disposition.DROP
+    assert r.route(msg(is_group=False, chat_id="42", sender_id="42")).disposition \
+        is Disposition.ENGAGE
+    # an allowed group does not let its members DM the bot
+    assert r.route(msg(is_group=False, chat_id="7", sender_id="7")).disposition \
+        is Disposition.DROP

@@ -121,16 +121,32 @@ class Sent:
 class AdapterHarness(Protocol):
     """A started fake platform plus the real adapter connected to it."""
 
-    #: the adapter under test, started with ``sink`` (and bound to ``cursors``)
-    channel: Channel
-    sink: RecordingSink
-    cursors: MemoryCursorStore
-    #: every secret the adapter was configured with (tokens, signing secrets)
-    secrets: list[str]
-    #: a fixture that normalizes to an Inbound; used as a "flush" after ignored events
-    marker_fixture: str
-    #: whether ``Sent.reply_to_id`` is meaningful on this platform (Slack threads only)
-    quotes_replies: bool
+    # Read-only members, so a harness may narrow them (``channel: TelegramChannel``).
+    @property
+    def channel(self) -> Channel:
+        """The adapter under test, started with ``sink`` (and bound to ``cursors``)."""
+        ...
+
+    @property
+    def sink(self) -> RecordingSink: ...
+
+    @property
+    def cursors(self) -> MemoryCursorStore: ...
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every secret the adapter was configured with (tokens, signing secrets)."""
+        ...
+
+    @property
+    def marker_fixture(self) -> str:
+        """A fixture that normalizes to an Inbound; the "flush" after ignored events."""
+        ...
+
+    @property
+    def quotes_replies(self) -> bool:
+        """Whether ``Sent.reply_to_id`` is meaningful (Slack only threads)."""
+        ...
 
     async def inject(self, fixture: str) -> None:
         """Deliver the recorded event the way the platform would, once.
@@ -265,11 +281,22 @@ def tags_balanced(html: str) -> bool:
 
 
 _WORDS = re.compile(r"[A-Za-z0-9]+")
+_FENCE_INFO = re.compile(r"^( {0,3}(?:`{3,}|~{3,}))[^\n]*$", re.MULTILINE)
 
 
 def words(text: str) -> list[str]:
     """Alphanumeric words, for "nothing lost" checks across format conversion."""
     return _WORDS.findall(text)
+
+
+def keeps_words(source: str, pieces: list[str]) -> bool:
+    """Every word of ``source`` appears, in order, in the pieces (each piece is its own
+    message, so words never join across pieces). Additions (a reopened fence's
+    language, a link target) are allowed; losses are not. A fence's language tag is
+    markup, not content, and may be dropped."""
+    content = _FENCE_INFO.sub(r"\1", source)
+    have = iter(w for piece in pieces for w in words(piece))
+    return all(any(w == h for h in have) for w in words(content))
 
 
 async def eventually(check: Callable[[], Awaitable[bool]], timeout: float = WAIT) -> None:

@@ -1,0 +1,8 @@
+"""Telegram adapter: Bot API long polling or webhook in, HTML messages out."""
+
+from __future__ import annotations
+
+from channels.telegram.channel import GROUP_MESSAGES_PER_MINUTE, TELEGRAM_LIMITS, TelegramChannel
+from channels.telegram.settings import TelegramSettings
+
+__all__ = ["GROUP_MESSAGES_PER_MINUTE", "TELEGRAM_LIMITS", "TelegramChannel", "TelegramSettings"]

@@ -1,0 +1,229 @@
+"""``TelegramChannel``: Telegram Bot API in (long polling or webhook) and out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from pydantic import SecretStr
+from telegram import Bot, ReplyParameters
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import TelegramError
+from telegram.request import HTTPXRequest
+
+from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.errors import FormattingRejected, PermanentError
+from channels.models import Outbound
+from channels.split import utf16_len
+from channels.telegram.errors import map_error
+from channels.telegram.normalize import BotIdentity
+from channels.telegram.poller import Poller
+from channels.telegram.redact import protect
+from channels.telegram.render import TELEGRAM_TEXT_LIMIT, render_chunks
+from channels.telegram.settings import TelegramSettings
+from channels.telegram.webhook import WebhookEndpoint
+
+if TYPE_CHECKING:
+    from typing import Self
+
+log = logging.getLogger(__name__)
+
+#: Telegram's limits (https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this):
+#: 4096 UTF-16 units per message; "avoid sending more than one message per second" to a
+#: chat; "not more than 20 messages per minute" to a group; about 30 messages per second
+#: overall. ``per_chat_interval`` carries the first; the 20/minute group cap is
+#: ``GROUP_MESSAGES_PER_MINUTE`` for a gateway that wants it, and Telegram's own
+#: ``retry_after`` covers the rest.
+TELEGRAM_LIMITS = ChannelLimits(
+    max_message_len=TELEGRAM_TEXT_LIMIT,
+    measure=utf16_len,
+    per_chat_interval=1.0,
+    burst=1,
+)
+GROUP_MESSAGES_PER_MINUTE = 20
+
+#: Telegram's rule for setWebhook's secret_token
+_SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
+
+
+class _QuietBot(Bot):
+    """python-telegram-bot's Bot, whose repr would print the token."""
+
+    def __repr__(self) -> str:
+        return "Bot[telegram]"
+
+
+def _chat(chat_id: str) -> int | str:
+    """Telegram chat ids are integers, or "@channelusername"."""
+    try:
+        return int(chat_id)
+    except ValueError:
+        return chat_id
+
+
+class TelegramChannel(Channel):
+    """A Telegram bot account: long polling or webhook in, sendMessage (HTML) out."""
+
+    name = "telegram"
+    Settings = TelegramSettings
+    limits = TELEGRAM_LIMITS
+
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        token: SecretStr,
+        *,
+        account: str = "default",
+        webhook_secret: SecretStr | None = None,
+        cursor_store: CursorStore | None = None,
+    ) -> None:
+        if settings.mode == "webhook" and webhook_secret is None:
+            raise ValueError("telegram webhook mode needs a webhook secret")
+        self.settings = settings
+        self.account = account
+        self.cursor_store = cursor_store
+        self._token = token
+        self._webhook_secret = webhook_secret
+        # before the Bot exists: it logs its token-bearing base URL when built
+        protect(token.get_secret_value())
+        if webhook_secret is not None:
+            protect(webhook_secret.get_secret_value())
+        self._bot = _QuietBot(
+            token.get_secret_value(),
+            base_url=settings.base_url,
+            base_file_url=settings.base_file_url,
+            request=HTTPXRequest(connection_pool_size=8),
+            # long polls get their own connection so sends never queue behind one
+            get_updates_request=HTTPXRequest(connection_pool_size=1),
+        )
+        self._endpoint = (
+            WebhookEndpoint(webhook_secret, lambda: self._bot, account)
+            if settings.mode == "webhook" and webhook_secret is not None
+            else None
+        )
+        self.identity: BotIdentity | None = None
+        self.poller: Poller | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"TelegramChannel(account={self.account!r}, mode={self.settings.mode!r})"
+
+    @classmethod
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+        settings = TelegramSettings.model_validate(block)
+        token = env.get(settings.token_env, "").strip()
+        if not token:
+            raise ValueError(
+                f"channels.telegram: set the environment variable {settings.token_env} to the "
+                "bot token from @BotFather (or set token_env to the variable that holds it)"
+            )
+        secret: SecretStr | None = None
+        if settings.mode == "webhook":
+            value = env.get(settings.webhook_secret_env, "").strip()
+            if not _SECRET_TOKEN.match(value):
+                raise ValueError(
+                    f"channels.telegram: mode = 'webhook' needs {settings.webhook_secret_env} set "
+                    "to a secret of 1-256 characters A-Z a-z 0-9 _ - (Telegram echoes it in "
+                    "X-Telegram-Bot-Api-Secret-Token)"
+                )
+            secret = SecretStr(value)
+        return cls(settings, SecretStr(token), account=account, webhook_secret=secret)
+
+    def _secrets(self) -> tuple[str, ...]:
+        found = [self._token.get_secret_value()]
+        if self._webhook_secret is not None:
+            found.append(self._webhook_secret.get_secret_value())
+        return tuple(found)
+
+    def web_routes(self) -> list[web.RouteDef]:
+        if self._endpoint is None:
+            return []
+        return [web.post(self.settings.webhook_path, self._endpoint.handle)]
+
+    async def start(self, sink: InboundSink) -> None:
+        """Check the token (getMe), then poll or arm the webhook. Raises PermanentError
+        when Telegram refuses the token, NetworkError when it cannot be reached."""
+        try:
+            await self._bot.initialize()
+            me = self._bot.bot
+            self.identity = BotIdentity(me.id, self.settings.bot_username or me.username or "")
+            if self._endpoint is not None:
+                if self.settings.webhook_url and self._webhook_secret is not None:
+                    await self._bot.set_webhook(
+                        self.settings.webhook_url,
+                        secret_token=self._webhook_secret.get_secret_value(),
+                        allowed_updates=self.settings.allowed_updates,
+                    )
+                self._endpoint.identity = self.identity
+                self._endpoint.sink = sink
+                return
+            # getUpdates is refused while a webhook is set (e.g. after switching modes)
+            await self._bot.delete_webhook(drop_pending_updates=False)
+        except TelegramError as error:
+            raise map_error(error, self._secrets()) from None
+        self.poller = Poller(
+            self._bot, self.settings, self.identity, sink, self.cursor_store, self.account
+        )
+        self._task = asyncio.create_task(self.poller.run(), name=f"telegram-poll-{self.account}")
+
+    async def stop(self) -> None:
+        if self._endpoint is not None:
+            self._endpoint.sink = None
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        with contextlib.suppress(TelegramError):
+            await self._bot.shutdown()
+
+    def render(self, text: str) -> list[Chunk]:
+        return render_chunks(text, self.limits.max_message_len)
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Send one chunk as HTML, replying to ``reply_to_id`` with the first chunk and
+        staying in the forum topic ``thread_id``; resend as plain text if Telegram
+        cannot parse the HTML."""
+        if chunk.formatted:
+            try:
+                return await self._send(message, chunk.text, ParseMode.HTML, index)
+            except FormattingRejected as rejected:
+                log.warning("telegram: formatting rejected (%s); sending plain text", rejected)
+        try:
+            return await self._send(message, chunk.plain, None, index)
+        except FormattingRejected as rejected:  # cannot happen without parse_mode
+            raise PermanentError("formatting_rejected", str(rejected)) from None
+
+    async def _send(self, message: Outbound, text: str, parse_mode: str | None, index: int) -> str:
+        reply = (
+            ReplyParameters(message_id=int(message.reply_to_id), allow_sending_without_reply=True)
+            if message.reply_to_id and index == 0
+            else None
+        )
+        try:
+            sent = await self._bot.send_message(
+                chat_id=_chat(message.chat_id),
+                text=text,
+                parse_mode=parse_mode,
+                message_thread_id=int(message.thread_id) if message.thread_id else None,
+                reply_parameters=reply,
+            )
+        except TelegramError as error:
+            raise map_error(error, self._secrets()) from None
+        return str(sent.message_id)
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        """Best effort: a failed typing indicator is logged, never raised."""
+        try:
+            await self._bot.send_chat_action(
+                chat_id=_chat(chat_id),
+                action=ChatAction.TYPING,
+                message_thread_id=int(thread_id) if thread_id else None,
+            )
+        except TelegramError as error:
+            log.info("telegram: typing indicator failed: %s", map_error(error, self._secrets()))

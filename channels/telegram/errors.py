@@ -1,0 +1,83 @@
+"""python-telegram-bot exceptions mapped onto ``channels.errors``.
+
+Telegram's error texts are documented loosely; the matching here uses the stable
+``description`` prefixes the Bot API returns (https://core.telegram.org/bots/api#making-requests).
+"""
+
+from __future__ import annotations
+
+import warnings
+from datetime import timedelta
+
+from telegram import error as tg
+
+from channels.errors import (
+    ChannelError,
+    FormattingRejected,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
+
+_PERMANENT_BAD_REQUESTS = {
+    "message is too long": "too_large",
+    "chat not found": "chat_not_found",
+    "message thread not found": "thread_not_found",
+    "message text is empty": "empty_message",
+    "not enough rights": "missing_permission",
+    "have no rights": "missing_permission",
+    "chat_write_forbidden": "missing_permission",
+    "user not found": "user_not_found",
+}
+
+_FORBIDDEN = {
+    "bot was blocked by the user": "blocked_by_user",
+    "bot was kicked": "kicked",
+    "bot is not a member": "not_a_member",
+    "user is deactivated": "user_deactivated",
+    "bot can't initiate conversation": "cannot_initiate",
+}
+
+
+def retry_after_seconds(error: tg.RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB 22 deprecates the int form of retry_after
+        warnings.simplefilter("ignore")
+        value = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def _lookup(message: str, table: dict[str, str], default: str) -> str:
+    lowered = message.lower()
+    return next((reason for text, reason in table.items() if text in lowered), default)
+
+
+def map_error(error: Exception, redact: tuple[str, ...] = ()) -> ChannelError:
+    """The ``channels.errors`` equivalent of a python-telegram-bot exception.
+
+    ``redact`` lists secrets scrubbed from the message (PTB wraps transport errors whose
+    text could carry a URL, and URLs carry the token).
+    """
+    message = str(error)
+    for secret in redact:
+        if secret:
+            message = message.replace(secret, "***")
+    if isinstance(error, tg.RetryAfter):
+        return RateLimited(retry_after_seconds(error), "telegram flood control")
+    if isinstance(error, tg.Forbidden):
+        return PermanentError(_lookup(message, _FORBIDDEN, "forbidden"), message)
+    if isinstance(error, tg.InvalidToken):
+        return PermanentError("invalid_token", "Telegram refused the bot token")
+    if isinstance(error, tg.ChatMigrated):
+        return PermanentError("chat_migrated", f"group moved to chat id {error.new_chat_id}")
+    if isinstance(error, tg.BadRequest):
+        if "can't parse entities" in message.lower() or "can't find end" in message.lower():
+            return FormattingRejected(message)
+        return PermanentError(_lookup(message, _PERMANENT_BAD_REQUESTS, "bad_request"), message)
+    if isinstance(error, tg.TimedOut):
+        return NetworkError(f"telegram timed out: {message}")
+    if isinstance(error, tg.NetworkError):
+        return NetworkError(f"telegram unreachable: {message}")
+    if isinstance(error, tg.Conflict):
+        return TransientError(f"telegram conflict: {message}")
+    return PermanentError("telegram_error", f"{type(error).__name__}: {message}")

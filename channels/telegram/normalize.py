@@ -1,0 +1,231 @@
+"""Telegram updates to ``Inbound``: one table keyed by update type.
+
+Deliberate choices (each covered by a fixture in tests/channels/fixtures/telegram):
+
+* ``edited_message`` / ``edited_channel_post`` are dropped. An edit keeps its
+  ``message_id``, so passing it on would hit the inbox's dedupe anyway; a second turn
+  for a typo fix is not what people expect. (Telegram sends no deletion events to bots.)
+* Service messages (members joined, pinned, topic created ...) carry no text or media
+  and are dropped.
+* In forum topics every message "replies" to the topic's creation message; that is
+  the thread, not a reply, so only real replies fill ``reply_to_id``.
+* ``mentions_bot`` comes from Telegram's entities, never from a regex on the text: a
+  ``mention`` entity spelling the bot's @username, a ``text_mention`` of the bot's user
+  id, a ``bot_command`` addressed ``/cmd@bot``, or a reply to one of the bot's messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from telegram import Chat, Message, MessageEntity, Update
+
+from channels.models import Attachment, Inbound, trim_raw
+
+
+@dataclass(frozen=True)
+class BotIdentity:
+    """Who "the bot" is, for mention and reply-to-bot detection."""
+
+    id: int
+    username: str  # without "@"
+
+
+def _message(update: Update) -> Message | None:
+    return update.message
+
+
+def _channel_post(update: Update) -> Message | None:
+    return update.channel_post
+
+
+def _dropped(update: Update) -> Message | None:
+    return None
+
+
+#: update type -> how to get the message to normalize (None: dropped on purpose)
+UPDATE_TABLE: dict[str, Callable[[Update], Message | None]] = {
+    "message": _message,
+    "channel_post": _channel_post,
+    "edited_message": _dropped,
+    "edited_channel_post": _dropped,
+}
+
+
+def update_type(update: Update) -> str | None:
+    """The update's type: the one optional field it carries."""
+    for name in (
+        "message",
+        "edited_message",
+        "channel_post",
+        "edited_channel_post",
+        "business_message",
+        "callback_query",
+        "inline_query",
+        "my_chat_member",
+        "chat_member",
+        "message_reaction",
+        "poll",
+    ):
+        if getattr(update, name, None) is not None:
+            return name
+    return None
+
+
+def normalize_update(update: Update, bot: BotIdentity, account: str = "default") -> Inbound | None:
+    """The ``Inbound`` for one update, or None when the update is not a message we pass on."""
+    kind = update_type(update)
+    handler = UPDATE_TABLE.get(kind or "")
+    message = handler(update) if handler else None
+    if message is None:
+        return None
+    return normalize_message(message, bot, account, raw=update.to_dict())
+
+
+def normalize_message(
+    message: Message,
+    bot: BotIdentity,
+    account: str = "default",
+    raw: dict[str, object] | None = None,
+) -> Inbound | None:
+    text = message.text or message.caption or ""
+    attachments = attachments_of(message)
+    if not text and not attachments:
+        return None  # service message
+    chat = message.chat
+    sender_id, sender_name, is_admin = _sender(message)
+    reply_to_id, reply_to_text = _reply(message)
+    thread_id = (
+        str(message.message_thread_id)
+        if message.is_topic_message and message.message_thread_id
+        else None
+    )
+    return Inbound(
+        channel="telegram",
+        account=account,
+        chat_id=str(chat.id),
+        chat_name=chat.effective_name,
+        thread_id=thread_id,
+        is_group=chat.type != Chat.PRIVATE,
+        sender_id=sender_id,
+        sender_name=sender_name,
+        message_id=str(message.message_id),
+        text=text,
+        reply_to_id=reply_to_id,
+        reply_to_text=reply_to_text,
+        mentions_bot=mentions_bot(message, bot),
+        is_admin=is_admin,
+        attachments=attachments,
+        received_at=message.date,
+        raw=trim_raw(dict(raw or message.to_dict())),
+    )
+
+
+def _sender(message: Message) -> tuple[str, str, bool]:
+    """(id, display name, is_admin). Anonymous group admins post as the group itself."""
+    if message.sender_chat is not None:
+        sender_chat = message.sender_chat
+        anonymous_admin = sender_chat.id == message.chat.id and message.chat.type != Chat.CHANNEL
+        return (
+            str(sender_chat.id),
+            sender_chat.effective_name or str(sender_chat.id),
+            anonymous_admin,
+        )
+    user = message.from_user
+    if user is None:
+        return str(message.chat.id), message.chat.effective_name or str(message.chat.id), False
+    return str(user.id), user.full_name or user.username or str(user.id), False
+
+
+def _is_thread_root(message: Message) -> bool:
+    reply = message.reply_to_message
+    return bool(
+        reply is not None
+        and message.is_topic_message
+        and (reply.forum_topic_created is not None or reply.message_id == message.message_thread_id)
+    )
+
+
+def _reply(message: Message) -> tuple[str | None, str | None]:
+    quote = message.quote.text if message.quote is not None else None
+    reply = message.reply_to_message
+    if reply is None or _is_thread_root(message):
+        return None, quote  # a quote of a message in another chat keeps its text
+    return str(reply.message_id), quote or reply.text or reply.caption
+
+
+def mentions_bot(message: Message, bot: BotIdentity) -> bool:
+    reply = message.reply_to_message
+    if reply is not None and not _is_thread_root(message):
+        author = reply.from_user
+        if author is not None and author.id == bot.id:
+            return True
+    handle = "@" + bot.username.lower()
+    entities: dict[MessageEntity, str] = {}
+    entities.update(message.parse_entities())
+    entities.update(message.parse_caption_entities())
+    for entity, value in entities.items():
+        if entity.type == MessageEntity.MENTION and value.lower() == handle:
+            return True
+        if entity.type == MessageEntity.TEXT_MENTION and entity.user and entity.user.id == bot.id:
+            return True
+        if entity.type == MessageEntity.BOT_COMMAND and value.lower().endswith(handle):
+            return True
+    return False
+
+
+def attachments_of(message: Message) -> list[Attachment]:
+    """Media as metadata with Telegram file ids (download later through getFile)."""
+    found: list[Attachment] = []
+    if message.photo:
+        largest = max(message.photo, key=lambda p: p.width * p.height)
+        found.append(
+            Attachment(id=largest.file_id, type="image", size=largest.file_size, mime="image/jpeg")
+        )
+    if message.animation is not None:
+        a = message.animation
+        found.append(
+            Attachment(
+                id=a.file_id, type="animation", name=a.file_name, size=a.file_size, mime=a.mime_type
+            )
+        )
+    elif message.document is not None:  # an animation also arrives as a document
+        d = message.document
+        found.append(
+            Attachment(
+                id=d.file_id, type="document", name=d.file_name, size=d.file_size, mime=d.mime_type
+            )
+        )
+    if message.video is not None:
+        v = message.video
+        found.append(
+            Attachment(
+                id=v.file_id, type="video", name=v.file_name, size=v.file_size, mime=v.mime_type
+            )
+        )
+    if message.video_note is not None:
+        n = message.video_note
+        found.append(Attachment(id=n.file_id, type="video", size=n.file_size, mime="video/mp4"))
+    if message.voice is not None:
+        vo = message.voice
+        found.append(
+            Attachment(
+                id=vo.file_id, type="audio", name="voice", size=vo.file_size, mime=vo.mime_type
+            )
+        )
+    if message.audio is not None:
+        au = message.audio
+        found.append(
+            Attachment(
+                id=au.file_id,
+                type="audio",
+                name=au.file_name or au.title,
+                size=au.file_size,
+                mime=au.mime_type,
+            )
+        )
+    if message.sticker is not None:
+        s = message.sticker
+        found.append(Attachment(id=s.file_id, type="sticker", name=s.emoji, size=s.file_size))
+    return found

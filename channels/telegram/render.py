@@ -1,0 +1,212 @@
+"""The model's Markdown as Telegram HTML, split to Telegram's limit.
+
+Telegram's HTML mode accepts a small tag set (https://core.telegram.org/bots/api#html-style):
+b/strong, i/em, u/ins, s/strike/del, a href, code, pre (with an inner
+``code class="language-x"``), blockquote, tg-spoiler; entities ``&lt; &gt; &amp; &quot;``
+and numeric ones. Everything else in the text must be escaped. Headings, lists and rules
+have no tags, so they become bold lines, bullets and a line of dashes.
+
+markdown-it-py parses (CommonMark + strikethrough); this module only walks its tokens.
+The same walk without tags gives the plain-text fallback sent when Telegram still
+rejects the formatting.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from channels.base import Chunk
+from channels.split import split_text, utf16_len
+
+#: Telegram's sendMessage text limit, in UTF-16 code units after entity parsing
+#: (https://core.telegram.org/bots/api#sendmessage). Measuring the HTML itself is
+#: stricter, so a chunk that fits here always fits there.
+TELEGRAM_TEXT_LIMIT = 4096
+
+_SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
+_PARSER = MarkdownIt("commonmark").enable("strikethrough")
+
+_INLINE_TAGS = {
+    "strong_open": "<b>",
+    "strong_close": "</b>",
+    "em_open": "<i>",
+    "em_close": "</i>",
+    "s_open": "<s>",
+    "s_close": "</s>",
+}
+
+
+class _Walker:
+    """Renders markdown-it tokens as Telegram HTML (``tags=True``) or plain text."""
+
+    def __init__(self, tags: bool) -> None:
+        self.tags = tags
+        self.out: list[str] = []
+        self.lists: list[list[int]] = []  # per open list: [next number] or [] for bullets
+        self.fresh = True  # at a point where block separators are not needed
+        self.in_heading = False  # headings are bold already; Telegram dislikes <b><b>
+
+    def esc(self, text: str) -> str:
+        return html.escape(text, quote=False) if self.tags else text
+
+    def tag(self, markup: str) -> None:
+        if self.tags:
+            self.out.append(markup)
+
+    def emit(self, text: str) -> None:
+        if text:
+            self.out.append(text)
+            self.fresh = False
+
+    def gap(self, newlines: int) -> None:
+        """End the current block with up to ``newlines`` line breaks."""
+        if self.fresh:
+            return
+        have = len("".join(self.out[-3:])) - len("".join(self.out[-3:]).rstrip("\n"))
+        if have < newlines:
+            self.out.append("\n" * (newlines - have))
+
+    def block_gap(self) -> int:
+        return 1 if self.lists else 2
+
+    def render(self, tokens: Sequence[Token]) -> str:
+        for token in tokens:
+            self.block(token)
+        return "".join(self.out).strip("\n")
+
+    def block(self, t: Token) -> None:
+        kind = t.type
+        if kind == "inline":
+            self.inline(t.children or [])
+        elif kind == "paragraph_open" or kind == "paragraph_close":
+            self.gap(self.block_gap())
+        elif kind == "heading_open":
+            self.gap(2)
+            self.tag("<b>")
+            self.in_heading = True
+        elif kind == "heading_close":
+            self.tag("</b>")
+            self.in_heading = False
+            self.gap(2)
+        elif kind in ("bullet_list_open", "ordered_list_open"):
+            self.gap(1 if self.lists else 2)
+            start = t.attrGet("start")
+            self.lists.append([int(start) if start else 1] if kind == "ordered_list_open" else [])
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            self.lists.pop()
+            self.gap(1 if self.lists else 2)
+        elif kind == "list_item_open":
+            self.gap(1)
+            numbering = self.lists[-1] if self.lists else []
+            marker = f"{numbering[0]}. " if numbering else "• "
+            if numbering:
+                numbering[0] += 1
+            self.emit("  " * (len(self.lists) - 1) + marker)
+            self.fresh = True
+        elif kind == "list_item_close":
+            self.fresh = False
+            self.gap(1)
+        elif kind == "blockquote_open":
+            self.gap(2)
+            self.tag("<blockquote>")
+            self.fresh = True
+        elif kind == "blockquote_close":
+            while self.out and self.out[-1].strip("\n") == "":
+                self.out.pop()
+            if self.out:
+                self.out[-1] = self.out[-1].rstrip("\n")
+            self.tag("</blockquote>")
+            self.fresh = False
+            self.gap(2)
+        elif kind in ("fence", "code_block"):
+            self.gap(2)
+            language = (t.info or "").split()[0] if t.info else ""
+            if self.tags:
+                css = f' class="language-{html.escape(language)}"' if language else ""
+                self.out.append(
+                    f"<pre><code{css}>{self.esc(t.content.rstrip(chr(10)))}</code></pre>"
+                )
+            else:
+                self.out.append(t.content.rstrip("\n"))
+            self.fresh = False
+            self.gap(2)
+        elif kind == "hr":
+            self.gap(2)
+            self.emit("———")
+            self.gap(2)
+        elif kind == "html_block":
+            self.gap(2)
+            self.emit(self.esc(t.content.rstrip("\n")))
+            self.gap(2)
+
+    def inline(self, children: Sequence[Token]) -> None:
+        links: list[str | None] = []
+        for c in children:
+            kind = c.type
+            if kind == "text" or kind == "html_inline":
+                self.emit(self.esc(c.content))
+            elif kind in ("softbreak", "hardbreak"):
+                self.emit("\n")
+            elif kind == "code_inline":
+                self.tag("<code>")
+                self.emit(self.esc(c.content))
+                self.tag("</code>")
+            elif kind in _INLINE_TAGS:
+                if not (self.in_heading and kind.startswith("strong")):
+                    self.tag(_INLINE_TAGS[kind])
+            elif kind == "link_open":
+                href = str(c.attrGet("href") or "")
+                safe = href if href.lower().startswith(_SAFE_SCHEMES) else None
+                links.append(safe)
+                if safe:
+                    self.tag(f'<a href="{html.escape(safe, quote=True)}">')
+            elif kind == "link_close":
+                href_or_none = links.pop() if links else None
+                if href_or_none:
+                    self.tag("</a>")
+                    if not self.tags:
+                        self.emit(f" ({href_or_none})")
+            elif kind == "image":
+                alt = c.content or "image"
+                src = str(c.attrGet("src") or "")
+                self.emit(self.esc(f"{alt} ({src})" if src else alt))
+
+
+def to_html(markdown: str) -> str:
+    """Telegram HTML for ``markdown``: only Telegram's tags, everything else escaped."""
+    return _Walker(tags=True).render(_PARSER.parse(markdown))
+
+
+def to_plain(markdown: str) -> str:
+    """What ``to_html`` shows, without markup (link targets in parentheses)."""
+    return _Walker(tags=False).render(_PARSER.parse(markdown))
+
+
+_BLANK = re.compile(r"\S")
+
+
+def render_chunks(markdown: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[Chunk]:
+    """Split the Markdown (fences kept whole or closed and reopened), then convert each
+    piece; a piece whose HTML outgrew ``limit`` (escaping, tags) is split again smaller.
+    Every chunk's text and plain fallback measure at most ``limit`` UTF-16 units."""
+    chunks: list[Chunk] = []
+    pending = split_text(markdown, limit, utf16_len)
+    pending.reverse()
+    while pending:
+        piece = pending.pop()
+        formatted, plain = to_html(piece), to_plain(piece)
+        size = max(utf16_len(formatted), utf16_len(plain))
+        if size > limit:
+            smaller = max(1, int(utf16_len(piece) * limit / size * 0.9))
+            if smaller >= utf16_len(piece):
+                smaller = utf16_len(piece) - 1
+            pending.extend(reversed(split_text(piece, max(2, smaller), utf16_len)))
+            continue
+        if _BLANK.search(plain):  # Telegram rejects empty messages; whitespace-only pieces go
+            chunks.append(Chunk(text=formatted, plain=plain))
+    return chunks

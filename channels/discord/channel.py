@@ -268,11 +268,17 @@ class DiscordChannel(Channel):
             log.warning("discord: gateway connection ended")
 
     async def stop(self) -> None:
-        """Close the gateway, let queued messages reach the sink (briefly), release."""
+        """Stop taking messages, let queued ones reach the sink (briefly), disconnect.
+
+        Messages arriving from here on are not taken; with a cursor store they are
+        read back after the next start (the channel's mark has not passed them).
+        """
         if self._client is None:
             return
         self._stopping = True
-        await self._client.close()
+        if self._backfill_task is not None:
+            self._backfill_task.cancel()
+        # the pump may still need REST (thread lookup), so the client stays open
         if self._pump_task is not None and not self._pump_task.done():
             try:
                 await asyncio.wait_for(self._queue.join(), timeout=self.stop_drain_timeout)
@@ -304,7 +310,7 @@ class DiscordChannel(Channel):
         """Normalize now (discord.py mutates cached messages on later edits, so the
         message must be read as it arrived) and queue for the sink, in order."""
         client = self._client
-        if client is None or client.user is None:
+        if self._stopping or client is None or client.user is None:
             return
         if not is_conversation(message, client.user.id):
             return

@@ -1,16 +1,24 @@
-"""Dense vector index: a float32 matrix in RAM, persisted as blobs in the catalog DB.
+"""Dense vector index: float32 matrices in RAM, persisted as blobs in the catalog DB.
 
-Brute-force dot product over L2-normalized rows is exact and fast enough here
-(100k x 384 is ~150 MB and one matrix-vector product of a few ms). The rows live in
-table ``vecs`` of ``.index/catalog.sqlite3`` so they share the catalog's transactions:
-the index can never hold a vector for a record it does not know, and deleting
-``.index/`` drops both.
+Each record gets one vector for its whole text and, when it has several sentences, one
+per sentence (up to ``MAX_CHUNKS``): a long chat turn mixes topics, and a question
+usually matches one sentence of it. A record's similarity to a query is the mean of its
+whole-text cosine and its best sentence cosine. Episodes are then smoothed with their
+neighbours in time (``score += smooth * mean(prev, next)``), because a turn is often
+only understandable with the turns around it ("Yes! Last Saturday." answers the
+previous turn's question).
+
+Search is brute force over L2-normalized rows: exact, and fast enough here (100k x 384
+is ~150 MB; one matrix-vector product takes a few ms). Vectors live in table ``vecs``
+of ``.index/catalog.sqlite3`` so they share the catalog's transactions: the index can
+never hold a vector for a record it does not know, and deleting ``.index/`` drops both.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import re
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -18,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from memory_store.catalog import Progress, index_text, record_from_json
+from memory_store.catalog import Progress, record_from_json
 from memory_store.embed import Embedder, Vectors
 from memory_store.protocol import MemoryRecord
 
@@ -26,25 +34,62 @@ log = logging.getLogger(__name__)
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS vecs(rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL)"
 _INF = math.inf
+MAX_CHUNKS = 8
+#: Weight of the mean neighbour score added to an episode's score.
+DEFAULT_SMOOTH = 0.3
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_LABEL = re.compile(r"^([^\n:.!?]{1,40}):\s")
+IntArray = npt.NDArray[np.int64]
+
+
+def dense_text(record: MemoryRecord) -> str:
+    """What the whole-record vector embeds: the body, plus speaker/entity when absent."""
+    extra = [v for k in ("speaker", "entity", "title")
+             if isinstance(v := record.metadata.get(k), str) and v not in record.content]
+    return " ".join([record.content, *extra]) if extra else record.content
+
+
+def sentence_chunks(text: str) -> list[str]:
+    """The sentences of ``text`` (each keeping a leading "Speaker: " label), or [] when
+    there is only one."""
+    label_m = _LABEL.match(text)
+    label = label_m.group(0) if label_m else ""
+    body = text[len(label):]
+    parts = [p.strip() for p in _SENTENCE.split(body) if p.strip()]
+    if len(parts) < 2:
+        return []
+    return [label + p for p in parts[:MAX_CHUNKS]]
 
 
 class DenseIndex:
-    """An :class:`~memory_store.catalog.IndexHook` holding one embedding per record."""
+    """An :class:`~memory_store.catalog.IndexHook` holding the vectors of every record."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, *, smooth: float = DEFAULT_SMOOTH) -> None:
         self.embedder = embedder
+        self.smooth = smooth
         self._mu = threading.RLock()
-        self._reset(0)
+        self._reset(0, 0)
 
-    def _reset(self, capacity: int) -> None:
+    def _reset(self, capacity: int, chunk_capacity: int) -> None:
         cap = max(capacity, 64)
+        ccap = max(chunk_capacity, 64)
+        dim = self.embedder.dim
         self._n = 0
         self._rowids = np.zeros(cap, dtype=np.int64)
-        self._mat = np.zeros((cap, self.embedder.dim), dtype=np.float32)
+        self._mat = np.zeros((cap, dim), dtype=np.float32)
         self._created = np.zeros(cap, dtype=np.float64)
         self._trust = np.zeros(cap, dtype=np.float64)
         self._valid_to = np.full(cap, _INF, dtype=np.float64)
+        self._episode = np.zeros(cap, dtype=bool)
         self._pos: dict[int, int] = {}
+        # Sentence vectors: owner is the position of the record in the arrays above.
+        self._m = 0
+        self._cmat = np.zeros((ccap, dim), dtype=np.float32)
+        self._cowner = np.zeros(ccap, dtype=np.int64)
+        self._calive = np.zeros(ccap, dtype=bool)
+        self._chunks_of: dict[int, list[int]] = {}
+        self._dead = 0
+        self._neighbours: tuple[IntArray, IntArray] | None = None
 
     def __len__(self) -> int:
         return self._n
@@ -57,11 +102,11 @@ class DenseIndex:
         with self._mu:
             conn.execute(_SCHEMA)
             row = conn.execute("SELECT value FROM meta WHERE key='dense_model'").fetchone()
-            if row is None or row[0] != self.embedder.model_id:
+            tag = f"{self.embedder.model_id}+chunks{MAX_CHUNKS}"
+            if row is None or row[0] != tag:
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DELETE FROM vecs")
-                conn.execute("INSERT OR REPLACE INTO meta VALUES('dense_model', ?)",
-                             (self.embedder.model_id,))
+                conn.execute("INSERT OR REPLACE INTO meta VALUES('dense_model', ?)", (tag,))
                 conn.execute("COMMIT")
             missing = conn.execute(
                 "SELECT d.rowid, d.record FROM docs d LEFT JOIN vecs v ON v.rowid = d.rowid"
@@ -79,20 +124,15 @@ class DenseIndex:
 
     def _load(self, conn: sqlite3.Connection) -> None:
         rows = conn.execute(
-            "SELECT v.rowid, v.vec, d.created, d.trust, d.valid_to FROM vecs v"
+            "SELECT v.rowid, v.vec, d.created, d.trust, d.valid_to, d.kind FROM vecs v"
             " JOIN docs d ON d.rowid = v.rowid").fetchall()
-        self._reset(len(rows) * 5 // 4)
-        if not rows:
-            return
-        n = len(rows)
-        self._mat[:n] = np.frombuffer(b"".join(r[1] for r in rows),
-                                      dtype=np.float32).reshape(n, self.embedder.dim)
-        self._rowids[:n] = [r[0] for r in rows]
-        self._created[:n] = [r[2] for r in rows]
-        self._trust[:n] = [r[3] for r in rows]
-        self._valid_to[:n] = [_INF if r[4] is None else r[4] for r in rows]
-        self._n = n
-        self._pos = {int(r[0]): i for i, r in enumerate(rows)}
+        dim = self.embedder.dim
+        blocks = [np.frombuffer(r[1], dtype=np.float32).reshape(-1, dim) for r in rows]
+        n_chunks = sum(len(b) - 1 for b in blocks)
+        self._reset(len(rows) * 5 // 4, n_chunks * 5 // 4)
+        for r, block in zip(rows, blocks, strict=True):
+            self._put_raw(int(r[0]), block, float(r[2]), float(r[3]),
+                          _INF if r[4] is None else float(r[4]), r[5] == "episode")
 
     def apply(self, conn: sqlite3.Connection, upserts: Sequence[tuple[int, MemoryRecord]],
               deletes: Sequence[int], progress: Progress | None) -> None:
@@ -114,18 +154,29 @@ class DenseIndex:
 
     def _store(self, conn: sqlite3.Connection, items: list[tuple[int, MemoryRecord]],
                progress: Progress | None) -> None:
-        step = 256
+        step = 128
         for start in range(0, len(items), step):
             chunk = items[start : start + step]
-            vecs = self.embedder.embed([index_text(rec) for _, rec in chunk])
-            conn.executemany("INSERT OR REPLACE INTO vecs(rowid, vec) VALUES(?, ?)",
-                             [(rowid, vecs[i].tobytes()) for i, (rowid, _) in enumerate(chunk)])
-            for i, (rowid, rec) in enumerate(chunk):
-                self._put(rowid, vecs[i], rec)
+            texts: list[str] = []
+            spans: list[tuple[int, int]] = []
+            for _, rec in chunk:
+                parts = [dense_text(rec), *sentence_chunks(rec.content)]
+                spans.append((len(texts), len(texts) + len(parts)))
+                texts.extend(parts)
+            vecs = self.embedder.embed(texts)
+            rows = []
+            for (rowid, rec), (a, b) in zip(chunk, spans, strict=True):
+                block = np.ascontiguousarray(vecs[a:b], dtype=np.float32)
+                rows.append((rowid, block.tobytes()))
+                self._put_raw(rowid, block, rec.created.timestamp(), rec.trust,
+                              rec.valid_to.timestamp() if rec.valid_to else _INF,
+                              rec.kind == "episode")
+            conn.executemany("INSERT OR REPLACE INTO vecs(rowid, vec) VALUES(?, ?)", rows)
             if progress is not None:
                 progress(start + len(chunk), len(items))
 
-    def _put(self, rowid: int, vec: Vectors, rec: MemoryRecord) -> None:
+    def _put_raw(self, rowid: int, block: Vectors, created: float, trust: float,
+                 valid_to: float, episode: bool) -> None:
         i = self._pos.get(rowid)
         if i is None:
             if self._n == len(self._rowids):
@@ -134,45 +185,128 @@ class DenseIndex:
             self._n += 1
             self._pos[rowid] = i
             self._rowids[i] = rowid
-        self._mat[i] = vec
-        self._created[i] = rec.created.timestamp()
-        self._trust[i] = rec.trust
-        self._valid_to[i] = rec.valid_to.timestamp() if rec.valid_to else _INF
+        else:
+            self._kill_chunks(rowid)
+        self._mat[i] = block[0]
+        self._created[i] = created
+        self._trust[i] = trust
+        self._valid_to[i] = valid_to
+        self._episode[i] = episode
+        extra = block[1:]
+        if len(extra):
+            while self._m + len(extra) > len(self._cowner):
+                self._grow_chunks()
+            j = self._m
+            self._cmat[j : j + len(extra)] = extra
+            self._cowner[j : j + len(extra)] = i
+            self._calive[j : j + len(extra)] = True
+            self._chunks_of[rowid] = list(range(j, j + len(extra)))
+            self._m += len(extra)
+        self._neighbours = None
+
+    def _kill_chunks(self, rowid: int) -> None:
+        idx = self._chunks_of.pop(rowid, None)
+        if idx:
+            self._calive[idx] = False
+            self._dead += len(idx)
 
     def _grow(self) -> None:
         cap = len(self._rowids) * 2
-        self._rowids = np.resize(self._rowids, cap)
         mat = np.zeros((cap, self.embedder.dim), dtype=np.float32)
         mat[: self._n] = self._mat[: self._n]
         self._mat = mat
+        self._rowids = np.resize(self._rowids, cap)
         self._created = np.resize(self._created, cap)
         self._trust = np.resize(self._trust, cap)
         self._valid_to = np.resize(self._valid_to, cap)
+        self._episode = np.resize(self._episode, cap)
+
+    def _grow_chunks(self) -> None:
+        if self._dead > self._m // 2:
+            self._compact_chunks()
+            if self._m < len(self._cowner) * 3 // 4:
+                return
+        cap = len(self._cowner) * 2
+        cmat = np.zeros((cap, self.embedder.dim), dtype=np.float32)
+        cmat[: self._m] = self._cmat[: self._m]
+        self._cmat = cmat
+        self._cowner = np.resize(self._cowner, cap)
+        alive = np.zeros(cap, dtype=bool)
+        alive[: self._m] = self._calive[: self._m]
+        self._calive = alive
+
+    def _compact_chunks(self) -> None:
+        keep = np.flatnonzero(self._calive[: self._m])
+        remap = {int(old): new for new, old in enumerate(keep)}
+        m = len(keep)
+        self._cmat[:m] = self._cmat[keep]
+        self._cowner[:m] = self._cowner[keep]
+        self._calive[:m] = True
+        self._calive[m:] = False
+        self._chunks_of = {r: [remap[j] for j in idx] for r, idx in self._chunks_of.items()}
+        self._m = m
+        self._dead = 0
 
     def _remove(self, rowid: int) -> None:
         i = self._pos.pop(rowid, None)
         if i is None:
             return
+        self._kill_chunks(rowid)
         last = self._n - 1
         if i != last:
             moved = int(self._rowids[last])
-            for arr in (self._rowids, self._mat, self._created, self._trust, self._valid_to):
+            for arr in (self._rowids, self._mat, self._created, self._trust, self._valid_to,
+                        self._episode):
                 arr[i] = arr[last]
             self._pos[moved] = i
+            idx = self._chunks_of.get(moved)
+            if idx:
+                self._cowner[idx] = i
         self._n = last
+        self._neighbours = None
+
+    def _neighbour_positions(self) -> tuple[IntArray, IntArray]:
+        """prev/next position of each episode in (created, rowid) order; self elsewhere."""
+        if self._neighbours is None:
+            n = self._n
+            prev = np.arange(n, dtype=np.int64)
+            nxt = np.arange(n, dtype=np.int64)
+            eps = np.flatnonzero(self._episode[:n])
+            if len(eps) > 1:
+                order = eps[np.lexsort((self._rowids[eps], self._created[eps]))]
+                prev[order[1:]] = order[:-1]
+                nxt[order[:-1]] = order[1:]
+            self._neighbours = (prev, nxt)
+        return self._neighbours
 
     # -- queries ----------------------------------------------------------------------
+
+    def scores(self, query_vec: Vectors) -> npt.NDArray[np.float32]:
+        """Similarity of every held record to the query, by position."""
+        n, m = self._n, self._m
+        q = query_vec.reshape(-1)
+        s = self._mat[:n] @ q
+        if m:
+            cs = self._cmat[:m] @ q
+            alive = self._calive[:m]
+            best = np.full(n, -np.inf, dtype=np.float32)
+            np.maximum.at(best, self._cowner[:m][alive], cs[alive])
+            s = np.where(np.isfinite(best), (s + best) / 2, s).astype(np.float32)
+        if self.smooth and n > 1:
+            prev, nxt = self._neighbour_positions()
+            s = s + self.smooth * (s[prev] + s[nxt]) / 2
+        return s
 
     def search(self, query_vec: Vectors, k: int, *, now: float,
                allowed: Sequence[int] | None = None,
                include_superseded: bool = False) -> list[tuple[int, float]]:
-        """Top ``k`` (rowid, cosine) among live rows (``valid_to`` after ``now`` unless
+        """Top ``k`` (rowid, similarity) among live rows (``valid_to`` after ``now`` unless
         ``include_superseded``), restricted to ``allowed`` rowids when given."""
         with self._mu:
             n = self._n
             if n == 0 or k <= 0:
                 return []
-            scores = self._mat[:n] @ query_vec.reshape(-1)
+            scores = self.scores(query_vec)
             mask: npt.NDArray[np.bool_] | None = None
             if not include_superseded:
                 mask = self._valid_to[:n] > now

@@ -8,7 +8,8 @@ READY / DISPATCH / HEARTBEAT / HEARTBEAT_ACK / RESUME / RESUMED / INVALID_SESSIO
 opcodes, close codes 4004 (authentication failed) and 4014 (disallowed intents), and
 ``zlib-stream`` transport compression (one zlib context per connection, every frame
 ended with ``Z_SYNC_FLUSH``), which is what discord.py asks for when ``zstandard``
-is not installed.
+is not installed (with it installed, ``zstd-stream``, also served). A non-sharded
+discord.py ``Client`` always asks for compression, so there is no uncompressed path.
 
 Tests drive it: ``dispatch_message`` pushes a MESSAGE_CREATE to every session,
 ``fail_next`` queues canned error responses for a REST route, ``drop_connections``
@@ -21,6 +22,7 @@ import asyncio
 import itertools
 import json
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -73,6 +75,41 @@ def user_json(user_id: str, username: str, *, bot: bool = False) -> dict[str, An
     return data
 
 
+Compressor = Callable[[bytes], bytes]
+
+
+def _zlib_stream() -> Compressor:
+    """One zlib context per connection; each gateway message ends with Z_SYNC_FLUSH
+    (``00 00 ff ff``), which is how discord.py finds message boundaries."""
+    context = zlib.compressobj()
+
+    def frame(data: bytes) -> bytes:
+        return context.compress(data) + context.flush(zlib.Z_SYNC_FLUSH)
+
+    return frame
+
+
+_COMPRESSORS: dict[str, Callable[[], Compressor]] = {"zlib-stream": _zlib_stream}
+
+try:  # discord.py asks for zstd-stream instead whenever ``zstandard`` is installed
+    import zstandard
+
+    def _zstd_stream() -> Compressor:
+        context = zstandard.ZstdCompressor().compressobj()
+
+        def frame(data: bytes) -> bytes:
+            out: bytes = context.compress(data) + context.flush(
+                zstandard.COMPRESSOBJ_FLUSH_BLOCK
+            )
+            return out
+
+        return frame
+
+    _COMPRESSORS["zstd-stream"] = _zstd_stream
+except ImportError:
+    pass
+
+
 @dataclass
 class CannedError:
     status: int
@@ -87,7 +124,7 @@ class Session:
     # every dispatched event, so a RESUME can replay what the client missed
     log: list[dict[str, Any]] = field(default_factory=list)
     ws: web.WebSocketResponse | None = None
-    compressor: Any = None
+    compressor: Compressor | None = None
 
 
 class FakeDiscord:
@@ -616,8 +653,7 @@ class FakeDiscord:
             return
         data = json.dumps(payload).encode()
         if session.compressor is not None:
-            frame = session.compressor.compress(data) + session.compressor.flush(zlib.Z_SYNC_FLUSH)
-            await ws.send_bytes(frame)
+            await ws.send_bytes(session.compressor(data))
         else:
             await ws.send_str(data.decode())
 
@@ -628,13 +664,13 @@ class FakeDiscord:
         if request.query.get("v") != "10" or request.query.get("encoding", "json") != "json":
             return web.Response(status=400, text="unsupported gateway version or encoding")
         compress = request.query.get("compress")
-        if compress not in (None, "zlib-stream"):
+        if compress is not None and compress not in _COMPRESSORS:
             return web.Response(status=400, text=f"unsupported compression {compress}")
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         conn = Session(session_id="")  # placeholder until IDENTIFY or RESUME binds one
         conn.ws = ws
-        conn.compressor = zlib.compressobj() if compress == "zlib-stream" else None
+        conn.compressor = _COMPRESSORS[compress]() if compress is not None else None
         await self._send(
             conn,
             {

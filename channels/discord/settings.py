@@ -27,8 +27,8 @@ class DiscordSettings(BaseModel):
     #: Watchdog: no gateway frame (nor heartbeat ACK) for this long means the connection
     #: is stalled, and discord.py closes it and reconnects (resuming the session).
     heartbeat_timeout: float = Field(60.0, gt=0)
-    #: Inbound messages held while the inbox (Redis) is unavailable; the oldest are
-    #: dropped (and logged) beyond this, since the gateway cannot redeliver them.
+    #: Inbound messages held while the inbox (Redis) is unavailable; beyond this the
+    #: oldest waiting one is dropped and logged (the gateway cannot redeliver it).
     inbound_buffer: int = Field(10_000, ge=1)
     #: After each READY, read back at most this many messages per channel that
     #: arrived after the last one stored (restarts, unresumable sessions); 0: off.

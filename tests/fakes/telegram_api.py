@@ -214,6 +214,7 @@ class FakeTelegram:
         self._next_message_id: dict[int, int] = defaultdict(lambda: 10_000)
         self._poll_generation = 0
         self._changed = asyncio.Condition()
+        self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
 
@@ -237,6 +238,10 @@ class FakeTelegram:
         self.port = int(self._runner.addresses[0][1])
 
     async def stop(self) -> None:
+        # release held long polls and stalled requests so shutdown does not wait on them
+        self._closing.set()
+        async with self._changed:
+            self._changed.notify_all()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -419,10 +424,11 @@ class FakeTelegram:
         if self.stall_polls > 0:
             self.stall_polls -= 1
             self.stalled += 1
-            await asyncio.Event().wait()  # a connection that never answers
+            await self._closing.wait()  # a connection that never answers
+            return []
         deadline = time.monotonic() + timeout
         async with self._changed:
-            while not self.pending:
+            while not self.pending and not self._closing.is_set():
                 if self._poll_generation != generation:
                     raise _ApiError(
                         ApiFailure(409, "Conflict: terminated by other getUpdates request")

@@ -117,7 +117,7 @@ async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | Non
 def run(
     config: ConfigOpt = None,
     workers: Annotated[int | None, typer.Option(
-        "--workers", "-w", help="worker processes [default: [worker] processes or 1]")] = None,
+        "--workers", "-w", help="worker processes [default: [queue] workers or 1]")] = None,
     worker_class: WorkerClassOpt = "simple",
     log_level: LogOpt = "INFO",
 ) -> None:
@@ -125,7 +125,7 @@ def run(
     worker processes. Ctrl-C stops them all."""
     path, cfg = _load(config)
     _logging(log_level)
-    count = workers if workers is not None else cfg.worker_processes
+    count = workers if workers is not None else cfg.queue.workers
     with _redis(cfg) as url:
         cmd = worker_command(path, url, worker_class=worker_class,
                              queues=[cfg.queue.name], log_level=log_level)
@@ -257,7 +257,11 @@ def send(
     bot did not engage)."""
     path, cfg = _load(config)
     with _stack(path, cfg) as url:
-        reply = asyncio.run(_send(url, chat, user, text, group, mention, timeout))
+        try:
+            reply = asyncio.run(_send(url, chat, user, text, group, mention, timeout))
+        except (redis.RedisError, OSError) as err:
+            raise _fail(f"lost the connection to the bot ({err}); see "
+                        f"{cfg.data_dir / 'logs' / 'run.log'}") from None
     if reply:
         typer.echo(reply)
 
@@ -316,7 +320,11 @@ def chat(
     path, cfg = _load(config)
     who = user or os.environ.get("USER") or "me"
     with _stack(path, cfg) as url, contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_chat_loop(url, chat or who, who, group))
+        try:
+            asyncio.run(_chat_loop(url, chat or who, who, group))
+        except (redis.RedisError, OSError) as err:
+            raise _fail(f"lost the connection to the bot ({err}); see "
+                        f"{cfg.data_dir / 'logs' / 'run.log'}") from None
 
 
 def _mount_memory() -> None:

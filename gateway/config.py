@@ -120,6 +120,11 @@ class QueueConfig(_Section):
     dedupe_ttl: int = Field(default=7 * 24 * 3600, ge=60)
     #: turns of one batch that fail before it is moved aside (dead-lettered)
     max_attempts: int = Field(default=5, ge=1)
+    #: RQ ``Retry(max=...)`` of a failed drain job (0: none; the sweeper still retries
+    #: a dead worker's batch once its lease expires)
+    retries: int = Field(default=3, ge=0)
+    #: worker processes ``pynanoclaw run`` starts
+    workers: int = Field(default=1, ge=1, le=64)
 
 
 class HttpConfig(_Section):
@@ -147,11 +152,6 @@ class GatewayConfig(_Section):
     http: HttpConfig = HttpConfig()
     #: RQ job timeout for drain jobs, from ``[worker] job_timeout``
     job_timeout: int = 300
-    #: RQ ``Retry(max=...)`` for drain jobs, from ``[worker] retries`` (0: none; the
-    #: sweeper still retries a dead worker's batch)
-    job_retries: int = 3
-    #: worker processes ``pynanoclaw run`` starts, from ``[worker] processes``
-    worker_processes: int = 1
     #: the file this was loaded from (None: built in code)
     source: Path | None = None
 
@@ -210,18 +210,14 @@ def parse_config(
                         where, key, ", ".join(sorted(_KNOWN_TOP)))
     data: dict[str, Any] = {k: v for k, v in raw.items() if k in _KNOWN_TOP}
     worker = raw.get("worker", {})
-    if isinstance(worker, Mapping):
-        # [worker] belongs to workers/settings.py; read the three knobs the gateway
-        # needs, checking just enough to give the same kind of message.
-        for src, dst, low in (("job_timeout", "job_timeout", 1), ("retries", "job_retries", 0),
-                              ("processes", "worker_processes", 1)):
-            if src not in worker:
-                continue
-            value = worker[src]
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ConfigError(f"{where}: worker.{src} must be an integer >= {low}, "
-                                  f"got {value!r}")
-            data[dst] = value
+    if isinstance(worker, Mapping) and "job_timeout" in worker:
+        # [worker] belongs to workers/settings.py; the gateway reads only the job
+        # timeout (it sets it when enqueueing), checked just enough for a clear message.
+        value = worker["job_timeout"]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ConfigError(f"{where}: worker.job_timeout must be a positive integer "
+                              f"(seconds), got {value!r}")
+        data["job_timeout"] = value
     channels = data.get("channels", {})
     if isinstance(channels, Mapping):
         for name, block in channels.items():

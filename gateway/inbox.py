@@ -99,7 +99,7 @@ class DrainEnqueuer:
             "max_attempts": q.max_attempts,
             "queue": q.name,
             "job_timeout": self._cfg.job_timeout,
-            "retries": self._cfg.job_retries,
+            "retries": self._cfg.queue.retries,
             "prefix": self._keys.prefix,
         }
 
@@ -108,8 +108,8 @@ class DrainEnqueuer:
             DRAIN_JOB,
             kwargs={"group": group, **self.job_kwargs()},
             job_timeout=self._cfg.job_timeout,
-            retry=Retry(max=self._cfg.job_retries, interval=[1, 5, 30])
-            if self._cfg.job_retries > 0 else None,
+            retry=Retry(max=self._cfg.queue.retries, interval=[1, 5, 30])
+            if self._cfg.queue.retries > 0 else None,
             result_ttl=60,
             failure_ttl=7 * 24 * 3600,
             description=f"drain {group}",

@@ -156,6 +156,14 @@ class Stack:
                 raise AssertionError(f"timed out waiting for {what or predicate}")
             await asyncio.sleep(0.05)
 
+    async def settled(self, group: str, timeout: float = 60) -> None:
+        """Wait until the group's drain finished (the episode is written after the reply
+        is published, so a client can see the reply first)."""
+        await self.wait_for(
+            lambda: not self.r.exists(f"pnc:drain:{group}", f"pnc:processing:{group}",
+                                      f"pnc:mailbox:{group}"),
+            timeout, what=f"{group} to settle")
+
     async def close(self) -> None:
         await self.stop_gateway()
         self.kill_workers()

@@ -16,11 +16,11 @@ def test_defaults_and_relative_data_dir(tmp_path: Path) -> None:
     cfg_path = tmp_path / "conf" / "pnc.toml"
     cfg_path.parent.mkdir()
     cfg_path.write_text('data_dir = "state"\n[channels.local]\n[worker]\njob_timeout = 42\n'
-                        'processes = 3\n[model]\nprovider = "local"\n')
+                        '[queue]\nworkers = 3\n[model]\nprovider = "local"\n')
     cfg = load_config(cfg_path, env={})
     assert cfg.data_dir == (tmp_path / "conf" / "state").resolve()
     assert cfg.redis.url == "" and cfg.policy.dm == "open" and cfg.engage.default == "mention"
-    assert cfg.job_timeout == 42 and cfg.worker_processes == 3
+    assert cfg.job_timeout == 42 and cfg.queue.workers == 3
     assert cfg.channels == {"local": {}}
 
 

@@ -36,7 +36,7 @@ async def test_dm_gets_exactly_one_reply_and_an_episode(stack: Stack) -> None:
     ex = await stack.ask("alice", "alice", "hello bot", message_id="dm-1")
     assert ex.status == "engage"
     assert ex.reply == "ack dm-1"
-    await stack.wait_for(lambda: not stack.r.exists(K.lease("local:alice")), what="drain end")
+    await stack.settled("local:alice")
     assert len(stack.chunks_for("alice", "dm-1")) == 1
     assert [t["ids"] for t in stack.turns()] == [["dm-1"]]
     files = episodes(stack.data_dir, "local:alice")
@@ -93,7 +93,7 @@ async def test_same_platform_message_twice_gets_one_reply(stack: Stack) -> None:
     assert ex1.reply == "ack dup-1"
     assert ex2.status == "duplicate"
     assert ex2.reply is None
-    await stack.wait_for(lambda: not stack.r.exists(K.lease("local:dave")), what="drain end")
+    await stack.settled("local:dave")
     assert len(stack.chunks_for("dave", "dup-1")) == 1
     assert [t["ids"] for t in stack.turns()] == [["dup-1"]]
 
@@ -104,6 +104,7 @@ async def test_silent_turn_publishes_done_without_reply(stack: Stack) -> None:
     ex = await stack.ask("erin", "erin", "SILENT", message_id="s-1")
     assert ex.status == "engage" and ex.done
     assert ex.reply is None
+    await stack.settled("local:erin")
     assert len(episodes(stack.data_dir, "local:erin")) == 1
 
 
@@ -115,6 +116,7 @@ async def test_restart_everything_uses_group_memory_files(tmp_path: Path, valkey
         await s.start_gateway()
         ex = await s.ask("proj", "frank", "@bot remember", group=True, message_id="r-1")
         assert ex.reply == "ack r-1"
+        await s.settled("local:proj")
         core = GroupDirectory(s.data_dir, "local:proj").core_path
         core.write_text(core.read_text() + "\nThe project codename is MARK-zebra42.\n")
         # stop everything, Redis included
@@ -135,6 +137,7 @@ async def test_restart_everything_uses_group_memory_files(tmp_path: Path, valkey
         ex = await s2.ask("proj", "frank", "@bot what is the codename?", group=True,
                           message_id="r-2")
         assert ex.reply == "ack r-2 | MARK-zebra42"
+        await s2.settled("local:proj")
         assert len(episodes(s2.data_dir, "local:proj")) == 2
     finally:
         await s2.close()
@@ -148,7 +151,6 @@ async def test_worker_killed_mid_turn_answers_exactly_once(
     stack.start_workers(1, worker_class)
     await stack.start_gateway()
     assert stack.client is not None
-    after = await stack.client.last_id("gina")
     await stack.client.push(chat_id="gina", user="gina", text="BLOCK please",
                             message_id="k-1")
     pid_file = stack.tmp / "blocked.pid"
@@ -161,7 +163,7 @@ async def test_worker_killed_mid_turn_answers_exactly_once(
     (stack.tmp / "release").touch()
     await stack.wait_for(lambda: len(stack.chunks_for("gina", "k-1")) >= 1, timeout=90,
                          what="the retried reply")
-    await stack.wait_for(lambda: not stack.r.exists(K.lease("local:gina")), what="drain end")
+    await stack.settled("local:gina")
     chunks = stack.chunks_for("gina", "k-1")
     assert [c["text"] for c in chunks] == ["ack k-1"]
     turns = stack.turns()
@@ -169,7 +171,6 @@ async def test_worker_killed_mid_turn_answers_exactly_once(
     assert turns[0]["pid"] == turn_pid and turns[1]["pid"] != turn_pid
     assert len(episodes(stack.data_dir, "local:gina")) == 1
     assert stack.r.llen(K.processing("local:gina")) == 0
-    del after
 
 
 async def test_group_keys_cannot_escape_the_data_dir(stack: Stack) -> None:
@@ -179,6 +180,7 @@ async def test_group_keys_cannot_escape_the_data_dir(stack: Stack) -> None:
     for i, chat in enumerate(evil):
         ex = await stack.ask(chat, "mallory", "hi", message_id=f"e-{i}")
         assert ex.reply == f"ack e-{i}", chat
+        await stack.settled(f"local:{chat}")
     data = stack.data_dir.resolve()
     outside = [p for p in stack.tmp.rglob("*")
                if not p.resolve().is_relative_to(data) and "redis" not in p.parts

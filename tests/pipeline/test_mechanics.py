@@ -1,0 +1,242 @@
+"""Inbox, sweeper, drain job, embedded Redis and web app, against a real Valkey (no
+worker processes: the drain job runs in this process)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+import redis
+import redis.asyncio as aioredis
+from aiohttp import web
+from rq import Queue
+
+import gateway.keys
+import workers.keys
+from channels.base import Channel, Chunk, InboundSink
+from channels.models import Inbound, Outbound
+from gateway.config import GatewayConfig, parse_config
+from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
+from gateway.keys import Keys
+from gateway.redis_server import EmbeddedRedis, running_embedded_url, url_file
+from gateway.webhooks import WebServer, build_app
+from tests.pipeline.conftest import Valkey, write_config
+
+K = Keys()
+
+
+def inbound(mid: str, chat: str = "c1", *, group: bool = False, mention: bool = False,
+            text: str = "hi") -> Inbound:
+    return Inbound(channel="local", chat_id=chat, is_group=group, sender_id="u1",
+                   sender_name="Una", message_id=mid, text=text, mentions_bot=mention)
+
+
+@pytest.fixture
+def cfg() -> GatewayConfig:
+    return parse_config({"queue": {"lease_ttl": 0.3, "lock_ttl": 0.3}}, env={})
+
+
+@pytest.fixture
+async def parts(valkey: Valkey, cfg: GatewayConfig
+                ) -> AsyncIterator[tuple[aioredis.Redis, redis.Redis, Inbox, Sweeper, Queue]]:
+    r = aioredis.Redis.from_url(valkey.url)
+    sync = redis.Redis.from_url(valkey.url)
+    enq = DrainEnqueuer(cfg, sync, K)
+    yield r, sync, Inbox(cfg, r, enq, K), Sweeper(cfg, r, enq, K), enq.queue
+    await r.aclose()
+    sync.close()
+
+
+def test_worker_keys_copy_matches_gateway_keys() -> None:
+    g, w = gateway.keys.Keys("x:"), workers.keys.Keys("x:")
+    names = [n for n in dir(g) if not n.startswith("_") and n != "prefix"]
+    assert names == [n for n in dir(w) if not n.startswith("_") and n != "prefix"]
+    for n in names:
+        a, b = getattr(g, n), getattr(w, n)
+        if callable(a):
+            args = ("grp", 3) if n == "sent" else ("a", "b", "c") if n == "cursor" else \
+                ("a", "b") if n == "rate" else ("grp",)
+            assert a(*args) == b(*args), n
+        else:
+            assert a == b, n
+    assert gateway.keys.DRAIN_JOB == workers.keys.DRAIN_JOB
+    assert gateway.keys.DEFAULT_QUEUE == workers.keys.DEFAULT_QUEUE
+
+
+async def test_one_drain_job_per_group_however_many_messages(parts: tuple) -> None:  # type: ignore[type-arg]
+    r, _sync, inbox, _, queue = parts
+    for i in range(5):
+        assert await inbox.accept(inbound(f"m{i}")) == "engage"
+    await inbox.accept(inbound("x1", chat="c2"))
+    assert queue.count == 2  # one per group
+    job = queue.jobs[0]
+    assert job.kwargs["group"] == "local:c1" and job.timeout == 300 and job.retries_left == 3
+    assert await r.llen(K.mailbox("local:c1")) == 5
+    entries = [json.loads(x) for x in await r.lrange(K.mailbox("local:c1"), 0, -1)]
+    assert [e["seq"] for e in entries] == [1, 2, 3, 4, 5]
+    assert [e["msg"]["message_id"] for e in entries] == [f"m{i}" for i in range(5)]
+
+
+async def test_unengaged_and_duplicate_and_dropped(parts: tuple, valkey: Valkey) -> None:  # type: ignore[type-arg]
+    r, sync, inbox, _, queue = parts
+    assert await inbox.accept(inbound("g1", group=True)) == "context"
+    assert await inbox.accept(inbound("g1", group=True)) == "duplicate"
+    assert queue.count == 0 and await r.llen(K.context("local:c1")) == 1
+    strict = parse_config({"policy": {"groups": "allowlist"}}, env={})
+    closed = Inbox(strict, r, DrainEnqueuer(strict, sync, K), K)
+    assert await closed.accept(inbound("g2", group=True, mention=True)) == "drop"
+    assert await r.llen(K.mailbox("local:c1")) == 0
+
+
+async def test_sweeper_requeues_only_dead_drains(parts: tuple) -> None:  # type: ignore[type-arg]
+    r, _sync, inbox, sweeper, queue = parts
+    await inbox.accept(inbound("m1"))
+    assert queue.count == 1
+    assert await sweeper.sweep_once() == []  # lease alive: leave it
+    queue.empty()
+    await r.delete(K.lease("local:c1"))  # the job died and its lease expired
+    assert await sweeper.sweep_once() == ["local:c1"]
+    assert queue.count == 1
+    # a crashed turn's batch in processing counts as waiting work too
+    await r.rename(K.mailbox("local:c1"), K.processing("local:c1"))
+    await r.delete(K.lease("local:c1"))
+    assert await sweeper.sweep_once() == ["local:c1"]
+    # nothing waiting: the group leaves the active set
+    await r.delete(K.processing("local:c1"), K.lease("local:c1"))
+    assert await sweeper.sweep_once() == []
+    assert await r.sismember(K.active, "local:c1") == 0
+
+
+@pytest.fixture
+def worker_env(tmp_path: Path, valkey: Valkey) -> Iterator[Path]:
+    from workers import drain
+
+    path = write_config(tmp_path / "pnc.toml", valkey.url)
+    old = os.environ.get("PYNANOCLAW_CONFIG")
+    os.environ["PYNANOCLAW_CONFIG"] = str(path)
+    drain._settings = None
+    yield tmp_path / "data"
+    drain._settings = None
+    if old is None:
+        os.environ.pop("PYNANOCLAW_CONFIG", None)
+    else:
+        os.environ["PYNANOCLAW_CONFIG"] = old
+
+
+def _push(sync: redis.Redis, group_chat: str, mids: list[str]) -> None:
+    for i, mid in enumerate(mids, 1):
+        env = {"seq": i, "engaged": True, "msg": json.loads(inbound(mid, chat=group_chat)
+                                                             .model_dump_json())}
+        sync.rpush(K.mailbox(f"local:{group_chat}"), json.dumps(env))
+
+
+def _outbox_types(sync: redis.Redis) -> list[str]:
+    return [f[b"type"].decode() for _, f in sync.xrange(K.outbox)]
+
+
+def test_drain_runs_a_turn_and_releases_everything(worker_env: Path, valkey: Valkey) -> None:
+    from workers.drain import drain_group
+
+    sync = redis.Redis.from_url(valkey.url)
+    _push(sync, "c1", ["a", "b"])
+    result = drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1)
+    assert result == {"group": "local:c1", "turns": 1, "end": "drained"}
+    assert _outbox_types(sync) == ["typing", "reply", "done"]
+    reply = Outbound.model_validate_json(sync.xrange(K.outbox)[1][1][b"data"])
+    assert reply.text == "ack a b" and reply.reply_to_id == "b"
+    for key in (K.lock("local:c1"), K.lease("local:c1"), K.processing("local:c1"),
+                K.mailbox("local:c1")):
+        assert not sync.exists(key), key
+    # the same batch again (a retry after a crash past publishing): nothing new goes out
+    _push(sync, "c1", ["a", "b"])
+    sync.rename(K.mailbox("local:c1"), K.processing("local:c1"))
+    assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert _outbox_types(sync) == ["typing", "reply", "done"]
+    sync.close()
+
+
+def test_drain_leaves_a_locked_group_alone(worker_env: Path, valkey: Valkey) -> None:
+    from workers.drain import drain_group
+
+    sync = redis.Redis.from_url(valkey.url)
+    _push(sync, "c1", ["a"])
+    sync.set(K.lock("local:c1"), "someone-else", px=60_000)
+    result = drain_group("local:c1", redis_url=valkey.url, lock_ttl=0.2, lease_ttl=1)
+    assert result["end"] == "locked"
+    assert sync.llen(K.mailbox("local:c1")) == 1 and _outbox_types(sync) == []
+    sync.close()
+
+
+def test_a_batch_that_keeps_failing_is_dead_lettered(worker_env: Path, valkey: Valkey) -> None:
+    from workers.drain import drain_group
+    from workers.turn import turn_id_for
+
+    sync = redis.Redis.from_url(valkey.url)
+    _push(sync, "c1", ["p"])
+    sync.hset(K.turn(turn_id_for("local:c1", ["local:default:c1:p"])), "attempts", 5)
+    drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1, max_attempts=5)
+    assert sync.llen(K.dead("local:c1")) == 1
+    assert _outbox_types(sync) == ["done"]  # clients waiting on it are released
+    assert sync.llen(K.processing("local:c1")) == 0
+    sync.close()
+
+
+def test_embedded_redis_is_shared_persisted_and_stopped(tmp_path: Path) -> None:
+    d = tmp_path / "redis"
+    with EmbeddedRedis(d) as url:
+        assert url_file(d).read_text().strip() == url
+        redis.Redis.from_url(url).set("k", "v")
+        second = EmbeddedRedis(d)
+        assert second.start() == url and not second.owner  # another process reuses it
+        second.stop()
+        assert running_embedded_url(d) == url
+        assert redis.Redis.from_url(url).config_get("appendonly")["appendonly"] == "yes"
+    assert running_embedded_url(d) is None and not url_file(d).exists()
+    with EmbeddedRedis(d) as url2:
+        assert redis.Redis.from_url(url2).get("k") == b"v"
+
+
+class RoutedChannel(Channel):
+    name = "hooked"
+
+    async def start(self, sink: InboundSink) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def render(self, text: str) -> list[Chunk]:
+        return []
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        return ""
+
+    def web_routes(self) -> list[web.RouteDef]:
+        async def hook(request: web.Request) -> web.Response:
+            return web.Response(text="got it")
+
+        return [web.post("/hooks/hooked", hook)]
+
+
+async def test_web_app_mounts_channel_routes_and_health() -> None:
+    healthy = {"ok": True}
+
+    async def health() -> dict[str, object]:
+        return dict(healthy)
+
+    server = WebServer(build_app([RoutedChannel()], health), "127.0.0.1", 0)
+    await server.start()
+    try:
+        base = f"http://127.0.0.1:{server.port}"
+        async with aiohttp.ClientSession() as s:
+            async with s.post(f"{base}/hooks/hooked") as resp:
+                assert resp.status == 200 and await resp.text() == "got it"
+            async with s.get(f"{base}/healthz") as resp:
+                assert resp.status == 200
+            healthy["ok"] = False
+            async with s.get(f"{base}/healthz") as resp:
+                assert resp.status == 503
+    finally:
+        await server.stop()

@@ -22,6 +22,7 @@ import re
 import sqlite3
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -36,7 +37,7 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS vecs(rowid INTEGER PRIMARY KEY, vec BLOB N
 _INF = math.inf
 MAX_CHUNKS = 8
 #: Weight of the mean neighbour score added to an episode's score.
-DEFAULT_SMOOTH = 0.3
+DEFAULT_SMOOTH = 0.5
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LABEL = re.compile(r"^([^\n:.!?]{1,40}):\s")
 IntArray = npt.NDArray[np.int64]
@@ -59,6 +60,18 @@ def sentence_chunks(text: str) -> list[str]:
     if len(parts) < 2:
         return []
     return [label + p for p in parts[:MAX_CHUNKS]]
+
+
+@dataclass(frozen=True)
+class DenseView:
+    """Arrays by position, as of one moment (see :meth:`DenseIndex.snapshot`)."""
+
+    rowids: IntArray
+    created: npt.NDArray[np.float64]
+    trust: npt.NDArray[np.float64]
+    pos: dict[int, int]
+    prev: IntArray
+    next: IntArray
 
 
 class DenseIndex:
@@ -297,6 +310,34 @@ class DenseIndex:
             s = s + self.smooth * (s[prev] + s[nxt]) / 2
         return s
 
+    def masked_scores(self, query_vec: Vectors, *, now: float,
+                      allowed: Sequence[int] | None = None,
+                      include_superseded: bool = False) -> npt.NDArray[np.float32]:
+        """:meth:`scores` with -inf for rows the filters exclude (caller holds no lock;
+        positions are only stable until the next write, so use :meth:`snapshot`)."""
+        n = self._n
+        scores = self.scores(query_vec)
+        mask: npt.NDArray[np.bool_] | None = None
+        if not include_superseded:
+            mask = self._valid_to[:n] > now
+        if allowed is not None:
+            allow = np.isin(self._rowids[:n], np.fromiter(allowed, dtype=np.int64))
+            mask = allow if mask is None else (mask & allow)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf).astype(np.float32)
+        return scores
+
+    def snapshot(self) -> DenseView:
+        """A consistent view for array-level fusion (hold ``lock`` while using it)."""
+        n = self._n
+        prev, nxt = self._neighbour_positions()
+        return DenseView(rowids=self._rowids[:n], created=self._created[:n],
+                         trust=self._trust[:n], pos=self._pos, prev=prev, next=nxt)
+
+    @property
+    def lock(self) -> threading.RLock:
+        return self._mu
+
     def search(self, query_vec: Vectors, k: int, *, now: float,
                allowed: Sequence[int] | None = None,
                include_superseded: bool = False) -> list[tuple[int, float]]:
@@ -306,15 +347,8 @@ class DenseIndex:
             n = self._n
             if n == 0 or k <= 0:
                 return []
-            scores = self.scores(query_vec)
-            mask: npt.NDArray[np.bool_] | None = None
-            if not include_superseded:
-                mask = self._valid_to[:n] > now
-            if allowed is not None:
-                allow = np.isin(self._rowids[:n], np.fromiter(allowed, dtype=np.int64))
-                mask = allow if mask is None else (mask & allow)
-            if mask is not None:
-                scores = np.where(mask, scores, -np.inf)
+            scores = self.masked_scores(query_vec, now=now, allowed=allowed,
+                                        include_superseded=include_superseded)
             kk = min(k, n)
             top = np.argpartition(-scores, kk - 1)[:kk]
             top = top[np.argsort(-scores[top], kind="stable")]

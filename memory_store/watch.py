@@ -11,6 +11,7 @@ as a safety net (network file systems do not deliver inotify events for remote w
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -138,6 +139,15 @@ class InotifyWatcher:
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        # A Memory dropped without close() must not leak its inotify instance: the
+        # per-user limit is small (fs.inotify.max_user_instances, often 128).
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(fd)
             self._fd = None
 
 

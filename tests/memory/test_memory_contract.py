@@ -301,3 +301,19 @@ async def test_reindex_reports_count(mem: BaseMemory) -> None:
         await mem.write(f"item {i}", kind="note", metadata={})
     assert mem.reindex() == 3
     assert len(await mem.search("item", k=10)) == 3
+
+
+def test_dropped_memories_release_their_watchers(data_dir: Path) -> None:
+    """Workers open a Memory per turn; forgetting close() must not exhaust inotify."""
+    from memory_store.watch import InotifyWatcher
+
+    for _ in range(300):
+        m = open_memory(data_dir, GROUP, "file")
+        m.search_sync("anything")
+        del m
+    last = open_memory(data_dir, GROUP, "file")
+    try:
+        if sys.platform.startswith("linux"):
+            assert isinstance(last.catalog._watcher, InotifyWatcher)
+    finally:
+        last.close()

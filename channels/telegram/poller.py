@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import warnings
 
 from telegram import Bot, Update
 from telegram import error as tg
@@ -90,7 +91,7 @@ class Poller:
             log.warning("telegram: ignoring unreadable stored update offset %r", stored)
             return None
 
-    async def _poll(self) -> tuple[Update, ...] | None:
+    async def _poll(self) -> tuple[Update | int, ...] | None:
         """One getUpdates; None after a handled failure (already backed off)."""
         loop = asyncio.get_running_loop()
         self._inflight_since = loop.time()
@@ -137,13 +138,55 @@ class Poller:
             log.warning("telegram: getUpdates failed (%s); backing off", type(error).__name__)
             await self._backoff()
             return None
+        except Exception as error:
+            # PTB parses the whole batch at once: one malformed update fails all of them
+            log.warning(
+                "telegram: getUpdates answer not parseable (%s); parsing one by one",
+                type(error).__name__,
+            )
+            return await self._fetch_one_by_one()
         finally:
             self._inflight = None
         self.failures = 0
         return updates
 
-    async def _handle(self, updates: tuple[Update, ...]) -> None:
+    async def _fetch_one_by_one(self) -> tuple[Update | int, ...] | None:
+        """The pending batch as raw JSON, parsed update by update; a malformed update
+        becomes its bare id (skipped, and the offset moves past it)."""
+        kwargs: dict[str, object] = {
+            "timeout": 0,
+            "allowed_updates": self._settings.allowed_updates,
+        }
+        if self.offset is not None:
+            kwargs["offset"] = self.offset
+        try:
+            with warnings.catch_warnings():  # PTB prefers get_updates; its parse is the problem
+                warnings.simplefilter("ignore")
+                raw = await self._bot.do_api_request("getUpdates", api_kwargs=kwargs)
+        except (tg.TelegramError, OSError) as error:
+            log.warning("telegram: getUpdates failed (%s); backing off", type(error).__name__)
+            await self._backoff()
+            return None
+        items: list[Update | int] = []
+        for data in raw if isinstance(raw, list) else []:
+            update_id = data.get("update_id") if isinstance(data, dict) else None
+            if not isinstance(update_id, int):
+                continue  # without an id there is nothing to skip past
+            try:
+                items.append(Update.de_json(data, self._bot))
+            except Exception as error:
+                log.warning(
+                    "telegram: malformed update %s skipped (%s)", update_id, type(error).__name__
+                )
+                items.append(update_id)
+        return tuple(items)
+
+    async def _handle(self, updates: tuple[Update | int, ...]) -> None:
         for update in updates:
+            if isinstance(update, int):  # malformed, already logged
+                self.offset = update + 1
+                await self._save_offset(self.offset)
+                continue
             try:
                 inbound = normalize_update(update, self._identity, self._account)
             except Exception:  # a malformed update must not block the ones behind it

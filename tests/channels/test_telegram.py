@@ -139,6 +139,26 @@ async def test_restart_neither_loses_nor_replays() -> None:
         await fake.stop()
 
 
+async def test_malformed_update_is_skipped_and_the_rest_delivered(
+    polling: TelegramHarness, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="channels.telegram.poller")
+    # a date that is not a timestamp breaks python-telegram-bot's parse of the whole batch
+    broken = load_fixture("telegram", "group_plain")
+    broken["message"]["date"] = "yesterday"
+    bad_id = await polling.fake.enqueue(broken)
+    await polling.inject("private_text")
+    [inbound] = await polling.sink.wait_for(1)
+    assert inbound.message_id == "41"
+
+    async def past_both() -> bool:
+        stored = await polling.cursors.get(OFFSET_KEY)
+        return stored is not None and int(stored) > polling.update_ids["private_text"]
+
+    await eventually(past_both)
+    assert any(f"malformed update {bad_id} skipped" in r.getMessage() for r in caplog.records)
+
+
 async def test_watchdog_restarts_a_stalled_poll(polling: TelegramHarness) -> None:
     polling.fake.stall_polls = 1
     assert polling.channel.poller is not None

@@ -73,7 +73,9 @@ def _find_fences(text: str) -> list[_Fence]:
     """CommonMark-style fenced blocks: up to 3 spaces of indent, ``` or ~~~ (3+),
     closed by a line of at least as many of the same character."""
     fences: list[_Fence] = []
-    lines = text.splitlines(keepends=True)
+    # "\n" only (not str.splitlines): the same line notion as the cut patterns below
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
     offset = 0
     current: tuple[int, int, str, str] | None = None  # start, body, opener, marker
     for line in lines:

@@ -190,3 +190,11 @@ def test_rejects_non_positive_limit(limit: int) -> None:
 def test_rejects_limit_below_one_character() -> None:
     with pytest.raises(ValueError):
         split_text("😀", 1, utf16_len)
+
+
+def test_crlf_fence_is_reopened_with_its_own_line_ending() -> None:
+    text = "```py\r\n" + "value = 1\r\n" * 30 + "```\r\nend"
+    chunks = split_text(text, 80)
+    assert len(chunks) > 2
+    assert all(fences_balanced(c) and len(c) <= 80 for c in chunks)
+    assert all(c.startswith("```py\r\n") for c in chunks[1:])

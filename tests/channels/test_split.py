@@ -197,4 +197,4 @@ def test_crlf_fence_is_reopened_with_its_own_line_ending() -> None:
     chunks = split_text(text, 80)
     assert len(chunks) > 2
     assert all(fences_balanced(c) and len(c) <= 80 for c in chunks)
-    assert all(c.startswith("```py\r\n") for c in chunks[1:])
+    assert all(c.startswith("```py\r\n") for c in chunks[1:-1])

@@ -11,9 +11,12 @@ written again (and ``memory_store`` dedupes the write by id besides).
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import logging
+import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,7 +26,7 @@ from typing import Any
 import redis
 
 from channels.models import Inbound, Outbound
-from memory_store import GroupDirectory, open_group
+from memory_store import BaseMemory, GroupDirectory, open_group
 from workers.agent import TurnRequest, build_agent
 from workers.keys import Keys
 from workers.lock import GroupLock, LockLost
@@ -33,6 +36,44 @@ log = logging.getLogger(__name__)
 
 #: how long a turn's progress record outlives the turn (a retry comes much sooner)
 TURN_STATE_TTL = 7 * 24 * 3600
+#: open group memories kept per worker process: opening and closing one costs more than
+#: a whole turn with a fast model; each may hold an inotify instance (a scarce resource)
+MEMORY_CACHE_SIZE = 16
+
+_memories: OrderedDict[tuple[str, str, str], BaseMemory] = OrderedDict()
+_memories_pid = 0
+
+
+def group_memory(data_dir: Path, group: str, backend: str) -> tuple[GroupDirectory, BaseMemory]:
+    """The group's directory (ensured) and its open memory, from a small per-process LRU.
+
+    Safe to keep open across turns: turns of one group never overlap (the group lock),
+    and the memory's index notices files other workers or people changed.
+    """
+    global _memories_pid
+    if _memories_pid != os.getpid():
+        _memories.clear()  # a forked child must not share its parent's watchers
+        _memories_pid = os.getpid()
+    key = (str(data_dir), group, backend)
+    memory = _memories.get(key)
+    if memory is not None:
+        _memories.move_to_end(key)
+        return memory.group.ensure(), memory
+    gd = GroupDirectory(data_dir, group).ensure()
+    memory = open_group(gd, backend)
+    _memories[key] = memory
+    while len(_memories) > MEMORY_CACHE_SIZE:
+        _, old = _memories.popitem(last=False)
+        old.close()
+    return gd, memory
+
+
+@atexit.register
+def close_memories() -> None:
+    if _memories_pid == os.getpid():
+        while _memories:
+            _, memory = _memories.popitem()
+            memory.close()
 
 # KEYS: lock, outbox, turn   ARGV: token, reply event json or "", done event json,
 #       reply text, has_reply 1/0, state ttl s
@@ -154,8 +195,7 @@ class TurnRunner:
         turn_key = k.turn(batch.turn_id)
         raw_state: dict[bytes | str, bytes | str] = self._r.hgetall(turn_key)  # type: ignore[assignment]
         state = {_text(key): _text(value) for key, value in raw_state.items()}
-        gd = GroupDirectory(self._data_dir, batch.group)
-        memory = open_group(gd.ensure(), self._settings.memory.backend)
+        gd, memory = group_memory(self._data_dir, batch.group, self._settings.memory.backend)
         outcome = "replayed"
         if state.get("published"):
             reply_text: str | None = state.get("reply") if state.get("has_reply") == "1" else None

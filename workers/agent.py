@@ -37,8 +37,8 @@ from workers.tools import TurnDeps, agent_tools
 log = logging.getLogger(__name__)
 
 #: The local model's prompt is cut harder: its context is small and so is its attention.
-LOCAL_CORE_MAX_CHARS = 1500
-LOCAL_TRANSCRIPT_MAX_CHARS = 4000
+LOCAL_CORE_MAX_CHARS = 800
+LOCAL_TRANSCRIPT_MAX_CHARS = 2500
 #: Memory search query built from the engaged messages is cut to this length.
 QUERY_MAX_CHARS = 500
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,11 @@ from workers.settings import ConfigError
 log = logging.getLogger(__name__)
 
 INSTALL_HINT = "pip install 'pynanoclaw[local-model]'"
-#: SmolLM2 was trained with an 8192-token context; 4096 keeps memory use small and is
-#: plenty for the bounded prompt the local model is given.
-DEFAULT_CONTEXT = 4096
+#: SmolLM2 was trained with an 8192-token context; 2048 keeps memory use small.
+DEFAULT_CONTEXT = 2048
+#: Prompt tokens the local model is given at most: prompt processing runs at a few
+#: hundred tokens/s on a small CPU, so this keeps a turn to seconds, not minutes.
+DEFAULT_PROMPT_BUDGET = 768
 
 
 class LocalModelUnavailable(ConfigError):
@@ -65,6 +68,10 @@ def find_gguf(name: str = "") -> Path:
 
 
 def _import_llama() -> Any:
+    # llama.cpp's OpenMP threads spin while waiting by default; on a small, shared CPU
+    # (workers, Redis and the gateway on two cores) spinning threads starve each other
+    # and a turn takes minutes instead of seconds. Read once, when the library loads.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import llama_cpp
     except ImportError:
@@ -76,34 +83,67 @@ def _import_llama() -> Any:
 
 
 class LocalChat:
-    """One loaded GGUF model; calls are serialized (a llama context is not thread-safe)."""
+    """One GGUF model, loaded on first use in the process that uses it; calls are
+    serialized (a llama context is not thread-safe).
+
+    Loading lazily, and again after a fork, keeps a forking RQ worker safe: the parent
+    validates the install at startup but never hands an initialized llama.cpp (OpenMP)
+    context to a child.
+    """
 
     def __init__(
         self,
         model_path: Path,
         *,
         n_ctx: int = DEFAULT_CONTEXT,
+        prompt_budget: int = DEFAULT_PROMPT_BUDGET,
         max_tokens: int = 256,
         temperature: float = 0.3,
     ) -> None:
-        llama_cpp = _import_llama()
+        self._llama_cpp = _import_llama()
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.max_tokens = min(max_tokens, n_ctx // 4)
+        self.prompt_budget = min(prompt_budget, n_ctx - self.max_tokens - 64)
         self.temperature = temperature
         self._lock = threading.Lock()
-        self._llm = llama_cpp.Llama(model_path=str(model_path), n_ctx=n_ctx, verbose=False, seed=0)
+        self._llm: Any = None
+        self._pid = 0
+        self._ran_in = 0  # pid of the process that last ran inference
+
+    def _engine(self) -> Any:
+        if self._ran_in and self._ran_in != os.getpid():
+            # libgomp's thread pool does not survive fork: a child of a process that ran
+            # inference hangs in llama.cpp. Fail the turn loudly instead.
+            raise RuntimeError(
+                "the local model ran in this worker's parent process before it forked; "
+                "llama.cpp cannot run in the child after that. Run turns in a non-forking "
+                "worker, or never run a turn in the parent"
+            )
+        if self._llm is None or self._pid != os.getpid():
+            threads = max(os.cpu_count() or 1, 1)
+            self._llm = self._llama_cpp.Llama(
+                model_path=str(self.model_path),
+                n_ctx=self.n_ctx,
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=0,
+                verbose=False,
+            )
+            self._pid = os.getpid()
+            log.info("local model loaded from %s", self.model_path.name)
+        return self._llm
 
     def __repr__(self) -> str:
         return f"LocalChat({self.model_path.name!r}, n_ctx={self.n_ctx})"
 
     def count(self, text: str) -> int:
-        return len(self._llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+        return len(self._engine().tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def fit(self, chat: list[dict[str, str]]) -> list[dict[str, str]]:
         """``chat`` shortened until it fits the context with room for the answer: the
         system text keeps its head (the rules), user text keeps its tail (the newest)."""
-        budget = self.n_ctx - self.max_tokens - 64 - 8 * len(chat)
+        budget = self.prompt_budget - 8 * len(chat)
         chat = [dict(m) for m in chat]
         for _ in range(40):
             sizes = [self.count(m["content"]) for m in chat]
@@ -121,7 +161,8 @@ class LocalChat:
     def complete(self, chat: list[dict[str, str]]) -> str:
         with self._lock:
             fitted = self.fit(chat)
-            out = self._llm.create_chat_completion(
+            self._ran_in = os.getpid()
+            out = self._engine().create_chat_completion(
                 messages=fitted,
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
@@ -159,12 +200,12 @@ def to_chat(messages: list[ModelMessage], instructions: str | None) -> list[dict
 def local_model(
     name: str = "", *, max_tokens: int = 256, temperature: float | None = None
 ) -> FunctionModel:
-    """A pydantic-ai model answering with the embedded GGUF model (loaded now, once)."""
+    """A pydantic-ai model answering with the embedded GGUF model. Checks the install
+    now (``LocalModelUnavailable``); loads the weights on the first turn."""
     path = find_gguf(name)
     engine = LocalChat(
         path, max_tokens=max_tokens, temperature=0.3 if temperature is None else temperature
     )
-    log.info("local model loaded from %s", path.name)
 
     async def call_local(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         chat = to_chat(messages, info.instructions)

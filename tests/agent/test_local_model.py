@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
+from typing import Any
 
 import pytest
 from pydantic_ai.messages import (
@@ -16,7 +20,7 @@ from pydantic_ai.messages import (
 
 from memory_store import BaseMemory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
-from workers.local_model import find_gguf, to_chat
+from workers.local_model import LocalChat, find_gguf, to_chat
 from workers.prompt import build_prompt
 from workers.settings import settings_from_mapping
 
@@ -82,7 +86,8 @@ async def test_local_model_answers_a_turn_offline(
 ) -> None:
     gd, mem = group_memory
     gd.core_path.write_text("# Notes\n" + "The team likes tea. " * 400, encoding="utf-8")
-    settings = settings_from_mapping({}, {})  # the default: provider = "local", no key
+    # The default provider ("local", no key); short answers keep the test quick.
+    settings = settings_from_mapping({"model": {"max_tokens": 32}}, {})
     agent = build_agent(settings)
     assert agent.model.model_name.startswith("local:")
     assert agent.with_tools is False
@@ -103,3 +108,68 @@ async def test_local_model_answers_a_turn_offline(
     assert reply.text is not None and len(reply.text.strip()) > 0
     assert reply.written == ()
     assert build_agent(settings) is agent  # loaded once per process
+
+
+FORK_SCRIPT = """
+import asyncio, os, sys
+from datetime import UTC, datetime
+from channels.models import Inbound
+from memory_store import open_memory, GroupDirectory
+from workers.agent import TurnRequest, build_agent
+from workers.settings import settings_from_mapping
+
+# what `python -m workers` preloads
+agent = build_agent(settings_from_mapping({"model": {"max_tokens": 16}}, {}))
+data = sys.argv[1]
+
+def turn():
+    gd = GroupDirectory(data, "local:dm").ensure()
+    mem = open_memory(data, "local:dm")
+    m = Inbound(channel="local", chat_id="dm", is_group=False, sender_id="me",
+                sender_name="Me", message_id="1", text="Say hello.")
+    req = TurnRequest(group="local:dm", turn_id="f1", messages=[m], core=gd.core_memory(),
+                      memory=mem, now=datetime.now(UTC))
+    return asyncio.run(agent.run(req))
+
+pid = os.fork()
+if pid == 0:
+    reply = turn()
+    print("CHILD", bool(reply.text), flush=True)
+    os._exit(0)
+os.waitpid(pid, 0)
+try:
+    turn()  # the parent's model never ran before the fork: it may still run here
+    print("PARENT ok", flush=True)
+except Exception as e:
+    print("PARENT", e, flush=True)
+"""
+
+
+@needs_local
+def test_forked_worker_child_can_run_the_local_model(tmp_path: Any) -> None:
+    # RQ's default worker forks a child per job after the parent preloaded the agent.
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, str(tmp_path / "data")],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=True,
+    )
+    assert "CHILD True" in out.stdout, out.stderr[-2000:]
+    assert "PARENT ok" in out.stdout, out.stderr[-2000:]
+
+
+@needs_local
+def test_child_of_a_process_that_ran_the_model_fails_loudly_not_hangs() -> None:
+    engine = LocalChat(find_gguf(), max_tokens=8)
+    assert engine.complete([{"role": "user", "content": "Hi"}]) is not None
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 3
+        try:
+            engine.complete([{"role": "user", "content": "Hi"}])
+        except RuntimeError as exc:
+            code = 0 if "parent process before it forked" in str(exc) else 4
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

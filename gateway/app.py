@@ -92,7 +92,10 @@ def build_channels(
             raise ConfigError(format_validation_error(where, err, prefix=f"channels.{name}."))\
                 from None
         except (ValueError, KeyError) as err:
-            raise ConfigError(f"{where}: channels.{name}: {err}") from None
+            text = str(err)
+            if not text.startswith(f"channels.{name}"):
+                text = f"channels.{name}: {text}"
+            raise ConfigError(f"{where}: {text}") from None
         out[(channel.name, channel.account)] = channel
     if not out:
         raise ConfigError(f"{where}: no channel configured; add a block such as "

@@ -82,3 +82,22 @@ def test_cli_missing_config_file(tmp_path: Path) -> None:
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert "config file not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_adapters_are_built_from_their_blocks_and_errors_name_the_key() -> None:
+    from gateway.app import build_channels
+
+    env = {"TELEGRAM_BOT_TOKEN": "123:abc", "PYNANOCLAW_REDIS_URL": "redis://127.0.0.1:1"}
+    chans = build_channels(parse_config({"channels": {"telegram": {}, "local": {}}}, env={}),
+                           env)
+    assert sorted(chans) == [("local", "default"), ("telegram", "default")]
+    with pytest.raises(ConfigError) as info:
+        build_channels(parse_config({"channels": {"telegram": {"tokn_env": "X"}}}, env={}), env)
+    assert "channels.telegram.tokn_env" in str(info.value)
+    with pytest.raises(ConfigError) as info:
+        build_channels(parse_config({"channels": {"telegram": {}}}, env={}), {})
+    assert "TELEGRAM_BOT_TOKEN" in str(info.value)
+    assert str(info.value).count("channels.telegram") == 1
+    with pytest.raises(ConfigError) as info:
+        build_channels(parse_config({}, env={}), env)
+    assert "[channels.local]" in str(info.value)

@@ -158,6 +158,7 @@ class TelegramChannel(Channel):
                         self.settings.webhook_url,
                         secret_token=self._webhook_secret.get_secret_value(),
                         allowed_updates=self.settings.allowed_updates,
+                        max_connections=self.settings.webhook_max_connections,
                     )
                 self._endpoint.identity = self.identity
                 self._endpoint.sink = sink

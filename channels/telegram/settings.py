@@ -43,6 +43,10 @@ class TelegramSettings(BaseModel):
     #: public HTTPS URL Telegram posts to; when set, the adapter registers it (setWebhook)
     #: at start, otherwise the operator registers it
     webhook_url: str | None = None
+    #: parallel deliveries Telegram may make (setWebhook max_connections, 1-100). With more
+    #: than one, updates of one chat can arrive out of order; 1 keeps Telegram's order
+    #: and costs little, since the endpoint answers as soon as the message is durable.
+    webhook_max_connections: int = Field(default=1, ge=1, le=100)
     #: route the gateway's web app serves
     webhook_path: str = "/telegram/webhook"
     #: env var with the secret Telegram echoes in X-Telegram-Bot-Api-Secret-Token

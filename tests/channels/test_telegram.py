@@ -234,6 +234,7 @@ async def test_webhook_is_registered_with_secret_and_allowed_updates(
     assert hook is not None
     assert hook["secret_token"] == WEBHOOK_SECRET
     assert "message" in hook["allowed_updates"]
+    assert hook["max_connections"] == 1  # sequential delivery keeps per-chat order
 
 
 async def test_webhook_delivers_and_answers_200(webhook: TelegramHarness) -> None:

@@ -372,7 +372,12 @@ class FakeTelegram:
         if url and not url.startswith(("https://", "http://127.0.0.1")):
             raise _bad("bad webhook: An HTTPS URL must be provided for webhook")
         self.webhook = (
-            {"url": url, "secret_token": secret, "allowed_updates": params.get("allowed_updates")}
+            {
+                "url": url,
+                "secret_token": secret,
+                "allowed_updates": params.get("allowed_updates"),
+                "max_connections": params.get("max_connections", 40),
+            }
             if url
             else None
         )

@@ -66,6 +66,12 @@ def _chat(chat_id: str) -> int | str:
         return chat_id
 
 
+def _report_end(task: asyncio.Task[None]) -> None:
+    """A polling loop only ends by stop() or a refused token; say so if it died."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("telegram: polling loop died", exc_info=task.exception())
+
+
 class TelegramChannel(Channel):
     """A Telegram bot account: long polling or webhook in, sendMessage (HTML) out."""
 
@@ -171,6 +177,7 @@ class TelegramChannel(Channel):
             self._bot, self.settings, self.identity, sink, self.cursor_store, self.account
         )
         self._task = asyncio.create_task(self.poller.run(), name=f"telegram-poll-{self.account}")
+        self._task.add_done_callback(_report_end)
 
     async def stop(self) -> None:
         if self._endpoint is not None:

@@ -82,7 +82,16 @@ class Poller:
     async def _load_offset(self) -> int | None:
         if self._cursors is None:
             return None
-        stored = await self._cursors.get(OFFSET_KEY)
+        while True:  # without the stored offset, polling would replay; wait for the store
+            try:
+                stored = await self._cursors.get(OFFSET_KEY)
+                break
+            except Exception as error:
+                log.warning(
+                    "telegram: cursor store unavailable (%s); retrying", type(error).__name__
+                )
+                await self._backoff()
+        self.failures = 0
         if stored is None:
             return None
         try:

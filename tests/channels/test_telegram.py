@@ -159,6 +159,38 @@ async def test_malformed_update_is_skipped_and_the_rest_delivered(
     assert any(f"malformed update {bad_id} skipped" in r.getMessage() for r in caplog.records)
 
 
+class FlakyCursors(MemoryCursorStore):
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def get(self, key: str) -> str | None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("redis down")
+        return await super().get(key)
+
+
+async def test_start_waits_for_the_cursor_store_instead_of_replaying() -> None:
+    fake = new_fake()
+    await fake.start()
+    cursors = FlakyCursors(failures=3)
+    await cursors.set(OFFSET_KEY, "100001")  # the next update the fake will number
+    channel = TelegramChannel.from_config("default", block(fake), env())
+    channel.bind(cursors)
+    sink = RecordingSink()
+    try:
+        await channel.start(sink)
+        await fake.enqueue(load_fixture("telegram", "private_text"))
+        await sink.wait_for(1)
+        assert cursors.failures == 0
+        offsets = [c[1].get("offset") for c in fake.calls if c[0] == "getUpdates"]
+        assert offsets[0] == 100001  # the first poll already used the stored offset
+    finally:
+        await channel.stop()
+        await fake.stop()
+
+
 async def test_watchdog_restarts_a_stalled_poll(polling: TelegramHarness) -> None:
     polling.fake.stall_polls = 1
     assert polling.channel.poller is not None

@@ -16,6 +16,10 @@ A platform joins the contract suite (tests/channels/test_contract.py) by adding
   field subsets, compared in order;
 * a line in ``tests/channels/conftest.py: HARNESS_MODULES``.
 
+The harness's ``marker_fixture`` must have an expectation in ``expected.json`` that
+identifies it (e.g. its ``message_id``): dropped events are checked by injecting the
+marker after them and waiting for exactly the marker.
+
 Nothing else: the suite is parametrized over every registered harness.
 """
 

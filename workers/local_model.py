@@ -13,6 +13,7 @@ import asyncio
 import importlib.util
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,9 @@ DEFAULT_CONTEXT = 2048
 #: Prompt tokens the local model is given at most: prompt processing runs at a few
 #: hundred tokens/s on a small CPU, so this keeps a turn to seconds, not minutes.
 DEFAULT_PROMPT_BUDGET = 768
+#: Small models loop; a stronger penalty than llama.cpp's 1.1 default keeps them moving.
+REPEAT_PENALTY = 1.3
+_MARKUP = re.compile(r"</?(message|quoted|memory|memory_search_results)\b[^>]*>")
 
 
 class LocalModelUnavailable(ConfigError):
@@ -166,9 +170,26 @@ class LocalChat:
                 messages=fitted,
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
+                repeat_penalty=REPEAT_PENALTY,
             )
         content = out["choices"][0]["message"].get("content") or ""
-        return str(content).strip()
+        return tidy(str(content))
+
+
+def tidy(text: str) -> str:
+    """A tiny model's answer without its usual faults: echoed prompt markup and the same
+    line repeated until the token limit."""
+    seen: set[str] = set()
+    kept: list[str] = []
+    for line in text.splitlines():
+        key = " ".join(line.split()).lower()
+        if _MARKUP.fullmatch(line.strip()):
+            continue
+        if key and key in seen:
+            continue
+        seen.add(key)
+        kept.append(line)
+    return "\n".join(kept).strip()
 
 
 def to_chat(messages: list[ModelMessage], instructions: str | None) -> list[dict[str, str]]:

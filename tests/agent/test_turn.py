@@ -274,3 +274,31 @@ async def test_the_model_key_is_never_remembered(
     for path in gd.path.rglob("*"):
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
+
+
+async def test_up_front_search_uses_what_addressed_the_bot(
+    group_memory: tuple[GroupDirectory, BaseMemory],
+) -> None:
+    gd, mem = group_memory
+    await mem.write("Dana brews espresso", kind="fact", metadata={"id": "fact-coffee"})
+    await mem.write("Evan grows oolong", kind="fact", metadata={"id": "fact-tea"})
+    batch = [
+        msg("1", "anyone seen Evan oolong"),
+        msg("2", "@bot who brews espresso?", mention=True),
+    ]
+    reply = await agent_for(Script(["Dana."])).run(request(gd, mem, batch))
+    assert "fact-coffee" in reply.memory_hits
+    assert "fact-tea" not in reply.memory_hits
+
+
+async def test_remember_about_with_odd_characters_round_trips(
+    group_memory: tuple[GroupDirectory, BaseMemory],
+) -> None:
+    gd, mem = group_memory
+    about = 'Bob: "the\nboss" --- #1'
+    call = [("remember", {"fact": "Bob approves budgets: yes\n---\nreally", "about": about})]
+    reply = await agent_for(Script([call, "ok"])).run(request(gd, mem, [msg("1", "x")]))
+    rec = await mem.read(reply.written[0])
+    assert rec.content.strip() == "Bob approves budgets: yes --- really"
+    assert rec.metadata.get("entity") == 'Bob: "the boss" --- #1'
+    assert rec.kind == "entity"

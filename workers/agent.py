@@ -305,7 +305,7 @@ def _make_agent(settings: WorkerSettings) -> TurnAgent:
     return TurnAgent(
         model,
         config=config,
-        with_tools=not local,
+        with_tools=config.tools and not local,
         compact=local,
         search_k=min(settings.memory.search_k, 3) if local else settings.memory.search_k,
         core_max_chars=(

@@ -70,6 +70,9 @@ class ModelConfig(BaseModel):
     max_tokens: int = Field(default=1024, gt=0, le=200_000)
     #: Seconds one model request may take before it fails (the RQ job timeout bounds the turn).
     request_timeout: float = Field(default=120.0, gt=0)
+    #: Offer the memory tools to the model; turn off for endpoints or small models that
+    #: reject tool definitions (the local model never gets them).
+    tools: bool = True
     #: Most model requests one turn may make (tool loops included).
     max_requests: int = Field(default=8, gt=0, le=100)
     #: Resolved from the environment, never from the file (an ``api_key`` key is rejected).

@@ -336,3 +336,19 @@ async def test_anthropic_turn_over_http(
     headers = anthropic_stub.headers[0]
     assert headers.get("x-api-key") == SECRET or headers.get("authorization") == f"Bearer {SECRET}"
     assert SECRET not in caplog.text
+
+
+async def test_tools_can_be_turned_off_for_an_endpoint(
+    openai_stub: Stub, group_memory: tuple[GroupDirectory, BaseMemory]
+) -> None:
+    gd, mem = group_memory
+    openai_stub.answers = [lambda body: (200, chat_completion("Plain answer."))]
+    s = settings(
+        {"provider": "openai", "name": "tiny", "base_url": openai_stub.url + "/v1", "tools": False}
+    )
+    reply = await build_agent(s).run(request_for(gd, mem))
+    assert reply.text == "Plain answer."
+    assert "tools" not in openai_stub.requests[0]
+    system = next(m for m in openai_stub.requests[0]["messages"] if m["role"] != "user")
+    assert "remember(" not in system["content"]
+    assert openai_stub.headers[0]["authorization"] == "Bearer not-needed"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -272,16 +273,24 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
     client = LocalClient(url)
     after = await client.last_id(chat)
     stop = asyncio.Event()
+    pending: set[str] = set()  # sent, and not yet known to need no answer or answered
 
     async def printer() -> None:
         nonlocal after
         while not stop.is_set():
-            after, events = await client.events(chat, after, block_ms=500)
+            after, events = await client.events(chat, after, block_ms=300)
             for ev in events:
-                if ev.get("type") == "chunk":
+                kind = ev.get("type")
+                if kind == "chunk":
                     typer.echo(f"\rbot> {ev.get('text', '')}\n{user}> ", nl=False)
-                elif ev.get("type") == "typing":
+                elif kind == "typing":
                     typer.echo("\r(bot is typing...)\n" + f"{user}> ", nl=False)
+                elif kind == "ack" and ev.get("message_id") in pending:
+                    mid = ev["message_id"]
+                    if await client.status(chat, mid) != "engage":
+                        pending.discard(mid)
+                elif kind == "done":
+                    pending.difference_update(json.loads(ev.get("message_ids", "[]")))
 
     task = asyncio.get_running_loop().create_task(printer())
     where = f"group '{chat}' (mention the bot with @bot)" if group else f"a DM '{chat}'"
@@ -292,7 +301,14 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
             if line is None:
                 break
             if line.strip():
-                await client.push(chat_id=chat, user=user, text=line, is_group=group)
+                pending.add(await client.push(chat_id=chat, user=user, text=line,
+                                              is_group=group))
+        # end of input (e.g. piped): let the answers to what was sent arrive first
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 300
+        while pending and loop.time() < deadline and not task.done():
+            await asyncio.sleep(0.1)
+        typer.echo("")
     finally:
         stop.set()
         await task

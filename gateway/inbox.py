@@ -25,6 +25,8 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 from rq import Queue, Retry
+from rq.exceptions import NoSuchJobError
+from rq.job import Job, JobStatus
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
@@ -103,9 +105,10 @@ class DrainEnqueuer:
             "prefix": self._keys.prefix,
         }
 
-    def enqueue(self, group: str) -> str:
+    def enqueue(self, group: str, job_id: str | None = None) -> str:
         job = self._queue.enqueue(
             DRAIN_JOB,
+            job_id=job_id,
             kwargs={"group": group, **self.job_kwargs()},
             job_timeout=self._cfg.job_timeout,
             retry=Retry(max=self._cfg.queue.retries, interval=[1, 5, 30])
@@ -116,9 +119,19 @@ class DrainEnqueuer:
         )
         return str(job.id)
 
-    async def aenqueue(self, group: str) -> str:
+    async def aenqueue(self, group: str, job_id: str | None = None) -> str:
         # rq is synchronous; a thread keeps the event loop free while it talks to Redis
-        return await asyncio.to_thread(self.enqueue, group)
+        return await asyncio.to_thread(self.enqueue, group, job_id)
+
+    def waiting(self, job_id: str) -> bool:
+        """True if the job exists and has not started (queued, scheduled for a retry,
+        deferred): its lease must not expire just because the queue is long."""
+        try:
+            job = Job.fetch(job_id, connection=self._queue.connection, serializer="json")
+        except NoSuchJobError:
+            return False
+        status = job.get_status(refresh=False)
+        return status in (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
 
 
 class Inbox:
@@ -159,12 +172,13 @@ class Inbox:
             return "drop"
         engaged = route.disposition is Disposition.ENGAGE
         target = k.mailbox(route.group) if engaged else k.context(route.group)
+        job_id = uuid.uuid4().hex  # the lease holds the id of the job it stands for
         result = await self._push(
             keys=[k.dedupe(msg.dedupe_id), k.seq(route.group), target, k.lease(route.group),
                   k.active, status_key or k.status("-")],
             args=[self._cfg.queue.dedupe_ttl, msg.model_dump_json(), "1" if engaged else "0",
                   int(self._cfg.queue.lease_ttl * 1000), route.group,
-                  route.disposition.value if status_key else "", uuid.uuid4().hex],
+                  route.disposition.value if status_key else "", job_id],
         )
         if int(result) == -1:
             self.counts["duplicate"] += 1
@@ -172,7 +186,7 @@ class Inbox:
         if int(result) == 1:
             # The lease is ours: if this enqueue fails the message is still durable and
             # the sweeper enqueues once the lease expires.
-            await self._enqueuer.aenqueue(route.group)
+            await self._enqueuer.aenqueue(route.group, job_id)
         self.counts[route.disposition.value] += 1
         return route.disposition.value
 
@@ -198,21 +212,42 @@ class Sweeper:
         self._sweep = self._r.register_script(_SWEEP)
 
     async def sweep_once(self) -> list[str]:
-        """One pass; returns the groups a drain was enqueued for."""
+        """One pass; returns the groups a drain was enqueued for.
+
+        A lease whose job still waits in the queue (a long backlog) is extended, so it
+        does not get a duplicate; a running job extends its own lease; a lease that
+        expired means its job died, and a new one is enqueued.
+        """
         k = self._keys
+        ttl_ms = int(self._cfg.queue.lease_ttl * 1000)
         enqueued: list[str] = []
-        members = await self._r.smembers(k.active)
-        for raw in members:
-            group = raw.decode() if isinstance(raw, bytes) else str(raw)
+        groups = [raw.decode() if isinstance(raw, bytes) else str(raw)
+                  for raw in await self._r.smembers(k.active)]
+        for group in groups:
+            holder, left = await self._lease(group)
+            if holder is not None and 0 <= left < ttl_ms / 2 and \
+                    await asyncio.to_thread(self._enqueuer.waiting, holder):
+                await self._r.pexpire(k.lease(group), ttl_ms)
+                continue
+            job_id = uuid.uuid4().hex
             took = await self._sweep(
                 keys=[k.mailbox(group), k.processing(group), k.lease(group), k.active],
-                args=[int(self._cfg.queue.lease_ttl * 1000), uuid.uuid4().hex, group],
+                args=[ttl_ms, job_id, group],
             )
             if int(took) == 1:
                 log.warning("drain for %s had no live job; re-enqueued", group)
-                await self._enqueuer.aenqueue(group)
+                await self._enqueuer.aenqueue(group, job_id)
                 enqueued.append(group)
         return enqueued
+
+    async def _lease(self, group: str) -> tuple[str | None, int]:
+        async with self._r.pipeline(transaction=False) as pipe:
+            pipe.get(self._keys.lease(group))
+            pipe.pttl(self._keys.lease(group))
+            value, left = await pipe.execute()
+        if value is None:
+            return None, -2
+        return (value.decode() if isinstance(value, bytes) else str(value)), int(left)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Sweep every ``[queue] sweep_interval`` seconds until ``stop`` is set."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -29,6 +30,8 @@ from workers.turn import TurnRunner, parse_batch
 log = logging.getLogger(__name__)
 
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
+#: longest a drain job waits for a group lock someone else holds, seconds
+LOCK_WAIT_MAX = 5.0
 T = TypeVar("T")
 
 # KEYS: processing, context, mailbox, lock   ARGV: token
@@ -111,9 +114,10 @@ def drain_group(
     keys = Keys(prefix)
     lock = GroupLock(client, keys.lock(group), keys.lease(group), ttl=lock_ttl,
                      lease_ttl=lease_ttl)
-    # A killed holder's lock expires within lock_ttl; waiting a bit longer than that
-    # lets a retried job pick up the batch instead of leaving it to the sweeper.
-    if not lock.acquire(timeout=lock_ttl * 1.5 + 1):
+    # Waiting covers a predecessor that is just handing over or finishing, and (with
+    # short TTLs) a killed holder's lock expiring. A live holder keeps renewing: then
+    # this is a duplicate, and it must not keep a worker idle for long.
+    if not lock.acquire(timeout=min(lock_ttl * 1.5 + 1, LOCK_WAIT_MAX)):
         log.info("drain %s: lock busy, another job owns the group", group)
         return {"group": group, "turns": 0, "end": "locked"}
     take = client.register_script(_TAKE)
@@ -143,9 +147,13 @@ def drain_group(
                 break
             lock.start_renewal()
             if turns >= max_turns:
-                # Hand over while still holding the lease, so no one else enqueues.
+                # Hand over while still holding the lease, so no one else enqueues; the
+                # lease now stands for the successor (the sweeper keeps it while queued).
+                successor = uuid.uuid4().hex
+                client.set(keys.lease(group), successor, px=int(lease_ttl * 1000))
                 Queue(queue, connection=client, serializer="json").enqueue(
                     DRAIN_JOB,
+                    job_id=successor,
                     kwargs={"group": group, "lease_ttl": lease_ttl, "lock_ttl": lock_ttl,
                             "max_turns": max_turns, "max_attempts": max_attempts,
                             "queue": queue, "job_timeout": job_timeout, "retries": retries,

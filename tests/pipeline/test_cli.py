@@ -70,3 +70,17 @@ def test_run_then_send_then_ctrl_c_stops_everything(tmp_path: Path) -> None:
     assert run.returncode == 0, out
     assert b"Traceback" not in out
     assert running_embedded_url(tmp_path / "data" / "redis") is None
+
+
+@pytest.mark.slow
+def test_chat_reads_lines_and_prints_the_replies(tmp_path: Path) -> None:
+    cfg = tmp_path / "pnc.toml"
+    cfg.write_text(CONFIG)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "chat", "--config", str(cfg),
+                           "--user", "ann"], input="hello\nsecond line\n", cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    replies = [line for line in proc.stdout.splitlines() if line.startswith("bot> ack ")]
+    assert len(replies) >= 1, proc.stdout
+    assert "Traceback" not in proc.stderr

@@ -240,3 +240,30 @@ async def test_web_app_mounts_channel_routes_and_health() -> None:
                 assert resp.status == 503
     finally:
         await server.stop()
+
+
+async def test_sweeper_keeps_the_lease_of_a_job_still_in_the_queue(parts: tuple) -> None:  # type: ignore[type-arg]
+    r, _sync, inbox, sweeper, queue = parts
+    await inbox.accept(inbound("m1"))
+    job_id = queue.job_ids[0]
+    assert await r.get(K.lease("local:c1")) == job_id.encode()
+    await r.pexpire(K.lease("local:c1"), 100)  # about to lapse while the job still waits
+    assert await sweeper.sweep_once() == []
+    assert await r.pttl(K.lease("local:c1")) > 150  # extended, not replaced
+    assert queue.count == 1  # and no duplicate job
+
+
+def test_drain_hands_a_busy_group_to_a_fresh_job(worker_env: Path, valkey: Valkey) -> None:
+    from workers.drain import drain_group
+
+    sync = redis.Redis.from_url(valkey.url)
+    _push(sync, "c1", ["old"])
+    sync.rename(K.mailbox("local:c1"), K.processing("local:c1"))  # a crashed turn's batch
+    _push(sync, "c1", ["new"])  # and a message that arrived since
+    result = drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=5, max_turns=1)
+    assert result == {"group": "local:c1", "turns": 1, "end": "handed-off"}
+    queue = Queue("pnc-drain", connection=sync, serializer="json")
+    assert queue.count == 1
+    assert sync.get(K.lease("local:c1")) == queue.job_ids[0].encode()
+    assert sync.llen(K.mailbox("local:c1")) == 1 and not sync.exists(K.lock("local:c1"))
+    sync.close()

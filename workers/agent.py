@@ -23,7 +23,15 @@ from datetime import datetime
 from typing import Any
 
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.exceptions import (
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelQuotaExceededError,
+    ModelRateLimitError,
+    ModelRequestRejectedError,
+    ModelServerError,
+    ModelUnavailableError,
+)
 from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
@@ -203,9 +211,16 @@ class TurnAgent:
 
 
 def _is_transient(exc: BaseException) -> bool:
+    """Whether retrying the turn later may succeed (rate limits, outages, network)."""
+    if isinstance(exc, ModelRequestRejectedError | ModelQuotaExceededError):
+        return False  # bad key, unknown model, prompt too long, out of credit: needs a human
+    if isinstance(
+        exc, ModelRateLimitError | ModelUnavailableError | ModelServerError | ModelConnectionError
+    ):
+        return True
     if isinstance(exc, ModelHTTPError):
-        return exc.status_code == 429 or exc.status_code >= 500
-    return isinstance(exc, TimeoutError | ConnectionError | OSError)
+        return exc.status_code in (408, 409, 429) or exc.status_code >= 500
+    return isinstance(exc, TimeoutError | ConnectionError)
 
 
 def build_model(config: ModelConfig) -> Model:

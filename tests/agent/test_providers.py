@@ -352,3 +352,19 @@ async def test_tools_can_be_turned_off_for_an_endpoint(
     system = next(m for m in openai_stub.requests[0]["messages"] if m["role"] != "user")
     assert "remember(" not in system["content"]
     assert openai_stub.headers[0]["authorization"] == "Bearer not-needed"
+
+
+async def test_unreachable_endpoint_is_a_transient_turn_error(
+    group_memory: tuple[GroupDirectory, BaseMemory],
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    gd, mem = group_memory
+    s = settings({"provider": "openai", "name": "m", "base_url": f"http://127.0.0.1:{port}/v1"})
+    with pytest.raises(TurnError) as err:
+        await build_agent(s).run(request_for(gd, mem))
+    assert err.value.transient is True
+    assert "Connection" in str(err.value)

@@ -165,8 +165,6 @@ def build_prompt(
     parts = [_COMPACT_RULES if compact else _RULES]
     if with_tools:
         parts.append(_TOOL_RULES)
-    if not compact:  # the tiny model drifts off-topic on timestamps and ids
-        parts.append(f"Current time: {now.isoformat(timespec='seconds')}. Chat: {group}.")
     for tag, source, title, text in (
         ("operator_instructions", "global CLAUDE.md (operator)", "Operator", core.global_md),
         ("group_memory", "group CLAUDE.md", "About this chat", core.group_md),
@@ -179,6 +177,10 @@ def build_prompt(
                 parts.append(f"{title}:\n{body}")
             else:
                 parts.append(f"<{tag} source={_attr(source)}>\n{body}\n</{tag}>")
+    # Last, so the stable part above stays a cacheable prefix. Left out for the tiny
+    # model, which drifts off-topic on timestamps and ids.
+    if not compact:
+        parts.append(f"Current time: {now.isoformat(timespec='seconds')}. Chat: {group}.")
     instructions = "\n\n".join(parts)
 
     engaged_set = engaged_ids(messages, engaged)

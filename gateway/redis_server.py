@@ -16,7 +16,6 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal
@@ -162,20 +161,3 @@ class EmbeddedRedis:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def redis_url_for(
-    url: str,
-    redis_dir: Path,
-    *,
-    port: int = 0,
-    fsync: Literal["always", "everysec", "no"] = "everysec",
-) -> Iterator[str]:
-    """Yield ``url`` when set; otherwise an embedded server's URL (started if needed and
-    stopped on exit when this call started it)."""
-    if url:
-        yield url
-        return
-    with EmbeddedRedis(redis_dir, port=port, fsync=fsync) as embedded_url:
-        yield embedded_url

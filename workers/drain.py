@@ -20,6 +20,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import redis
+from pydantic import ValidationError
 from rq import Queue, Retry, get_current_job
 
 from workers.keys import DRAIN_JOB, Keys
@@ -133,9 +134,17 @@ def drain_group(
             if raw == -1:
                 raise LockLost(lock.lock_key)
             if raw:
-                outcome = run_async(runner.run(parse_batch(group, raw), lock, max_attempts))
-                turns += 1
-                log.info("drain %s: turn %d %s", group, turns, outcome)
+                try:
+                    batch = parse_batch(group, raw)
+                except (ValueError, ValidationError) as err:
+                    # cannot happen with entries the inbox wrote; never retry it forever
+                    log.error("drain %s: unreadable batch moved to %s: %s", group,
+                              keys.dead(group), err)
+                    client.rpush(keys.dead(group), *raw)
+                else:
+                    outcome = run_async(runner.run(batch, lock, max_attempts))
+                    turns += 1
+                    log.info("drain %s: turn %d %s", group, turns, outcome)
             lock.stop_renewal()  # the finish script may release the lock itself
             more = int(finish(keys=[keys.processing(group), keys.mailbox(group),
                                     keys.lease(group), keys.active, lock.lock_key],

@@ -267,3 +267,16 @@ def test_drain_hands_a_busy_group_to_a_fresh_job(worker_env: Path, valkey: Valke
     assert sync.get(K.lease("local:c1")) == queue.job_ids[0].encode()
     assert sync.llen(K.mailbox("local:c1")) == 1 and not sync.exists(K.lock("local:c1"))
     sync.close()
+
+
+def test_an_unreadable_batch_is_moved_aside_not_retried_forever(
+    worker_env: Path, valkey: Valkey
+) -> None:
+    from workers.drain import drain_group
+
+    sync = redis.Redis.from_url(valkey.url)
+    sync.rpush(K.mailbox("local:c1"), b"not json at all")
+    assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1)["turns"] == 0
+    assert sync.lrange(K.dead("local:c1"), 0, -1) == [b"not json at all"]
+    assert not sync.exists(K.processing("local:c1"), K.lease("local:c1"), K.lock("local:c1"))
+    sync.close()

@@ -102,6 +102,6 @@ class SearchFilters:
 
     @property
     def only_superseded_check(self) -> bool:
-        """True when the only active filter is the default superseded exclusion."""
+        """True when no filter is active but the superseded exclusion (or its waiver)."""
         return (not self.kinds and self.since is None and self.until is None
                 and not self.source and self.min_trust is None and not self.tags)

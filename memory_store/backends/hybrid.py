@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,7 @@ from memory_store.filters import SearchFilters
 from memory_store.group import GroupDirectory
 
 DAY = 86_400.0
+_EMBED_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-embed")
 Floats = npt.NDArray[np.float64]
 
 
@@ -53,8 +55,11 @@ class HybridMemory(VectorMemory):
 
     def _rank(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
         pool = max(self.pool, 2 * k)
+        # The query embedding (onnxruntime) and the BM25 query (SQLite) both release the
+        # GIL: run them side by side.
+        embedding = _EMBED_POOL.submit(self.dense.embedder.embed, [query])
         lexical = self.catalog.lexical(query, pool, filters)
-        qvec = self.dense.embedder.embed([query])[0]
+        qvec = embedding.result()[0]
         allowed = None if filters.only_superseded_check else self.catalog.allowed(filters)
         now = filters.now.timestamp() if filters.now else 0.0
         with self.dense.lock:

@@ -101,3 +101,12 @@ def test_adapters_are_built_from_their_blocks_and_errors_name_the_key() -> None:
     with pytest.raises(ConfigError) as info:
         build_channels(parse_config({}, env={}), env)
     assert "[channels.local]" in str(info.value)
+
+
+def test_the_example_config_is_valid_for_gateway_and_workers() -> None:
+    from workers.settings import load_worker_settings
+
+    path = ROOT / "deploy" / "pynanoclaw.example.toml"
+    cfg = load_config(path, env={})
+    assert "local" in cfg.channels and cfg.redis.url == ""
+    assert load_worker_settings(path, env={}).model.provider == "local"

@@ -136,14 +136,16 @@ class DenseIndex:
             self._load(conn)
 
     def _load(self, conn: sqlite3.Connection) -> None:
-        rows = conn.execute(
-            "SELECT v.rowid, v.vec, d.created, d.trust, d.valid_to, d.kind FROM vecs v"
-            " JOIN docs d ON d.rowid = v.rowid").fetchall()
         dim = self.embedder.dim
-        blocks = [np.frombuffer(r[1], dtype=np.float32).reshape(-1, dim) for r in rows]
-        n_chunks = sum(len(b) - 1 for b in blocks)
-        self._reset(len(rows) * 5 // 4, n_chunks * 5 // 4)
-        for r, block in zip(rows, blocks, strict=True):
+        n, total = conn.execute("SELECT count(*), coalesce(sum(length(vec)), 0) FROM vecs"
+                                ).fetchone()
+        # Stream rows into preallocated arrays: fetching all blobs first would double
+        # the peak memory at 100k records.
+        self._reset(int(n) + 64, int(total) // (4 * dim) - int(n) + 64)
+        for r in conn.execute(
+                "SELECT v.rowid, v.vec, d.created, d.trust, d.valid_to, d.kind FROM vecs v"
+                " JOIN docs d ON d.rowid = v.rowid"):
+            block = np.frombuffer(r[1], dtype=np.float32).reshape(-1, dim)
             self._put_raw(int(r[0]), block, float(r[2]), float(r[3]),
                           _INF if r[4] is None else float(r[4]), r[5] == "episode")
 

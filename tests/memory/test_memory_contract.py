@@ -317,3 +317,24 @@ def test_dropped_memories_release_their_watchers(data_dir: Path) -> None:
             assert isinstance(last.catalog._watcher, InotifyWatcher)
     finally:
         last.close()
+
+
+@pytest.mark.parametrize("watch", ["poll", "auto"])
+async def test_hand_edits_are_seen_with_either_watcher(data_dir: Path, watch: str) -> None:
+    mem = open_memory(data_dir, GROUP, "file", watch=watch)
+    try:
+        mid = await mem.write("Lunch is at noon.", kind="fact", metadata={})
+        await mem.search("lunch", k=1)
+        path = next(mem.group.memory_files())
+        path.write_text(path.read_text().replace("noon", "one"))
+        assert (await mem.search("lunch", k=1))[0].content == "Lunch is at one."
+        (mem.group.path / "notes" / "extra.md").write_text("Dinner is at eight.")
+        assert [h.id for h in await mem.search("dinner", k=1)] == ["extra"]
+        assert mid in {h.id for h in await mem.search("lunch", k=5)}
+    finally:
+        mem.close()
+
+
+async def test_unknown_watch_mode_is_rejected(data_dir: Path) -> None:
+    with pytest.raises(ValueError, match="watch mode"):
+        open_memory(data_dir, GROUP, "file", watch="sometimes")

@@ -56,6 +56,10 @@ def group_memory(data_dir: Path, group: str, backend: str) -> tuple[GroupDirecto
         _memories_pid = os.getpid()
     key = (str(data_dir), group, backend)
     memory = _memories.get(key)
+    if memory is not None and memory.group.core_path.exists():
+        # the layout exists (checked once per open); only a deleted CLAUDE.md is re-made
+        _memories.move_to_end(key)
+        return memory.group, memory
     if memory is not None:
         _memories.move_to_end(key)
         return memory.group.ensure(), memory

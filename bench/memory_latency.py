@@ -240,11 +240,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(tmp, ignore_errors=True)
     print("backend  size     search_p50_ms  search_p95_ms  write_p95_ms  rebuild/s  rss_MB")
     for backend, by_size in results.items():
-        for size, r in by_size.items():
+        for size_key, r in by_size.items():
             if "error" in r:
-                print(f"{backend:<8} {size:<8} error")
+                print(f"{backend:<8} {size_key:<8} error")
                 continue
-            print(f"{backend:<8} {size:<8} {r['search_p50_ms']:>13} {r['search_p95_ms']:>14} "
+            print(f"{backend:<8} {size_key:<8} {r['search_p50_ms']:>13} {r['search_p95_ms']:>14} "
                   f"{r['write_p95_ms']:>13} {r['rebuild_per_s']:>10} {r['rss_mb']:>7}")
     if args.json:
         print(json.dumps(results))

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from memory_store import open_memory
+from memory_store.backends.hybrid import HybridMemory
 from memory_store.embed import DIM, default_embedder
 
 
@@ -54,6 +55,7 @@ def test_vectors_are_added_when_a_file_index_is_reopened_as_hybrid(tmp_path: Pat
     f.close()
     h = open_memory(tmp_path, "t:1", "hybrid", embedder=default_embedder())
     try:
+        assert isinstance(h, HybridMemory)
         assert len(h.dense) == 2
         assert h.search_sync("when is Sam born", k=1)[0].id == "bday"
     finally:

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memory_store import InvalidMemoryId, open_memory
+from memory_store.backends.hybrid import HybridMemory
 from memory_store.dense import sentence_chunks
 from memory_store.fileformat import parse, render
 from memory_store.paths import id_from_filename, memory_filename, memory_path, validate_memory_id
@@ -40,8 +41,7 @@ class HashEmbedder:
         return out
 
 
-_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\x00"),
-                max_size=200)
+_text = st.text(st.characters(codec="utf-8", exclude_characters="\r\x00"), max_size=200)
 _meta_value = st.one_of(st.integers(-10**6, 10**6), st.text(max_size=20), st.booleans(),
                         st.lists(st.integers(0, 100), max_size=4))
 
@@ -94,7 +94,7 @@ def test_sentence_chunks_keep_the_speaker_label() -> None:
 
 
 _WORDS = ["apple", "river", "guitar", "oslo", "cat", "tax", "garden", "piano", "rain", "bike"]
-_op = st.one_of(
+_op: st.SearchStrategy[tuple[str, int, list[str]]] = st.one_of(
     st.tuples(st.just("write"), st.integers(0, 9),
               st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12)),
     st.tuples(st.just("update"), st.integers(0, 9),
@@ -140,4 +140,5 @@ def test_incremental_index_equals_rebuild_from_files(ops: list[tuple[str, int, l
         finally:
             fresh.close()
         assert sorted(got) == sorted(again)
+        assert isinstance(mem, HybridMemory)
         assert len(mem.dense) == len(live)

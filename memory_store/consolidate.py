@@ -12,7 +12,8 @@ episodes are the record of what happened and are left alone:
    prefix with a different remainder. The older one is superseded by the newer one,
    unless the newer one is less trusted (then both stay, the newer tagged ``disputed``).
 3. **Entities.** Facts carrying ``metadata.entity`` are folded into one file per entity
-   (``entities/entity-<slug>.md``), each fact a bullet with its source and date; the
+   (``entities/entity-<slug>.md``), each fact a bullet with its source, date and trust;
+   the file's trust is the lowest of its live facts (folding never raises trust); the
    folded facts are superseded by the entity file.
 
 Superseding sets ``valid_to`` (and ``superseded_by``); nothing is deleted, so search
@@ -221,7 +222,10 @@ class _Run:
             reason = rec.metadata.get("superseded_reason")
             if rec.valid_to is not None and reason == "contradicted":
                 entry["superseded_by"] = rec.metadata.get("superseded_by")
-        trust = max([float(e.get("trust", 0.5)) for e in entries] or [0.5])
+        # The file is only as trustworthy as its weakest live fact: folding must never
+        # launder a member's hearsay into an admin-grade record.
+        live = [e for e in entries if not e.get("superseded_by")] or entries
+        trust = min([float(e.get("trust", 0.5)) for e in live] or [0.5])
         head = _preserved_head(current.content if current else f"# {name}\n")
         content = head + "\n\n" + _render_facts(entries)
         if current is None:
@@ -250,7 +254,8 @@ def _render_facts(entries: list[dict[str, Any]]) -> str:
     live = [e for e in entries if not e.get("superseded_by")]
     old = [e for e in entries if e.get("superseded_by")]
     lines = [FACTS_HEADING, ""]
-    lines += [f"- {e['text']} ({e['source']}, {_day(e.get('created'))})" for e in live]
+    lines += [f"- {e['text']} ({e['source']}, {_day(e.get('created'))},"
+              f" trust {float(e.get('trust', 0.5)):.2f})" for e in live]
     if old:
         lines += ["", "### Superseded", ""]
         lines += [f"- ~~{e['text']}~~ ({e['source']}, {_day(e.get('created'))};"

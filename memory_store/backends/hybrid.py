@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -15,7 +16,18 @@ from memory_store.filters import SearchFilters
 from memory_store.group import GroupDirectory
 
 DAY = 86_400.0
-_EMBED_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="memory-embed")
+_pools: dict[int, ThreadPoolExecutor] = {}
+
+
+def _embed_pool() -> ThreadPoolExecutor:
+    """A per-process executor: one inherited through fork() has no live threads and
+    would never run what is submitted to it."""
+    pid = os.getpid()
+    pool = _pools.get(pid)
+    if pool is None:
+        pool = _pools[pid] = ThreadPoolExecutor(max_workers=2,
+                                                thread_name_prefix="memory-embed")
+    return pool
 Floats = npt.NDArray[np.float64]
 
 
@@ -57,7 +69,7 @@ class HybridMemory(VectorMemory):
         pool = max(self.pool, 2 * k)
         # The query embedding (onnxruntime) and the BM25 query (SQLite) both release the
         # GIL: run them side by side.
-        embedding = _EMBED_POOL.submit(self.dense.embedder.embed, [query])
+        embedding = _embed_pool().submit(self.dense.embedder.embed, [query])
         lexical = self.catalog.lexical(query, pool, filters)
         qvec = embedding.result()[0]
         allowed = None if filters.only_superseded_check else self.catalog.allowed(filters)

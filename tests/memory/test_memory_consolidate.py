@@ -65,11 +65,11 @@ async def test_less_trusted_contradiction_is_flagged_not_applied(mem: BaseMemory
 async def test_entity_facts_fold_into_one_file(mem: BaseMemory) -> None:
     ids = [
         await _fact(mem, "Alice prefers morning meetings.", kind="entity", entity="Alice",
-                    created="2024-01-01T00:00:00Z", source="slack:C1:msg/1"),
+                    created="2024-01-01T00:00:00Z", source="slack:C1:msg/1", trust=0.9),
         await _fact(mem, "Alice lives in Oslo.", kind="entity", entity="Alice",
                     created="2024-01-02T00:00:00Z", source="slack:C1:msg/2"),
         await _fact(mem, "Alice has a cat named Miso.", kind="entity", entity="alice",
-                    created="2024-01-03T00:00:00Z", source="slack:C1:msg/3"),
+                    created="2024-01-03T00:00:00Z", source="slack:C1:msg/3", trust=0.4),
     ]
     await _fact(mem, "Dan plays chess.", kind="entity", entity="Dan")
     changed = await mem.consolidate()
@@ -80,6 +80,9 @@ async def test_entity_facts_fold_into_one_file(mem: BaseMemory) -> None:
     for line in ("Alice prefers morning meetings.", "Alice lives in Oslo.", "Miso"):
         assert line in alice.content
     assert "slack:C1:msg/2" in alice.content
+    # Folding never raises trust: the file is as trusted as its weakest fact.
+    assert alice.trust == pytest.approx(0.4)
+    assert "trust 0.40" in alice.content and "trust 0.90" in alice.content
     for mid in ids:
         assert (await mem.read(mid)).metadata["superseded_by"] == "entity-alice"
     hits = await mem.search("Alice cat Oslo", k=3)

@@ -60,3 +60,28 @@ def test_vectors_are_added_when_a_file_index_is_reopened_as_hybrid(tmp_path: Pat
         assert h.search_sync("when is Sam born", k=1)[0].id == "bday"
     finally:
         h.close()
+
+
+def _search_in_child(data: str) -> None:
+    import os
+
+    child = open_memory(Path(data), "t:fork", "hybrid", embedder=default_embedder())
+    hits = child.search_sync("green tea", k=1)
+    os._exit(0 if hits and hits[0].id == "tea" else 3)
+
+
+def test_hybrid_search_works_in_a_forked_child(tmp_path: Path) -> None:
+    """RQ's forking worker runs jobs in a fork of a process that may have searched."""
+    import multiprocessing
+
+    mem = open_memory(tmp_path, "t:fork", "hybrid", embedder=default_embedder())
+    mem.write_sync("Ann likes green tea.", kind="fact", metadata={"id": "tea"})
+    assert mem.search_sync("green tea", k=1)[0].id == "tea"  # parent's executor is live
+    proc = multiprocessing.get_context("fork").Process(target=_search_in_child,
+                                                       args=(str(tmp_path),))
+    proc.start()
+    proc.join(timeout=120)
+    if proc.exitcode is None:
+        proc.kill()
+    mem.close()
+    assert proc.exitcode == 0

@@ -110,3 +110,16 @@ def test_the_example_config_is_valid_for_gateway_and_workers() -> None:
     cfg = load_config(path, env={})
     assert "local" in cfg.channels and cfg.redis.url == ""
     assert load_worker_settings(path, env={}).model.provider == "local"
+
+
+def test_run_stops_with_the_workers_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "pnc.toml"
+    path.write_text('data_dir = "data"\n[model]\nprovider = "anthropic"\n'
+                    'api_key_env = "PNC_TEST_UNSET_KEY"\n[channels.local]\n')
+    env = {k: v for k, v in __import__("os").environ.items() if k != "PNC_TEST_UNSET_KEY"}
+    proc = subprocess.run([sys.executable, "-m", "gateway.cli", "run", "--config", str(path),
+                           "--log-level", "WARNING"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "model.api_key_env" in proc.stderr and "PNC_TEST_UNSET_KEY" in proc.stderr
+    assert "Traceback" not in proc.stderr

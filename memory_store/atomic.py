@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 from pathlib import Path
@@ -48,3 +49,16 @@ def fsync_dir(directory: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, refusing to follow a symlink (which could point outside
+    the group directory). Raises ``FileNotFoundError`` for a link or a missing file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno in (errno.ELOOP, errno.EMLINK):
+            raise FileNotFoundError(str(path)) from None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()

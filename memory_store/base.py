@@ -16,7 +16,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from memory_store.atomic import atomic_write_bytes, fsync_dir
+from memory_store.atomic import atomic_write_bytes, fsync_dir, read_regular
 from memory_store.audit import AuditLog
 from memory_store.catalog import Catalog, IndexHook, Progress
 from memory_store.errors import InvalidMemoryId, MemoryNotFound
@@ -162,7 +162,7 @@ class BaseMemory:
         with self.group.lock():
             self.catalog.refresh()
             path, record = self._load(memory_id)
-            old = path.read_bytes()
+            old = read_regular(path)
             fields: dict[str, Any] = {"content": new_content, "updated": now_utc()}
             meta = dict(record.metadata)
             for key, value in (changes or {}).items():
@@ -196,7 +196,7 @@ class BaseMemory:
         with self.group.lock():
             self.catalog.refresh()
             path, _record = self._load(memory_id)
-            old = path.read_bytes()
+            old = read_regular(path)
             path.unlink()
             if self.durable:
                 fsync_dir(path.parent)
@@ -230,7 +230,7 @@ class BaseMemory:
         rel, _ = found
         path = self.group.path / rel
         try:
-            data = path.read_bytes()
+            data = read_regular(path)
         except FileNotFoundError:
             raise MemoryNotFound(memory_id) from None
         mtime = datetime.fromtimestamp(path.stat().st_mtime).astimezone()

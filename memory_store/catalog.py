@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import sqlite3
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from memory_store.atomic import read_regular
 from memory_store.fileformat import content_hash, parse, to_datetime
 from memory_store.filters import SearchFilters
 from memory_store.group import GroupDirectory
@@ -288,11 +290,13 @@ class Catalog:
                 continue
             for entry in entries:
                 name = entry.name
-                if not name.endswith(".md") or name.startswith(".") or not entry.is_file():
+                # Symlinks are skipped: a link could point outside the group directory.
+                if (not name.endswith(".md") or name.startswith(".")
+                        or not entry.is_file(follow_symlinks=False)):
                     continue
                 rel = f"{sub}/{name}"
                 seen.add(rel)
-                st = entry.stat()
+                st = entry.stat(follow_symlinks=False)
                 row = rows.get(rel)
                 if row is None or row.mtime_ns != st.st_mtime_ns or row.size != st.st_size:
                     candidates.append((rel, st))
@@ -312,8 +316,10 @@ class Catalog:
             if row is not None:
                 rows[rel] = row
             try:
-                st = os.stat(path)
+                st = os.lstat(path)
             except FileNotFoundError:
+                st = None
+            if st is None or not stat.S_ISREG(st.st_mode):
                 if row is not None:
                     deletes.append(row)
                 continue
@@ -341,7 +347,7 @@ class Catalog:
                 if progress is not None and i % 256 == 0:
                     progress(len(deletes) + i, total)
                 try:
-                    data = (self.group.path / rel).read_bytes()
+                    data = read_regular(self.group.path / rel)
                 except FileNotFoundError:
                     old = rows.get(rel)
                     if old is not None:

@@ -338,3 +338,22 @@ async def test_hand_edits_are_seen_with_either_watcher(data_dir: Path, watch: st
 async def test_unknown_watch_mode_is_rejected(data_dir: Path) -> None:
     with pytest.raises(ValueError, match="watch mode"):
         open_memory(data_dir, GROUP, "file", watch="sometimes")
+
+
+async def test_symlinks_in_the_group_are_not_followed(mem: BaseMemory, tmp_path: Path) -> None:
+    secret = tmp_path / "outside-secret.md"
+    secret.write_text("the launch code is swordfish")
+    await mem.write("harmless note about fish", kind="note", metadata={"id": "fish"})
+    link = mem.group.path / "notes" / "stolen.md"
+    link.symlink_to(secret)
+    hits = await mem.search("launch code swordfish", k=10)
+    assert all("swordfish" not in h.content for h in hits)
+    with pytest.raises(MemoryNotFound):
+        await mem.read("stolen")
+    # A real file later swapped for a link drops out of the index too.
+    target = next(p for p in mem.group.memory_files() if p.name == "fish.md")
+    target.unlink()
+    target.symlink_to(secret)
+    assert all("swordfish" not in h.content for h in await mem.search("swordfish", k=10))
+    with pytest.raises(MemoryNotFound):
+        await mem.read("fish")

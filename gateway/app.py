@@ -129,6 +129,7 @@ class Gateway:
         self._sync: redis.Redis | None = None
         self.inbox: Inbox | None = None
         self.outbox: Outbox | None = None
+        self.failed_tasks: list[str] = []
 
     @property
     def web_port(self) -> int | None:
@@ -151,6 +152,8 @@ class Gateway:
         self._tasks.append(loop.create_task(self.outbox.run(self._stop), name="outbox"))
         self._tasks.append(loop.create_task(sweeper.run(self._stop), name="sweeper"))
         self._tasks.append(loop.create_task(self._heartbeat(), name="heartbeat"))
+        for task in self._tasks:
+            task.add_done_callback(self._task_ended)
         for ch in self.channels.values():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))
             await ch.start(self.inbox)
@@ -163,12 +166,21 @@ class Gateway:
             await self._web.start()
             log.info("web server on http://%s:%s", http.host, self._web.port)
 
+    def _task_ended(self, task: asyncio.Task[None]) -> None:
+        if self._stop.is_set() or task.cancelled():
+            return
+        err = task.exception()
+        log.critical("gateway task %s ended unexpectedly (%r); replies or retries may stall",
+                     task.get_name(), err)
+        self.failed_tasks.append(task.get_name())
+
     async def health(self) -> dict[str, Any]:
         try:
             ok = bool(self.r is not None and await self.r.ping())
         except (redis.RedisError, OSError):
             ok = False
-        return {"ok": ok, "redis": ok,
+        return {"ok": ok and not self.failed_tasks, "redis": ok,
+                "failed_tasks": list(self.failed_tasks),
                 "channels": sorted(f"{n}:{a}" for n, a in self.channels)}
 
     async def _heartbeat(self) -> None:

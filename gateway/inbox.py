@@ -256,5 +256,7 @@ class Sweeper:
                 await self.sweep_once()
             except (redis.RedisError, OSError) as err:
                 log.warning("sweeper: Redis unavailable (%s); retrying", err)
+            except Exception:
+                log.exception("sweeper: unexpected error; retrying")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self._cfg.queue.sweep_interval)

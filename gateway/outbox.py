@@ -122,10 +122,20 @@ class Outbox:
                 if loop.time() - last_claim > self._claim_idle_ms / 2000:
                     last_claim = loop.time()
                     await self._claim()
+                continue
             except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
                 log.warning("outbox: Redis unavailable (%s); retrying", err)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=1.0)
+            except redis.ResponseError as err:
+                if "NOGROUP" not in str(err):
+                    log.exception("outbox: unexpected Redis error; retrying")
+                else:  # the stream or its group vanished (a flushed Redis): recreate
+                    with contextlib.suppress(redis.RedisError, OSError):
+                        await self.ensure_group()
+            except Exception:
+                # a dead consumer would silently stop every reply: log and keep going
+                log.exception("outbox: unexpected error; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=1.0)
         await self.drain()
 
     async def drain(self) -> None:

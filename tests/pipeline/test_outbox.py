@@ -236,3 +236,25 @@ async def test_chat_order_is_kept(r: aioredis.Redis) -> None:
     with contextlib.suppress(asyncio.CancelledError):
         await task
     assert [t for _, _, t, _ in ch.sent] == [f"m{i}" for i in range(5)]
+
+
+async def test_outbox_survives_a_flushed_redis(r: aioredis.Redis) -> None:
+    ch = FakeChannel()
+    ob = outbox(r, ch)
+    stop = asyncio.Event()
+    task = asyncio.create_task(ob.run(stop))
+    await r.xadd(K.outbox, reply_event("before", reply_id="t-a"))
+    for _ in range(200):
+        if ch.sent:
+            break
+        await asyncio.sleep(0.05)
+    await r.flushall()  # the stream and its consumer group are gone
+    await asyncio.sleep(0.3)
+    await r.xadd(K.outbox, reply_event("after", reply_id="t-b"))
+    for _ in range(200):
+        if len(ch.sent) == 2:
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await task
+    assert [t for _, _, t, _ in ch.sent] == ["before", "after"]

@@ -16,6 +16,7 @@ never hold a vector for a record it does not know, and deleting ``.index/`` drop
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import re
@@ -33,7 +34,10 @@ from memory_store.protocol import MemoryRecord
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = "CREATE TABLE IF NOT EXISTS vecs(rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL)"
+_SCHEMA = ("CREATE TABLE IF NOT EXISTS vecs(rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL,"
+           " h TEXT NOT NULL DEFAULT '')")
+#: Bump when the stored layout or what gets embedded changes: vectors are rebuilt.
+_LAYOUT = "v2"
 _INF = math.inf
 MAX_CHUNKS = 8
 #: Weight of the mean neighbour score added to an episode's score.
@@ -103,6 +107,7 @@ class DenseIndex:
         self._chunks_of: dict[int, list[int]] = {}
         self._dead = 0
         self._neighbours: tuple[IntArray, IntArray] | None = None
+        self._hash: dict[int, str] = {}  # rowid -> digest of the embedded texts
 
     def __len__(self) -> int:
         return self._n
@@ -113,12 +118,12 @@ class DenseIndex:
         """Load every vector; embed records that have none (new dir, other backend, other
         model), replacing all vectors when the model changed."""
         with self._mu:
-            conn.execute(_SCHEMA)
             row = conn.execute("SELECT value FROM meta WHERE key='dense_model'").fetchone()
-            tag = f"{self.embedder.model_id}+chunks{MAX_CHUNKS}"
+            tag = f"{self.embedder.model_id}+chunks{MAX_CHUNKS}+{_LAYOUT}"
             if row is None or row[0] != tag:
                 conn.execute("BEGIN IMMEDIATE")
-                conn.execute("DELETE FROM vecs")
+                conn.execute("DROP TABLE IF EXISTS vecs")
+                conn.execute(_SCHEMA)
                 conn.execute("INSERT OR REPLACE INTO meta VALUES('dense_model', ?)", (tag,))
                 conn.execute("COMMIT")
             missing = conn.execute(
@@ -143,11 +148,12 @@ class DenseIndex:
         # the peak memory at 100k records.
         self._reset(int(n) + 64, int(total) // (4 * dim) - int(n) + 64)
         for r in conn.execute(
-                "SELECT v.rowid, v.vec, d.created, d.trust, d.valid_to, d.kind FROM vecs v"
+                "SELECT v.rowid, v.vec, d.created, d.trust, d.valid_to, d.kind, v.h FROM vecs v"
                 " JOIN docs d ON d.rowid = v.rowid"):
             block = np.frombuffer(r[1], dtype=np.float32).reshape(-1, dim)
             self._put_raw(int(r[0]), block, float(r[2]), float(r[3]),
                           _INF if r[4] is None else float(r[4]), r[5] == "episode")
+            self._hash[int(r[0])] = str(r[6])
 
     def apply(self, conn: sqlite3.Connection, upserts: Sequence[tuple[int, MemoryRecord]],
               deletes: Sequence[int], progress: Progress | None) -> None:
@@ -173,22 +179,37 @@ class DenseIndex:
         for start in range(0, len(items), step):
             chunk = items[start : start + step]
             texts: list[str] = []
-            spans: list[tuple[int, int]] = []
-            for _, rec in chunk:
+            todo: list[tuple[int, MemoryRecord, str, int, int]] = []
+            for rowid, rec in chunk:
                 parts = [dense_text(rec), *sentence_chunks(rec.content)]
-                spans.append((len(texts), len(texts) + len(parts)))
+                digest = hashlib.blake2b("\x1f".join(parts).encode(), digest_size=16).hexdigest()
+                if rowid in self._pos and self._hash.get(rowid) == digest:
+                    # Only front matter changed (trust, valid_to...): keep the vectors.
+                    self._touch(rowid, rec)
+                    continue
+                todo.append((rowid, rec, digest, len(texts), len(texts) + len(parts)))
                 texts.extend(parts)
             vecs = self.embedder.embed(texts)
             rows = []
-            for (rowid, rec), (a, b) in zip(chunk, spans, strict=True):
+            for rowid, rec, digest, a, b in todo:
                 block = np.ascontiguousarray(vecs[a:b], dtype=np.float32)
-                rows.append((rowid, block.tobytes()))
+                rows.append((rowid, block.tobytes(), digest))
                 self._put_raw(rowid, block, rec.created.timestamp(), rec.trust,
                               rec.valid_to.timestamp() if rec.valid_to else _INF,
                               rec.kind == "episode")
-            conn.executemany("INSERT OR REPLACE INTO vecs(rowid, vec) VALUES(?, ?)", rows)
+                self._hash[rowid] = digest
+            conn.executemany("INSERT OR REPLACE INTO vecs(rowid, vec, h) VALUES(?, ?, ?)",
+                             rows)
             if progress is not None:
                 progress(start + len(chunk), len(items))
+
+    def _touch(self, rowid: int, rec: MemoryRecord) -> None:
+        i = self._pos[rowid]
+        self._created[i] = rec.created.timestamp()
+        self._trust[i] = rec.trust
+        self._valid_to[i] = rec.valid_to.timestamp() if rec.valid_to else _INF
+        self._episode[i] = rec.kind == "episode"
+        self._neighbours = None
 
     def _put_raw(self, rowid: int, block: Vectors, created: float, trust: float,
                  valid_to: float, episode: bool) -> None:
@@ -264,6 +285,7 @@ class DenseIndex:
 
     def _remove(self, rowid: int) -> None:
         i = self._pos.pop(rowid, None)
+        self._hash.pop(rowid, None)
         if i is None:
             return
         self._kill_chunks(rowid)

@@ -142,3 +142,33 @@ def test_incremental_index_equals_rebuild_from_files(ops: list[tuple[str, int, l
         assert sorted(got) == sorted(again)
         assert isinstance(mem, HybridMemory)
         assert len(mem.dense) == len(live)
+
+
+class CountingEmbedder(HashEmbedder):
+    def __init__(self) -> None:
+        self.texts = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+def test_front_matter_only_changes_do_not_re_embed(tmp_path: Path) -> None:
+    emb = CountingEmbedder()
+    mem = open_memory(tmp_path, "p:2", "vector", embedder=emb, durable=False)
+    try:
+        mem.write_sync("Ann likes tea. Bob likes coffee.", kind="fact", metadata={"id": "a"})
+        after_write = emb.texts
+        assert after_write == 3  # whole text + two sentences
+        mem.update_sync("a", "Ann likes tea. Bob likes coffee.", changes={"trust": 0.9})
+        assert emb.texts == after_write
+        mem.update_sync("a", "Ann likes tea. Bob likes coffee.",
+                        changes={"valid_to": "2000-01-01T00:00:00Z"})
+        assert emb.texts == after_write
+        assert mem.search_sync("tea", k=5) == []  # superseded is applied without re-embed
+        before = emb.texts  # the search embedded its query
+        mem.update_sync("a", "Ann likes cocoa.", changes={"valid_to": None})
+        assert emb.texts == before + 1
+        assert mem.search_sync("cocoa", k=1)[0].content == "Ann likes cocoa."
+    finally:
+        mem.close()

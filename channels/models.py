@@ -50,6 +50,13 @@ class Inbound(BaseModel):
     text: str
     reply_to_id: str | None = None
     reply_to_text: str | None = None
+    #: Set when the message re-posts somebody else's content (a Telegram forward, a
+    #: Discord forward, a Slack shared message): a human-readable origin such as
+    #: "Alice (telegram user 42)" or "channel #news". Filled by the adapter from the
+    #: platform's own forward markers, never from the text. ``text`` then holds the
+    #: forwarded text as the platform delivers it, so it is someone else's words and
+    #: carries quoted trust whatever the forwarder's role.
+    forwarded_from: str | None = None
     mentions_bot: bool = False
     is_admin: bool = False  # sender is an admin of the chat, as the platform says
     attachments: list[Attachment] = Field(default_factory=list)

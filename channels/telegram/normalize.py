@@ -12,6 +12,11 @@ Deliberate choices (each covered by a fixture in tests/channels/fixtures/telegra
 * ``mentions_bot`` comes from Telegram's entities, never from a regex on the text: a
   ``mention`` entity spelling the bot's @username, a ``text_mention`` of the bot's user
   id, a ``bot_command`` addressed ``/cmd@bot``, or a reply to one of the bot's messages.
+* A forward (``forward_origin``: user, hidden user, chat or channel) keeps its text as
+  Telegram delivers it and names its origin in ``forwarded_from``; the forwarder is the
+  sender, the words are the origin's. Automatic forwards from a linked channel into its
+  discussion group carry ``forward_origin`` too and count as forwards. A mention of the
+  bot inside forwarded text does not set ``mentions_bot``: the origin wrote it.
 """
 
 from __future__ import annotations
@@ -19,7 +24,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from telegram import Chat, Message, MessageEntity, Update
+from telegram import (
+    Chat,
+    Message,
+    MessageEntity,
+    MessageOrigin,
+    MessageOriginChannel,
+    MessageOriginChat,
+    MessageOriginHiddenUser,
+    MessageOriginUser,
+    Update,
+)
 
 from channels.models import Attachment, Inbound, trim_raw
 
@@ -114,7 +129,9 @@ def normalize_message(
         text=text,
         reply_to_id=reply_to_id,
         reply_to_text=reply_to_text,
-        mentions_bot=mentions_bot(message, bot),
+        forwarded_from=forwarded_from(message.forward_origin),
+        # A mention inside forwarded text is the origin's, not the forwarder's.
+        mentions_bot=message.forward_origin is None and mentions_bot(message, bot),
         is_admin=is_admin,
         attachments=attachments,
         received_at=message.date,
@@ -136,6 +153,34 @@ def _sender(message: Message) -> tuple[str, str, bool]:
     if user is None:
         return str(message.chat.id), message.chat.effective_name or str(message.chat.id), False
     return str(user.id), user.full_name or user.username or str(user.id), False
+
+
+def forwarded_from(origin: MessageOrigin | None) -> str | None:
+    """A readable origin for a forward, from Telegram's ``forward_origin`` only."""
+    if origin is None:
+        return None
+    if isinstance(origin, MessageOriginUser):
+        user = origin.sender_user
+        name = user.full_name or user.username or str(user.id)
+        return f"{name} (telegram user {user.id})"
+    if isinstance(origin, MessageOriginHiddenUser):
+        return f"{origin.sender_user_name} (telegram user with a hidden account)"
+    if isinstance(origin, MessageOriginChannel):
+        details = [f"telegram channel {origin.chat.id}", f"message {origin.message_id}"]
+        return _chat_origin("channel", origin.chat, details, origin.author_signature)
+    if isinstance(origin, MessageOriginChat):
+        details = [f"telegram chat {origin.sender_chat.id}"]
+        return _chat_origin("chat", origin.sender_chat, details, origin.author_signature)
+    # A kind this library version does not know yet: still a forward, origin unnamed.
+    return f"an unknown origin ({origin.type})"
+
+
+def _chat_origin(kind: str, chat: Chat, details: list[str], signature: str | None) -> str:
+    name = f"@{chat.username}" if chat.username else chat.effective_name
+    if signature:
+        details.append(f"signed {signature}")
+    label = f"{kind} {name}" if name else kind
+    return f"{label} ({', '.join(details)})"
 
 
 def _is_thread_root(message: Message) -> bool:

@@ -9,10 +9,16 @@ acts twice on one message nor on something nobody said to it:
   can remove it from the group's files; the gateway has no unsay.
 * messages by bots (this one included) and system messages (joins, pins, thread
   created, boosts ...): they are not conversation.
+
+A forward (``message_reference`` of type FORWARD with ``message_snapshots``) arrives
+with empty content: its text is the snapshot's content, and ``forwarded_from`` names
+the channel it came from (Discord does not include the original author). Mentions
+inside the snapshot do not set ``mentions_bot``: the original author wrote them.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import discord
@@ -54,17 +60,21 @@ def _attachment_type(content_type: str | None) -> str:
 
 
 def attachments(message: discord.Message) -> list[Attachment]:
-    return [
-        Attachment(
-            id=str(a.id),
-            type=_attachment_type(a.content_type),
-            name=a.filename,
-            size=a.size,
-            mime=a.content_type,
-            url=a.url,
-        )
-        for a in message.attachments
-    ]
+    found = [_attachment(a) for a in message.attachments]
+    for snapshot in _snapshots(message):
+        found.extend(_attachment(a) for a in snapshot.attachments)
+    return found
+
+
+def _attachment(a: discord.Attachment) -> Attachment:
+    return Attachment(
+        id=str(a.id),
+        type=_attachment_type(a.content_type),
+        name=a.filename,
+        size=a.size,
+        mime=a.content_type,
+        url=a.url,
+    )
 
 
 def _replied(message: discord.Message) -> discord.Message | None:
@@ -73,6 +83,75 @@ def _replied(message: discord.Message) -> discord.Message | None:
         return None
     resolved = ref.resolved if ref.resolved is not None else ref.cached_message
     return resolved if isinstance(resolved, discord.Message) else None
+
+
+def _is_forward(message: discord.Message) -> bool:
+    ref = message.reference
+    return ref is not None and ref.type is discord.MessageReferenceType.forward
+
+
+def _snapshots(message: discord.Message) -> list[discord.MessageSnapshot]:
+    return list(message.message_snapshots) if _is_forward(message) else []
+
+
+def forwarded_from(message: discord.Message) -> str | None:
+    """Where a forwarded message came from, from its ``message_reference`` only."""
+    ref = message.reference
+    if ref is None or not _is_forward(message):
+        return None
+    details = [f"discord channel {ref.channel_id}"]
+    if ref.message_id is not None:
+        details.append(f"message {ref.message_id}")
+    guild = message.guild
+    same_guild = guild is not None and ref.guild_id in (None, guild.id)
+    source = guild.get_channel_or_thread(ref.channel_id) if guild and same_guild else None
+    if source is not None:
+        return f"channel #{source.name} ({', '.join(details)})"
+    if ref.guild_id is not None and not same_guild:
+        details.append(f"server {ref.guild_id}")
+    return f"another channel ({', '.join(details)})"
+
+
+_USER = re.compile(r"<@!?([0-9]{15,20})>")
+_ROLE = re.compile(r"<@&([0-9]{15,20})>")
+_CHANNEL = re.compile(r"<#([0-9]{15,20})>")
+
+
+def forwarded_text(message: discord.Message) -> str:
+    """The snapshots' content, cleaned the way ``clean_content`` cleans a message:
+    mentions read as names where this guild knows them, ``@everyone`` defused."""
+    guild = message.guild
+    parts: list[str] = []
+    for snapshot in _snapshots(message):
+        text = snapshot.content
+
+        def user(m: re.Match[str]) -> str:
+            member = guild.get_member(int(m.group(1))) if guild is not None else None
+            return f"@{member.display_name}" if member is not None else "@unknown-user"
+
+        def role(m: re.Match[str]) -> str:
+            found = guild.get_role(int(m.group(1))) if guild is not None else None
+            return f"@{found.name}" if found is not None else "@deleted-role"
+
+        def channel(m: re.Match[str]) -> str:
+            found = guild.get_channel_or_thread(int(m.group(1))) if guild is not None else None
+            return f"#{found.name}" if found is not None else "#unknown-channel"
+
+        text = _CHANNEL.sub(channel, _ROLE.sub(role, _USER.sub(user, text)))
+        text = text.replace("@everyone", "@\u200beveryone").replace("@here", "@\u200bhere")
+        if text:
+            parts.append(text)
+    return "\n\n".join(parts)
+
+
+def _text(message: discord.Message) -> str:
+    # clean_content shows mentions as the client does (@name, #channel) and defuses
+    # @everyone, so the model reads what people read. A forward's own content is
+    # empty on Discord today; were it not, it stays in front of the snapshot's.
+    own = message.clean_content
+    if not _is_forward(message):
+        return own
+    return "\n\n".join(part for part in (own, forwarded_text(message)) if part)
 
 
 def reply_to_id(message: discord.Message) -> str | None:
@@ -126,11 +205,10 @@ def to_inbound(
         sender_id=str(message.author.id),
         sender_name=message.author.display_name,
         message_id=str(message.id),
-        # clean_content shows mentions as the client does (@name, #channel) and
-        # defuses @everyone, so the model reads what people read.
-        text=message.clean_content,
+        text=_text(message),
         reply_to_id=reply_id,
         reply_to_text=replied.clean_content if replied is not None and reply_id else None,
+        forwarded_from=forwarded_from(message),
         mentions_bot=mentions_bot(message, bot_id),
         is_admin=_is_admin(message.author),
         attachments=attachments(message),

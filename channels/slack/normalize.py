@@ -9,6 +9,14 @@ channel+ts. Slack delivers a mention twice, as ``message`` and ``app_mention`` w
 different ``event_id`` but the same channel+ts; both normalize to the same dedupe id
 and the same fields (only ``raw`` differs: the mention flag comes from the text, not
 the event type), so the gateway inbox keeps one.
+
+Shared messages: "Share message" posts the sharer's comment as ``text`` and the shared
+message as an ``attachments`` item marked ``is_share`` / ``is_msg_unfurl`` (with
+``author_id``, ``author_name``/``author_subname``, ``channel_id``/``channel_name`` and
+the original ``text``). Such an event sets ``forwarded_from`` from those markers and its
+``text`` is the comment followed by the shared text: the whole message then counts as
+someone else's words (the comment is demoted with it, which errs on the safe side).
+Mentions inside the shared text do not set ``mentions_bot``.
 """
 
 from __future__ import annotations
@@ -167,6 +175,43 @@ def _attachment(raw: dict[str, Any]) -> Attachment | None:
     )
 
 
+def _str(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def shared_messages(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The attachments that are other messages re-posted (shared or unfurled)."""
+    raw = event.get("attachments")
+    items: list[Any] = raw if isinstance(raw, list) else []
+    return [
+        a
+        for a in items
+        if isinstance(a, dict) and (a.get("is_share") is True or a.get("is_msg_unfurl") is True)
+    ]
+
+
+def shared_origin(share: dict[str, Any]) -> str:
+    """A readable origin for one shared message, from Slack's attachment fields only."""
+    name = _str(share.get("author_subname")) or _str(share.get("author_name"))
+    author_id = _str(share.get("author_id"))
+    if author_id:
+        who = f"{name} (slack user {author_id})" if name else f"slack user {author_id}"
+    else:
+        who = name or "someone"
+    channel_name = _str(share.get("channel_name"))
+    channel_id = _str(share.get("channel_id"))
+    if channel_name:
+        return f"{who} in #{channel_name}"
+    if channel_id:
+        return f"{who} in channel {channel_id}"
+    return who
+
+
+def _shared_text(share: dict[str, Any], ctx: SlackContext) -> str:
+    text = _str(share.get("text")) or _str(share.get("fallback")) or ""
+    return decode_text(text, ctx)
+
+
 def _is_group(event: dict[str, Any]) -> bool:
     channel_type = event.get("channel_type")
     if isinstance(channel_type, str):
@@ -203,6 +248,10 @@ def to_inbound(event: dict[str, Any], ctx: SlackContext, sender_name: str) -> In
     raw_files = event.get("files")
     files: list[Any] = raw_files if isinstance(raw_files, list) else []
     attachments = [a for f in files if isinstance(f, dict) and (a := _attachment(f))]
+    text = decode_text(str(event.get("text") or ""), ctx)
+    shares = shared_messages(event)
+    if shares:
+        text = "\n\n".join(p for p in [text, *(_shared_text(a, ctx) for a in shares)] if p)
     return Inbound(
         channel=ctx.channel,
         account=ctx.account,
@@ -212,9 +261,10 @@ def to_inbound(event: dict[str, Any], ctx: SlackContext, sender_name: str) -> In
         sender_id=str(event["user"]),
         sender_name=sender_name,
         message_id=ts,
-        text=decode_text(str(event.get("text") or ""), ctx),
+        text=text,
         # A thread reply answers the thread's parent; Slack has no other reply-to.
         reply_to_id=thread_ts if thread_ts and thread_ts != ts else None,
+        forwarded_from="; ".join(shared_origin(a) for a in shares) or None,
         mentions_bot=ctx.bot_user_id in mentions(event),
         attachments=attachments,
         received_at=_timestamp(ts),

@@ -21,7 +21,7 @@ from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
 from memory_store.protocol import Memory
-from workers.prompt import QUOTED_TRUST, render_record, trust_of
+from workers.prompt import QUOTED_TRUST, content_trust, render_record
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +60,15 @@ def source_of(deps: TurnDeps, message_id: str | None) -> tuple[str, list[str], l
 
     An uncited fact (or one citing an id not in this turn) is attributed to every message
     of the batch and gets the lowest trust among them: the model's say-so cannot raise
-    trust. A cited message that quotes other text counts at quoted trust, since the fact
-    may have come from the quote.
+    trust. A cited message that quotes other text, or is a forward (somebody else's words
+    re-posted, even by an admin), counts at quoted trust, since the fact may have come
+    from the quote or the forward.
     """
     cited = [m for m in deps.messages if message_id is not None and m.message_id == message_id]
     pool = cited or list(deps.messages)
     if not pool:
         return (f"{deps.group}:turn/{deps.turn_id}", [], [], QUOTED_TRUST)
-    trust = min(QUOTED_TRUST if m.reply_to_text else trust_of(m, deps.admins) for m in pool)
+    trust = min(content_trust(m, deps.admins) for m in pool)
     ids = [m.message_id for m in pool]
     participants = sorted({f"{m.channel}:{m.sender_id}" for m in pool})
     source = f"{deps.group}:msg/{','.join(ids)}"

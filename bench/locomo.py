@@ -8,6 +8,12 @@ as its time), then for every question with evidence runs ``search(question, k=50
 and reports recall@5/10/25/50 as the LoCoMo paper defines it: per question, the
 fraction of its gold evidence dia_ids among the top k, averaged over questions; overall
 and per category. With ``--json`` the last line is one JSON object.
+
+Held-out split: settings were tuned on the tuning conversations only (``--tune``,
+default conv-26); the summary always reports the tuning part and the held-out rest
+(``splits.tune``, ``splits.heldout``) next to the overall numbers, so a reader can see
+whether the tuned settings generalize. ``--split heldout`` evaluates only the held-out
+conversations (``tune`` only the tuning ones).
 """
 
 from __future__ import annotations
@@ -25,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 KS = (5, 10, 25, 50)
+#: Conversations used to choose and tune settings; everything else is held out.
+TUNE_SAMPLES = ("conv-26",)
 _DIA = re.compile(r"D\s*:?\s*(\d+)\s*:\s*(\d+)")
 
 
@@ -92,6 +100,7 @@ async def run_sample(sample: dict[str, Any], backend: str, root: Path,
             hits = await mem.search(str(qa["question"]), k=max(KS))
             ids = [h.id for h in hits]
             results.append({
+                "sample": sid,
                 "category": str(qa.get("category")),
                 **{f"recall@{k}": len(set(gold) & set(ids[:k])) / len(gold) for k in KS},
             })
@@ -103,7 +112,20 @@ async def run_sample(sample: dict[str, Any], backend: str, root: Path,
     return results, timing
 
 
-def summarize(backend: str, results: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(backend: str, results: list[dict[str, Any]],
+              tune: tuple[str, ...] = TUNE_SAMPLES) -> dict[str, Any]:
+    """Recall overall, by category, and on the tuning vs held-out conversations."""
+    summary = _summary(backend, results)
+    summary["splits"] = {
+        name: {k: v for k, v in _summary(backend, rows).items() if k != "backend"}
+        for name, rows in (("tune", [r for r in results if r.get("sample") in tune]),
+                           ("heldout", [r for r in results if r.get("sample") not in tune]))
+    }
+    summary["tune_samples"] = list(tune)
+    return summary
+
+
+def _summary(backend: str, results: list[dict[str, Any]]) -> dict[str, Any]:
     def mean(rows: list[dict[str, Any]], key: str) -> float:
         return round(sum(r[key] for r in rows) / len(rows), 4) if rows else 0.0
 
@@ -129,7 +151,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object as last line")
     ap.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     ap.add_argument("--keep", type=Path, default=None, help="write groups here (kept)")
+    ap.add_argument("--tune", default=",".join(TUNE_SAMPLES),
+                    help="comma-separated sample ids settings were tuned on (default: "
+                         "%(default)s); the rest is reported as held out")
+    ap.add_argument("--split", choices=["all", "tune", "heldout"], default="all",
+                    help="which conversations to evaluate (default: all, reported per split)")
     args = ap.parse_args(argv)
+    tune = tuple(t.strip() for t in args.tune.split(",") if t.strip())
     if not args.data.exists():
         print(f"LoCoMo data not found at {args.data}; skipping (see ../shared/data/README.md "
               "for where it comes from).", file=sys.stderr)
@@ -137,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"backend": args.backend, "skipped": f"no data at {args.data}"}))
         return 0
     samples = json.loads(args.data.read_text(encoding="utf-8"))
+    if args.split != "all":
+        samples = [s for s in samples
+                   if (str(s.get("sample_id")) in tune) == (args.split == "tune")]
     if args.limit:
         samples = samples[: args.limit]
     options: dict[str, Any] = {}
@@ -153,10 +184,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{sample.get('sample_id')}: {timing['turns']} turns written in "
                   f"{timing['write_s']:.1f}s, {timing['questions']} questions searched in "
                   f"{timing['search_s']:.1f}s", file=sys.stderr)
-    summary = summarize(args.backend, results)
+    summary = summarize(args.backend, results, tune)
     print(f"LoCoMo retrieval, backend={args.backend}, {summary['questions']} questions")
     print("          " + "  ".join(f"R@{k:<4}" for k in KS))
     print("overall   " + "  ".join(f"{summary[f'recall@{k}']:.3f}" for k in KS))
+    for name, part in summary["splits"].items():
+        if part["questions"]:
+            print(f"{name:<9} " + "  ".join(f"{part[f'recall@{k}']:.3f}" for k in KS)
+                  + f"   (n={part['questions']})")
     for cat, row in summary["by_category"].items():
         print(f"cat {cat:<5} " + "  ".join(f"{row[f'recall@{k}']:.3f}" for k in KS)
               + f"   (n={row['questions']})")

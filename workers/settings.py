@@ -90,6 +90,9 @@ class MemoryConfig(BaseModel):
     #: Bound on each core memory file (global CLAUDE.md, group CLAUDE.md, user_profile.md)
     #: in the prompt; longer files are cut with a note saying so.
     core_max_chars: int = Field(default=8000, ge=200)
+    #: Consolidate the group's memory (merge duplicate facts, supersede contradicted
+    #: ones, fold facts into entity files) after this many written episodes; 0 = never.
+    consolidate_every: int = Field(default=50, ge=0, le=1_000_000)
 
 
 class WorkerConfig(BaseModel):
@@ -217,7 +220,10 @@ def _check_model(model: ModelConfig, env: Mapping[str, str]) -> ModelConfig:
                 "'package.module:attribute' naming a pydantic-ai Model or a zero-argument "
                 "factory returning one"
             )
-        return model
+        # Optional here: a custom model that reads its own key from this variable gets
+        # the same scrubbing of errors and memory as the built-in providers.
+        value = env.get(model.api_key_env, "").strip() if model.api_key_env else ""
+        return model.model_copy(update={"api_key": SecretStr(value)}) if value else model
     if model.provider == "local":
         if not model.name:
             update["name"] = DEFAULT_MODEL_NAMES["local"]

@@ -1,0 +1,206 @@
+"""Memory maintenance: consolidating a group's memory now and then, never during a turn.
+
+Policy. Every episode a turn writes bumps the group's counter (``note_episode``). After a
+turn the drain job calls ``after_turn``: when ``consolidation_due`` (at least
+``[memory] consolidate_every`` episodes since the last consolidation; 0 turns it off)
+and no consolidation is pending for the group (a Redis key taken with SET NX and a TTL,
+so a lost job cannot block the group for longer than ``PENDING_TTL``), it enqueues
+``consolidate_group`` on the drain queue.
+
+The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``) takes the
+SAME group lock as the drain job, so it never runs while a turn of that group does. If
+the lock is busy it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later
+(RQ's scheduler, which the workers run) and returns. Consolidation is idempotent
+(``memory_store.consolidate``), so a duplicate job is harmless, only wasted work.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from datetime import timedelta
+from typing import Any
+
+import redis
+from rq import Queue, Retry, get_current_job
+
+from memory_store.consolidate import consolidate
+from workers.keys import DEFAULT_QUEUE, Keys
+from workers.lock import GroupLock
+from workers.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+#: import path of the consolidation job, as RQ resolves it inside a worker
+CONSOLIDATE_JOB = "workers.maintenance.consolidate_group"
+REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
+#: longest a consolidation stays "pending" (queued, rescheduled or running) without
+#: finishing before another may be enqueued, seconds
+PENDING_TTL = 3600
+#: how long the job waits for the group lock before rescheduling itself, seconds
+LOCK_WAIT = 0.5
+#: delay before a job that found the group busy tries again, seconds
+RESCHEDULE_DELAY = 15
+#: a group busy this many times in a row is left for the next due consolidation
+MAX_RESCHEDULES = 40
+RETRY_INTERVALS = [30, 300]
+DEFAULT_RETRIES = 2
+
+
+def pending_key(prefix: str, group: str) -> str:
+    """Present while a consolidation of ``group`` is queued, rescheduled or running."""
+    return f"{prefix}consolidate:{group}"
+
+
+def counter_key(prefix: str, group: str) -> str:
+    """Episodes written for ``group`` since its last consolidation."""
+    return f"{prefix}episodes:{group}"
+
+
+def consolidation_due(episodes_since_last: int, every: int) -> bool:
+    """Whether a group with ``episodes_since_last`` new episodes needs consolidating
+    under ``[memory] consolidate_every = every`` (0 or less: never)."""
+    return every > 0 and episodes_since_last >= every
+
+
+def note_episode(client: redis.Redis, prefix: str, group: str) -> int:
+    """Count one written episode for ``group``; returns the count since the last
+    consolidation."""
+    return int(client.incr(counter_key(prefix, group)))  # type: ignore[arg-type]
+
+
+def _job_options(job_timeout: int, retries: int, group: str) -> dict[str, Any]:
+    return {
+        "job_timeout": job_timeout,
+        "retry": Retry(max=retries, interval=RETRY_INTERVALS) if retries > 0 else None,
+        "result_ttl": 600,
+        "failure_ttl": 7 * 24 * 3600,
+        "description": f"consolidate {group}",
+    }
+
+
+def schedule_consolidation(
+    client: redis.Redis,
+    group: str,
+    *,
+    every: int,
+    queue: str = DEFAULT_QUEUE,
+    prefix: str = "pnc:",
+    lock_ttl: float = 30.0,
+    job_timeout: int = 300,
+    retries: int = DEFAULT_RETRIES,
+) -> str | None:
+    """Enqueue a consolidation of ``group`` if one is due and none is pending; returns
+    the job id, or None."""
+    raw = client.get(counter_key(prefix, group))
+    count = int(raw) if raw is not None else 0  # type: ignore[arg-type]
+    if not consolidation_due(count, every):
+        return None
+    job_id = uuid.uuid4().hex
+    if not client.set(pending_key(prefix, group), job_id, nx=True, ex=PENDING_TTL):
+        return None
+    try:
+        Queue(queue, connection=client, serializer="json").enqueue(
+            CONSOLIDATE_JOB,
+            job_id=job_id,
+            kwargs={"group": group, "queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
+                    "job_timeout": job_timeout, "retries": retries},
+            **_job_options(job_timeout, retries, group),
+        )
+    except BaseException:
+        client.delete(pending_key(prefix, group))  # nothing queued: let the next turn try
+        raise
+    log.info("consolidation of %s enqueued after %d episodes (%s)", group, count, job_id)
+    return job_id
+
+
+def after_turn(
+    client: redis.Redis,
+    group: str,
+    settings: WorkerSettings,
+    *,
+    queue: str,
+    prefix: str,
+    lock_ttl: float,
+) -> str | None:
+    """The drain job's hook after each turn: schedule a consolidation if due. Never
+    raises (a scheduling problem must not stop the group's turns)."""
+    try:
+        return schedule_consolidation(
+            client, group, every=settings.memory.consolidate_every, queue=queue,
+            prefix=prefix, lock_ttl=lock_ttl, job_timeout=settings.worker.job_timeout)
+    except Exception as exc:
+        log.warning("could not schedule consolidation of %s: %r", group, exc)
+        return None
+
+
+def _connection(redis_url: str | None) -> redis.Redis:
+    job = get_current_job()
+    if job is not None:
+        return job.connection
+    url = redis_url or os.environ.get(REDIS_URL_ENV)
+    if not url:
+        raise RuntimeError(f"no Redis: run inside an RQ worker or set {REDIS_URL_ENV}")
+    return redis.Redis.from_url(url)
+
+
+def consolidate_group(
+    group: str,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    prefix: str = "pnc:",
+    lock_ttl: float = 30.0,
+    job_timeout: int = 300,
+    retries: int = DEFAULT_RETRIES,
+    reschedules: int = 0,
+    redis_url: str | None = None,
+) -> dict[str, Any]:
+    """Consolidate ``group``'s memory under the group lock. Returns a JSON summary:
+    ``end`` is "consolidated" (with ``changed``, the records changed), "rescheduled"
+    (with the new ``job``) or "gave-up" (busy ``MAX_RESCHEDULES`` times in a row)."""
+    # turn.py and drain.py import this module for their hooks; importing them here, at
+    # call time, keeps the import graph acyclic.
+    from workers.drain import worker_settings
+    from workers.turn import group_memory, resolve_data_dir
+
+    client = _connection(redis_url)
+    keys = Keys(prefix)
+    pending = pending_key(prefix, group)
+    # The pending key stands in for the drain lease the lock renews: renewing the real
+    # lease would make the inbox believe a drain job exists and skip enqueueing one.
+    lock = GroupLock(client, keys.lock(group), pending, ttl=lock_ttl, lease_ttl=PENDING_TTL)
+    if not lock.acquire(timeout=LOCK_WAIT):
+        if reschedules >= MAX_RESCHEDULES:
+            log.warning("consolidation of %s: group busy %d times; left for later", group,
+                        reschedules)
+            client.delete(pending)
+            return {"group": group, "end": "gave-up", "reschedules": reschedules}
+        job = Queue(queue, connection=client, serializer="json").enqueue_in(
+            timedelta(seconds=RESCHEDULE_DELAY),
+            CONSOLIDATE_JOB,
+            kwargs={"group": group, "queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
+                    "job_timeout": job_timeout, "retries": retries,
+                    "reschedules": reschedules + 1},
+            **_job_options(job_timeout, retries, group),
+        )
+        client.set(pending, job.id, ex=PENDING_TTL)
+        log.info("consolidation of %s: group busy, rescheduled in %ds (%s)", group,
+                 RESCHEDULE_DELAY, job.id)
+        return {"group": group, "end": "rescheduled", "job": job.id}
+    settings = worker_settings()
+    try:
+        raw = client.get(counter_key(prefix, group))
+        seen = int(raw) if raw is not None else 0  # type: ignore[arg-type]
+        _, memory = group_memory(resolve_data_dir(settings), group, settings.memory.backend)
+        changed = consolidate(memory)  # sync: a job needs no event loop for it
+        # what was counted before, not zero: should the lock have lapsed meanwhile, the
+        # episodes a turn wrote since still count toward the next consolidation
+        client.decrby(counter_key(prefix, group), seen)
+    finally:
+        # stop renewing (which would recreate the pending key) before dropping it
+        lock.release()
+    # On an exception the pending key stays: RQ's Retry runs this job again.
+    client.delete(pending)
+    log.info("consolidated %s: %d records changed", group, changed)
+    return {"group": group, "end": "consolidated", "changed": changed}

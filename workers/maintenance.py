@@ -9,9 +9,12 @@ so a lost job cannot block the group for longer than ``PENDING_TTL``), it enqueu
 
 The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``) takes the
 SAME group lock as the drain job, so it never runs while a turn of that group does. If
-the lock is busy it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later
-(RQ's scheduler, which the workers run) and returns. Consolidation is idempotent
-(``memory_store.consolidate``), so a duplicate job is harmless, only wasted work.
+the lock is busy, or a drain for the group is queued or messages wait (turns come first),
+it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later (RQ's scheduler,
+which the workers run) and returns. A message arriving during a consolidation waits for
+it (the drain job waits up to 5 s for the lock, then the sweeper re-enqueues it).
+Consolidation is idempotent (``memory_store.consolidate``), so a duplicate job is
+harmless, only wasted work.
 """
 
 from __future__ import annotations
@@ -170,7 +173,11 @@ def consolidate_group(
     # The pending key stands in for the drain lease the lock renews: renewing the real
     # lease would make the inbox believe a drain job exists and skip enqueueing one.
     lock = GroupLock(client, keys.lock(group), pending, ttl=lock_ttl, lease_ttl=PENDING_TTL)
-    if not lock.acquire(timeout=LOCK_WAIT):
+    # Yield to the group's turns: with a drain queued or running (its lease), or messages
+    # waiting, taking the lock would only make that drain wait for us.
+    waiting = int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
+                                keys.processing(group)))
+    if waiting or not lock.acquire(timeout=LOCK_WAIT):
         if reschedules >= MAX_RESCHEDULES:
             log.warning("consolidation of %s: group busy %d times; left for later", group,
                         reschedules)

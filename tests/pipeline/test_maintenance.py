@@ -225,6 +225,21 @@ def test_job_never_runs_while_a_turn_holds_the_lock(env: Env) -> None:
     assert not env.r.exists(pending_key("pnc:", GROUP))
 
 
+@pytest.mark.parametrize("waiting", ["lease", "mailbox"])
+def test_job_yields_to_a_queued_drain_or_waiting_messages(env: Env, waiting: str) -> None:
+    seed_duplicates(env)
+    if waiting == "lease":
+        env.r.set(K.lease(GROUP), "drain-job-id", px=60_000)
+    else:
+        push(env.r, ["w1"])
+    before = snapshot(env.group_dir())
+    result = consolidate_group(GROUP, redis_url=env.url)
+    assert result["end"] == "rescheduled" and snapshot(env.group_dir()) == before
+    assert not env.r.exists(K.lock(GROUP))  # never took the lock from the coming turn
+    if waiting == "lease":
+        assert env.r.get(K.lease(GROUP)) == b"drain-job-id"
+
+
 def test_a_group_busy_for_too_long_is_left_for_the_next_due_run(env: Env) -> None:
     from workers.maintenance import MAX_RESCHEDULES
 

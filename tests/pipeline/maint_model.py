@@ -6,7 +6,7 @@ carries the model key (``$PNC_TEST_FAKE_KEY``), as a careless provider SDK might
 Reflection requests (recognized by their instructions) are answered with a lesson that
 echoes the whole failure report, so any secret in the report would reach the file.
 With ``PNC_TEST_REDIS_URL`` set, each reflection request is counted in
-``test:reflect-calls``.
+``test:reflect-calls`` (and in ``test:reflect-saw-key`` when its report held the key).
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     user = _user_text(messages)
     if REFLECT_MARK in (info.instructions or ""):
         _count("test:reflect-calls")
+        if os.environ.get(KEY_ENV) and os.environ[KEY_ENV] in user:
+            _count("test:reflect-saw-key")
         return ModelResponse(parts=[TextPart("Lesson from the report: " + user)])
     if "FAIL429" in user:
         raise ModelHTTPError(429, "scripted", body={"error": "slow down"})

@@ -281,6 +281,7 @@ async def test_reflection_scrubs_the_key_and_writes_once_per_turn(env: Env) -> N
     # the scripted model echoed the report: it carried what failed, without the key
     assert "AuthenticationError" in lessons[0].content and tid in lessons[0].content
     assert int(env.r.get("test:reflect-calls") or 0) == 1  # a retry does not ask again
+    assert not env.r.exists("test:reflect-saw-key")  # the model never saw the key either
     files = list((env.group_dir() / "reflections").glob("*.md"))
     assert len(files) == 1
     assert FAKE_KEY not in all_text(env.group_dir())

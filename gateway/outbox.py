@@ -99,6 +99,7 @@ class Outbox:
         self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, dict[str, str]]]] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._inflight: set[str] = set()
+        self._acks: set[asyncio.Task[None]] = set()
         self._warned: set[str] = set()
         self.stats = OutboxStats()
 
@@ -142,6 +143,8 @@ class Outbox:
         """Wait for queued events to be handled."""
         for q in list(self._queues.values()):
             await q.join()
+        if self._acks:
+            await asyncio.gather(*list(self._acks))
 
     async def _read(self, *, pending: bool) -> None:
         """Read new entries, or (``pending``) this consumer's unacked ones from before."""
@@ -211,7 +214,9 @@ class Outbox:
                     log.exception("outbox: handling %s failed", entry_id)
                     done = False
                 if done:
-                    await self._ack(entry_id)
+                    # acked in the background: the chat's next event (the "done" after a
+                    # reply) need not wait a round trip for it
+                    self._ack_soon(entry_id)
                 else:
                     # stays pending: reclaimed and retried after claim_idle
                     self._inflight.discard(entry_id)
@@ -219,6 +224,18 @@ class Outbox:
         finally:
             self._queues.pop(key, None)
             self._tasks.pop(key, None)
+
+    def _ack_soon(self, entry_id: str) -> None:
+        task = asyncio.get_running_loop().create_task(self._ack_quietly(entry_id))
+        self._acks.add(task)
+        task.add_done_callback(self._acks.discard)
+
+    async def _ack_quietly(self, entry_id: str) -> None:
+        try:
+            await self._ack(entry_id)
+        except (redis.RedisError, OSError) as err:
+            # stays pending: claimed again after claim_idle (sent chunks are skipped)
+            log.warning("outbox: could not ack %s (%s)", entry_id, err)
 
     async def _ack(self, entry_id: str) -> None:
         try:

@@ -13,9 +13,10 @@ import sys
 from pathlib import Path
 
 import redis
-from rq import Queue, SimpleWorker, Worker
+from rq import Queue
 
 from workers.keys import DEFAULT_QUEUE
+from workers.rqworker import PipelinedSimpleWorker, PipelinedWorker
 from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
 
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     names = args.queues or [DEFAULT_QUEUE]
     queues = [Queue(n, connection=conn, serializer="json") for n in names]
-    cls = SimpleWorker if args.worker_class == "simple" else Worker
+    cls = PipelinedSimpleWorker if args.worker_class == "simple" else PipelinedWorker
     worker = cls(queues, connection=conn, serializer="json", name=args.name)
     worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
                 logging_level=args.log_level.upper())

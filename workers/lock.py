@@ -1,15 +1,19 @@
 """The per-group turn lock: at most one turn per group across every worker and machine.
 
-A Redis key holding a random token, with a TTL that a background thread renews every
-third of the TTL. Release and renewal check the token (Lua), so a worker that stalled
-past its TTL cannot release or extend a lock someone else took since. The renewal also
-extends the group's drain lease, so the gateway's sweeper leaves a live job alone; when
-the worker dies (kill -9) both expire and the sweeper hands the group to a new job.
+A Redis key holding a random token, with a TTL that is renewed every third of the TTL.
+Release and renewal check the token (Lua), so a worker that stalled past its TTL cannot
+release or extend a lock someone else took since. The renewal also extends the group's
+drain lease, so the gateway's sweeper leaves a live job alone; when the worker dies
+(kill -9) both expire and the sweeper hands the group to a new job.
+
+One renewal thread per process serves every lock the process holds: starting (and
+joining) a thread per job cost about a millisecond per turn on a busy machine.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
@@ -18,6 +22,16 @@ from types import TracebackType
 import redis
 
 log = logging.getLogger(__name__)
+
+# KEYS: lock, lease   ARGV: token, lock ttl ms, lease ttl ms
+# Takes the lock and, with it, extends the lease (recreated if it lapsed). 1 if taken.
+_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 0 then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+end
+return 1
+"""
 
 # KEYS: lock, lease   ARGV: token, lock ttl ms, lease ttl ms
 # The lease keeps its value (the id of the job it stands for); recreated if it lapsed.
@@ -41,6 +55,54 @@ class LockLost(Exception):
     """The group lock expired or was taken over; the turn must not publish or write."""
 
 
+class _Renewer:
+    """The process's renewal thread: renews each registered lock every third of its TTL.
+
+    A renewal that races a deliberate release (the drain's finish script or
+    ``release()``) fails its token check and changes nothing in Redis.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[int, tuple[GroupLock, float]] = {}
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def add(self, lock: GroupLock) -> None:
+        with self._cond:
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                # first lock of this process (or of a forked child, which has no thread)
+                self._due = {}
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._run, name="group-lock renewal",
+                                                daemon=True)
+                self._thread.start()
+            self._due[id(lock)] = (lock, time.monotonic() + lock.ttl_ms / 3000)
+            self._cond.notify()
+
+    def remove(self, lock: GroupLock) -> None:
+        with self._cond:
+            self._due.pop(id(lock), None)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                due = [lk for lk, at in self._due.values() if at <= now]
+                for lk in due:
+                    self._due[id(lk)] = (lk, now + lk.ttl_ms / 3000)
+                if not due:
+                    nxt = min((at for _, at in self._due.values()), default=None)
+                    self._cond.wait(None if nxt is None else max(nxt - now, 0.001))
+                    continue
+            for lk in due:
+                if not lk.renew_once():
+                    self.remove(lk)
+
+
+_renewer = _Renewer()
+
+
 class GroupLock:
     """``with GroupLock(...) as lock:`` holds the group's lock and keeps it renewed."""
 
@@ -61,21 +123,20 @@ class GroupLock:
         self.token = secrets.token_hex(16)
         self.held = False
         self.lost = threading.Event()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._renewing = False
+        self._acquire = self._r.register_script(_ACQUIRE)
         self._renew = self._r.register_script(_RENEW)
         self._release = self._r.register_script(_RELEASE)
 
     def acquire(self, timeout: float) -> bool:
-        """Take the lock, waiting up to ``timeout`` seconds (a killed holder's lock
-        expires by its TTL). Starts renewal on success."""
+        """Take the lock (extending the lease with it), waiting up to ``timeout`` seconds
+        (a killed holder's lock expires by its TTL). Starts renewal on success."""
         deadline = time.monotonic() + timeout
         delay = 0.01
         while True:
-            if self._r.set(self.lock_key, self.token, nx=True, px=self.ttl_ms):
+            if int(self._acquire(keys=[self.lock_key, self.lease_key],
+                                 args=[self.token, self.ttl_ms, self.lease_ttl_ms])):
                 self.held = True
-                self._renew(keys=[self.lock_key, self.lease_key],
-                            args=[self.token, self.ttl_ms, self.lease_ttl_ms])
                 self.start_renewal()
                 return True
             if time.monotonic() >= deadline:
@@ -84,41 +145,38 @@ class GroupLock:
             delay = min(delay * 2, 0.25)
 
     def start_renewal(self) -> None:
-        """Renew the lock (and the lease) every third of the TTL in a daemon thread."""
-        if self._thread is not None:
-            return
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._renew_loop, args=(self._stop,), name=f"renew {self.lock_key}",
-            daemon=True,
-        )
-        self._thread.start()
+        """Renew the lock (and the lease) every third of the TTL until ``stop_renewal``."""
+        self._renewing = True
+        _renewer.add(self)
 
-    def _renew_loop(self, stop: threading.Event) -> None:
-        interval = self.ttl_ms / 3000
-        while not stop.wait(interval):
-            try:
-                ok = self._renew(keys=[self.lock_key, self.lease_key],
-                                 args=[self.token, self.ttl_ms, self.lease_ttl_ms])
-            except (redis.RedisError, OSError) as err:
-                log.warning("could not renew %s: %s", self.lock_key, err)
-                continue
-            if not int(ok):
-                log.error("lost %s (expired or taken over); the turn will be abandoned",
-                          self.lock_key)
-                self.lost.set()
-                return
+    def stop_renewal(self) -> None:
+        """Stop renewing. A renewal already in flight may still run; it only extends the
+        lock if it is still ours, and it fails quietly if the lock was just released."""
+        self._renewing = False
+        _renewer.remove(self)
+
+    def renew_once(self) -> bool:
+        """One renewal (called by the renewal thread). False once the lock is not ours."""
+        try:
+            ok = self._renew(keys=[self.lock_key, self.lease_key],
+                             args=[self.token, self.ttl_ms, self.lease_ttl_ms])
+        except (redis.RedisError, OSError) as err:
+            log.warning("could not renew %s: %s", self.lock_key, err)
+            return True  # try again next period; the TTL has slack for a few misses
+        if int(ok):
+            return True
+        # Set even when renewal was being stopped: a lock found gone while the caller
+        # still believes it holds it (finish said "more") must abandon the next turn.
+        self.lost.set()
+        if self._renewing:
+            log.error("lost %s (expired or taken over); the turn will be abandoned",
+                      self.lock_key)
+        return False
 
     def check(self) -> None:
         """Raise ``LockLost`` if renewal noticed the lock is no longer ours."""
         if self.lost.is_set():
             raise LockLost(self.lock_key)
-
-    def stop_renewal(self) -> None:
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
-        self._thread = None
 
     def release(self) -> None:
         """Stop renewing and release the lock if still ours. Idempotent."""

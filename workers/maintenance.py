@@ -1,7 +1,7 @@
 """Memory maintenance: consolidating a group's memory now and then, never during a turn.
 
-Policy. Every episode a turn writes bumps the group's counter (``note_episode``). After a
-turn the drain job calls ``after_turn``: when ``consolidation_due`` (at least
+Policy. After a turn wrote its episode the drain job calls ``episode_written``, which
+bumps the group's counter and, when ``consolidation_due`` (at least
 ``[memory] consolidate_every`` episodes since the last consolidation; 0 turns it off)
 and no consolidation is pending for the group (a Redis key taken with SET NX and a TTL,
 so a lost job cannot block the group for longer than ``PENDING_TTL``), it enqueues
@@ -93,11 +93,14 @@ def schedule_consolidation(
     lock_ttl: float = 30.0,
     job_timeout: int = 300,
     retries: int = DEFAULT_RETRIES,
+    count: int | None = None,
 ) -> str | None:
-    """Enqueue a consolidation of ``group`` if one is due and none is pending; returns
-    the job id, or None."""
-    raw = client.get(counter_key(prefix, group))
-    count = int(raw) if raw is not None else 0  # type: ignore[arg-type]
+    """Enqueue a consolidation of ``group`` if one is due (``count`` episodes since the
+    last one; read from Redis when not given) and none is pending; returns the job id,
+    or None."""
+    if count is None:
+        raw = client.get(counter_key(prefix, group))
+        count = int(raw) if raw is not None else 0  # type: ignore[arg-type]
     if not consolidation_due(count, every):
         return None
     job_id = uuid.uuid4().hex
@@ -118,7 +121,7 @@ def schedule_consolidation(
     return job_id
 
 
-def after_turn(
+def episode_written(
     client: redis.Redis,
     group: str,
     settings: WorkerSettings,
@@ -127,12 +130,17 @@ def after_turn(
     prefix: str,
     lock_ttl: float,
 ) -> str | None:
-    """The drain job's hook after each turn: schedule a consolidation if due. Never
-    raises (a scheduling problem must not stop the group's turns)."""
+    """The drain job's hook after a turn wrote its episode: count it and, if due,
+    schedule a consolidation (one INCR per turn; nothing at all when turned off).
+    Returns the job id, or None. Never raises: a scheduling problem must not stop the
+    group's turns."""
+    every = settings.memory.consolidate_every
+    if every <= 0:
+        return None
     try:
         return schedule_consolidation(
-            client, group, every=settings.memory.consolidate_every, queue=queue,
-            prefix=prefix, lock_ttl=lock_ttl, job_timeout=settings.worker.job_timeout)
+            client, group, every=every, queue=queue, prefix=prefix, lock_ttl=lock_ttl,
+            job_timeout=settings.worker.job_timeout, count=note_episode(client, prefix, group))
     except Exception as exc:
         log.warning("could not schedule consolidation of %s: %r", group, exc)
         return None

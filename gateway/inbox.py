@@ -28,9 +28,9 @@ from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
+from channels.keys import DRAIN_JOB, Keys
 from channels.models import Inbound
 from gateway.config import GatewayConfig
-from gateway.keys import DRAIN_JOB, Keys
 from gateway.router import Disposition, Router
 
 log = logging.getLogger(__name__)

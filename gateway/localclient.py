@@ -16,9 +16,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from channels.keys import Keys
 from channels.local import LocalKeys
 from channels.models import Inbound
-from gateway.keys import Keys
 
 
 @dataclass

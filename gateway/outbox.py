@@ -38,8 +38,8 @@ from tenacity import (
 
 from channels.base import Channel, Chunk
 from channels.errors import FormattingRejected, PermanentError, RateLimited, TransientError
+from channels.keys import OUTBOX_GROUP, Keys
 from channels.models import Outbound
-from gateway.keys import OUTBOX_GROUP, Keys
 from gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ import asyncio
 import redis.asyncio as aioredis
 
 from channels.base import ChannelLimits
-from gateway.keys import Keys
+from channels.keys import Keys
 
 # KEYS: bucket   ARGV: interval ms, burst
 # Returns 0 when a send may go now (and records it), else the ms to wait.

@@ -15,7 +15,7 @@ from pathlib import Path
 import redis
 from rq import Queue
 
-from workers.keys import DEFAULT_QUEUE
+from channels.keys import DEFAULT_QUEUE
 from workers.rqworker import PipelinedSimpleWorker, PipelinedWorker
 from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
 

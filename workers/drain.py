@@ -23,7 +23,7 @@ import redis
 from pydantic import ValidationError
 from rq import Queue, Retry, get_current_job
 
-from workers.keys import DRAIN_JOB, Keys
+from channels.keys import DRAIN_JOB, Keys
 from workers.lock import GroupLock, LockLost
 from workers.settings import WorkerSettings, load_worker_settings
 from workers.turn import TurnRunner, parse_batch

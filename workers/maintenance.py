@@ -28,8 +28,8 @@ from typing import Any
 import redis
 from rq import Queue, Retry, get_current_job
 
+from channels.keys import DEFAULT_QUEUE, Keys
 from memory_store.consolidate import consolidate
-from workers.keys import DEFAULT_QUEUE, Keys
 from workers.lock import GroupLock
 from workers.settings import WorkerSettings
 

@@ -25,10 +25,10 @@ from typing import Any
 
 import redis
 
+from channels.keys import Keys
 from channels.models import Inbound, Outbound
 from memory_store import BaseMemory, GroupDirectory, open_group
 from workers.agent import TurnRequest, build_agent
-from workers.keys import Keys
 from workers.lock import GroupLock, LockLost
 from workers.settings import WorkerSettings
 

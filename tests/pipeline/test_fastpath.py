@@ -16,10 +16,10 @@ import redis.asyncio as aioredis
 from rq import Queue
 from rq.job import Job
 
+from channels.keys import Keys
 from channels.models import Inbound
 from gateway.config import parse_config
 from gateway.inbox import DrainEnqueuer, Inbox
-from gateway.keys import Keys
 from gateway.outbox import Outbox
 from tests.pipeline.conftest import Valkey, write_config
 from workers.lock import GroupLock

@@ -14,11 +14,11 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.registry import ScheduledJobRegistry
 
+from channels.keys import Keys
 from channels.models import Inbound
 from memory_store import BaseMemory, open_memory
 from workers import drain
 from workers.agent import TurnError, clear_agent_cache
-from workers.keys import Keys
 from workers.maintenance import (
     CONSOLIDATE_JOB,
     PENDING_TTL,

@@ -14,9 +14,9 @@ import redis.asyncio as aioredis
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.errors import FormattingRejected, NetworkError, PermanentError, RateLimited
+from channels.keys import OUTBOX_GROUP, Keys
 from channels.models import Outbound
 from channels.split import split_text
-from gateway.keys import OUTBOX_GROUP, Keys
 from gateway.outbox import Outbox
 from gateway.ratelimit import RateLimiter
 from tests.pipeline.conftest import Valkey

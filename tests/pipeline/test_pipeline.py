@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.keys import Keys
+from channels.keys import Keys
 from memory_store import GroupDirectory
 from tests.pipeline.conftest import Stack, Valkey
 

@@ -1,7 +1,8 @@
-"""Redis key names of the pipeline, all under one prefix (default ``pnc:``).
+"""Redis key names of the message path, all under one prefix (default ``pnc:``).
 
-``workers/keys.py`` is a copy (workers must not import gateway); a test checks that the
-two agree.
+The queue layout is part of the envelope's contract: the gateway writes these keys and
+the workers read them, so it lives here, beside ``channels.models``, where both may
+import it (pure names, no platform SDK).
 """
 
 from __future__ import annotations

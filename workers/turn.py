@@ -17,7 +17,7 @@ import json
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +30,7 @@ from channels.models import Inbound, Outbound
 from memory_store import BaseMemory, GroupDirectory, open_group
 from workers.agent import TurnRequest, build_agent
 from workers.lock import GroupLock, LockLost
+from workers.prompt import content_trust
 from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -171,6 +172,12 @@ def episode_text(batch: Batch, reply: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def episode_trust(messages: Sequence[Inbound], admins: Collection[str] = ()) -> float:
+    """An episode is as trustworthy as the least trusted words it records: a forward or
+    a quote in the batch lowers it to quoted trust, whoever posted it."""
+    return min((content_trust(m, admins) for m in messages), default=0.0)
+
+
 def resolve_data_dir(settings: WorkerSettings) -> Path:
     """``data_dir`` as the gateway resolves it: relative to the config file's directory."""
     data_dir = settings.data_dir.expanduser()
@@ -272,7 +279,7 @@ class TurnRunner:
                 "message_ids": [m.message_id for m in batch.messages],
                 "participants": sorted({f"{m.sender_name} ({m.channel}:{m.sender_id})"
                                         for m in batch.messages}),
-                "trust": 0.9 if not batch.messages[0].is_group else 0.7,
+                "trust": episode_trust(batch.messages, self._settings.admins),
                 "created": datetime.now(UTC).isoformat(),
             })
             if mark_written:

@@ -25,6 +25,7 @@ from rq import Queue, Retry, get_current_job
 
 from channels.keys import DRAIN_JOB, Keys
 from workers.lock import GroupLock, LockLost
+from workers.maintenance import episode_written
 from workers.settings import WorkerSettings, load_worker_settings
 from workers.turn import TurnRunner, parse_batch
 
@@ -179,6 +180,9 @@ def drain_group(
                     written = runner.unmarked_written
                     turns += 1
                     log.info("drain %s: turn %d %s", group, turns, outcome)
+                    if written:  # this turn wrote its episode
+                        episode_written(client, group, worker_settings(), queue=queue,
+                                        prefix=prefix, lock_ttl=lock_ttl)
             lock.stop_renewal()  # the finish script may release the lock itself
             more = int(finish(keys=[keys.processing(group), keys.mailbox(group),
                                     keys.lease(group), keys.active, lock.lock_key,

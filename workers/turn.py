@@ -28,9 +28,10 @@ import redis
 from channels.keys import Keys
 from channels.models import Inbound, Outbound
 from memory_store import BaseMemory, GroupDirectory, open_group
-from workers.agent import TurnRequest, build_agent
+from workers.agent import TurnError, TurnRequest, build_agent
 from workers.lock import GroupLock, LockLost
 from workers.prompt import content_trust
+from workers.reflection import reflect_on_failure
 from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -244,13 +245,24 @@ class TurnRunner:
         else:
             if int(attempts) > max_attempts:
                 self.dead_letter(batch, lock, f"{int(attempts) - 1} attempts")
+                await reflect_on_failure(self._r, turn_key, memory, self._settings,
+                                         group=batch.group, turn_id=batch.turn_id, dead=True,
+                                         message_ids=[m.message_id for m in batch.messages],
+                                         attempts=int(attempts) - 1)
                 return "dead"
             agent = build_agent(self._settings)
-            reply = await agent.run(TurnRequest(
-                group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
-                core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
-                engaged_ids=batch.engaged_ids,
-            ))
+            try:
+                reply = await agent.run(TurnRequest(
+                    group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
+                    core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
+                    engaged_ids=batch.engaged_ids,
+                ))
+            except TurnError as err:
+                await reflect_on_failure(self._r, turn_key, memory, self._settings,
+                                         group=batch.group, turn_id=batch.turn_id, error=err,
+                                         message_ids=[m.message_id for m in batch.messages],
+                                         attempts=int(attempts))
+                raise
             lock.check()
             reply_text = reply.text if reply.text and reply.text.strip() else None
             reply_event = ""

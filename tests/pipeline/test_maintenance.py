@@ -39,7 +39,7 @@ from workers.settings import (
 )
 from workers.turn import turn_id_for
 
-from .conftest import ROOT, Valkey, write_config
+from .conftest import ROOT, Stack, Valkey, write_config
 from .maint_model import KEY_ENV
 
 K = Keys()
@@ -372,3 +372,91 @@ async def test_reflection_never_raises(env: Env) -> None:
             broken, K.turn("t"), mem, settings, group=GROUP, turn_id="t", message_ids=[],
             error=TurnError("x", transient=False)) is None
     broken.close()
+
+
+# -- the hooks in the drain job and the turn ---------------------------------------------
+
+
+def test_drain_schedules_consolidation_after_n_episodes(env: Env) -> None:
+    seed_duplicates(env)
+    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    for i in range(3):
+        assert q.count == 0
+        push(env.r, [f"m{i}"])
+        assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert int(env.r.get(counter_key("pnc:", GROUP)) or 0) == 3
+    assert [j.func_name for j in q.jobs] == [CONSOLIDATE_JOB]
+    push(env.r, ["m3"])
+    drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)
+    assert q.count == 1  # one pending at most
+    run_queue(env)
+    assert_merged(env)
+    assert int(env.r.get(counter_key("pnc:", GROUP)) or 0) == 0
+
+
+def test_a_failing_turn_leaves_one_lesson_without_the_key(env: Env) -> None:
+    push(env.r, ["f1"], text="please FAIL")
+    for _ in range(3):  # the first attempt and two retries of the drain job
+        with pytest.raises(TurnError) as info:
+            drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1, max_attempts=3)
+        assert FAKE_KEY not in str(info.value)
+    assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1,
+                             max_attempts=3)["turns"] == 1  # dead-lettered
+    assert env.r.llen(K.dead(GROUP)) == 1
+    assert int(env.r.get("test:reflect-calls") or 0) == 1
+    lessons = list((env.group_dir() / "reflections").glob("*.md"))
+    assert len(lessons) == 1
+    body = lessons[0].read_text(encoding="utf-8")
+    assert "RuntimeError" in body and "f1" in body
+    assert FAKE_KEY not in all_text(env.group_dir()) and FAKE_KEY[-8:] not in all_text(
+        env.group_dir())
+    assert not list((env.group_dir() / "episodes").glob("*.md"))  # a failed turn is no episode
+
+
+def test_a_rate_limited_turn_is_reflected_on_only_when_dead_lettered(env: Env) -> None:
+    push(env.r, ["r1"], text="FAIL429")
+    for _ in range(2):
+        with pytest.raises(TurnError) as info:
+            drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1, max_attempts=2)
+        assert info.value.transient
+    assert not list((env.group_dir() / "reflections").glob("*.md"))  # a retry may succeed
+    assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1,
+                             max_attempts=2)["turns"] == 1  # dead-lettered
+    lessons = list((env.group_dir() / "reflections").glob("*.md"))
+    assert len(lessons) == 1
+    body = lessons[0].read_text(encoding="utf-8")
+    assert "429" in body and "gave up" in body and "Attempts: 2" in body
+
+
+async def test_workers_consolidate_and_reflect_end_to_end(
+    tmp_path: Path, valkey: Valkey
+) -> None:
+    """Real worker processes: the drain job schedules consolidation and a worker runs it
+    by its import path; a failing turn, retried by RQ, leaves one scrubbed lesson."""
+    stack = Stack(tmp_path, valkey)
+    config_text(stack.config_path, valkey.url, every=2)
+    e = Env(valkey.url, stack.r, stack.config_path, stack.data_dir)
+    try:
+        seed_duplicates(e)
+        stack.start_workers(1, env={KEY_ENV: FAKE_KEY})
+        await stack.start_gateway()
+        for i in range(2):
+            assert (await stack.ask("c1", "u1", f"hello {i}")).reply == "ok"
+        await stack.wait_for(lambda: not stack.r.exists(pending_key("pnc:", GROUP))
+                             and int(stack.r.get(counter_key("pnc:", GROUP)) or 0) == 0,
+                             what="the consolidation to run")
+        assert_merged(e)
+        assert stack.client is not None
+        await stack.client.push(chat_id="c2", user="u1", text="please FAIL", message_id="x1")
+        turn = K.turn(turn_id_for("local:c2", ["local:default:c2:x1"]))
+        # RQ retries the failed drain job (intervals 1 s, 5 s): a third attempt starts
+        # only after the second one (and any reflection in it) finished
+        await stack.wait_for(lambda: int(stack.r.hget(turn, "attempts") or 0) >= 3,
+                             what="a twice retried turn")
+        assert stack.r.hexists(turn, "reflected")
+        assert int(stack.r.get("test:reflect-calls") or 0) == 1
+    finally:
+        await stack.close()
+    c2 = stack.data_dir / "groups" / "local" / "c2"
+    assert len(list((c2 / "reflections").glob("*.md"))) == 1
+    assert FAKE_KEY not in all_text(stack.data_dir)

@@ -16,10 +16,9 @@ import redis
 from rq import Queue
 
 from channels.keys import DEFAULT_QUEUE
+from workers.connection import REDIS_URL_ENV
 from workers.rqworker import PipelinedSimpleWorker, PipelinedWorker
 from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
-
-REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

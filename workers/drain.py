@@ -19,11 +19,11 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-import redis
 from pydantic import ValidationError
-from rq import Queue, Retry, get_current_job
+from rq import Queue, Retry
 
 from channels.keys import DRAIN_JOB, Keys
+from workers.connection import job_connection
 from workers.lock import GroupLock, LockLost
 from workers.maintenance import episode_written
 from workers.settings import WorkerSettings, load_worker_settings
@@ -31,7 +31,6 @@ from workers.turn import TurnRunner, parse_batch
 
 log = logging.getLogger(__name__)
 
-REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 #: longest a drain job waits for a group lock someone else holds, seconds
 LOCK_WAIT_MAX = 5.0
 T = TypeVar("T")
@@ -108,16 +107,6 @@ def worker_settings() -> WorkerSettings:
     return _settings
 
 
-def _connection(redis_url: str | None) -> redis.Redis:
-    job = get_current_job()
-    if job is not None:
-        return job.connection
-    url = redis_url or os.environ.get(REDIS_URL_ENV)
-    if not url:
-        raise RuntimeError(f"no Redis: run inside an RQ worker or set {REDIS_URL_ENV}")
-    return redis.Redis.from_url(url)
-
-
 def drain_group(
     group: str,
     *,
@@ -132,7 +121,7 @@ def drain_group(
     redis_url: str | None = None,
 ) -> dict[str, Any]:
     """Drain ``group``'s mailbox. Returns a JSON summary (turns run, how it ended)."""
-    client = _connection(redis_url)
+    client = job_connection(redis_url)
     keys = Keys(prefix)
     lock = GroupLock(client, keys.lock(group), keys.lease(group), ttl=lock_ttl,
                      lease_ttl=lease_ttl)

@@ -20,16 +20,16 @@ harmless, only wasted work.
 from __future__ import annotations
 
 import logging
-import os
 import uuid
 from datetime import timedelta
 from typing import Any
 
 import redis
-from rq import Queue, Retry, get_current_job
+from rq import Queue, Retry
 
 from channels.keys import DEFAULT_QUEUE, Keys
 from memory_store.consolidate import consolidate
+from workers.connection import job_connection
 from workers.lock import GroupLock
 from workers.settings import WorkerSettings
 
@@ -37,7 +37,6 @@ log = logging.getLogger(__name__)
 
 #: import path of the consolidation job, as RQ resolves it inside a worker
 CONSOLIDATE_JOB = "workers.maintenance.consolidate_group"
-REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 #: longest a consolidation stays "pending" (queued, rescheduled or running) without
 #: finishing before another may be enqueued, seconds
 PENDING_TTL = 3600
@@ -146,16 +145,6 @@ def episode_written(
         return None
 
 
-def _connection(redis_url: str | None) -> redis.Redis:
-    job = get_current_job()
-    if job is not None:
-        return job.connection
-    url = redis_url or os.environ.get(REDIS_URL_ENV)
-    if not url:
-        raise RuntimeError(f"no Redis: run inside an RQ worker or set {REDIS_URL_ENV}")
-    return redis.Redis.from_url(url)
-
-
 def consolidate_group(
     group: str,
     *,
@@ -175,7 +164,7 @@ def consolidate_group(
     from workers.drain import worker_settings
     from workers.turn import group_memory, resolve_data_dir
 
-    client = _connection(redis_url)
+    client = job_connection(redis_url)
     keys = Keys(prefix)
     pending = pending_key(prefix, group)
     # The pending key stands in for the drain lease the lock renews: renewing the real

@@ -331,13 +331,11 @@ class Catalog:
                rows: dict[str, Row], progress: Progress | None) -> int:
         if not candidates and not deletes:
             return 0
-        conn = self.conn
         changed = 0
         upserts: list[tuple[int, MemoryRecord]] = []
         dropped: list[int] = []
         total = len(candidates) + len(deletes)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write_txn() as conn:
             for row in deletes:
                 conn.execute("DELETE FROM docs WHERE rowid=?", (row.rowid,))
                 conn.execute("DELETE FROM fts WHERE rowid=?", (row.rowid,))
@@ -369,6 +367,17 @@ class Catalog:
                     changed += 1
             for hook in self.hooks:
                 hook.apply(conn, upserts, dropped, progress)
+        if progress is not None:
+            progress(total, total)
+        return changed
+
+    @contextlib.contextmanager
+    def _write_txn(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: hooks roll back with it and hear of its commit."""
+        conn = self.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -378,9 +387,6 @@ class Catalog:
         self._data_version = self._pragma_data_version()
         for hook in self.hooks:
             hook.committed()
-        if progress is not None:
-            progress(total, total)
-        return changed
 
     def _parse_file(self, rel: str, data: bytes, st: os.stat_result) -> MemoryRecord:
         sub, _, name = rel.partition("/")
@@ -431,23 +437,12 @@ class Catalog:
         st = os.stat(self.group.path / rel)
         with self._mu:
             self._check_db()
-            conn = self.conn
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._write_txn() as conn:
                 rowid = self._upsert(rel, record, content_hash(data), st.st_mtime_ns,
                                      st.st_size)
                 upserts = [] if rowid is None else [(rowid, record)]
                 for hook in self.hooks:
                     hook.apply(conn, upserts, [], None)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                for hook in self.hooks:
-                    hook.rolled_back(conn)
-                raise
-            self._data_version = self._pragma_data_version()
-            for hook in self.hooks:
-                hook.committed()
 
     def index_removed(self, rel: str) -> None:
         """Drop the row of a file this process just deleted (caller holds the lock)."""
@@ -457,21 +452,11 @@ class Catalog:
             r = conn.execute("SELECT rowid FROM docs WHERE path=?", (rel,)).fetchone()
             if r is None:
                 return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._write_txn() as conn:
                 conn.execute("DELETE FROM docs WHERE rowid=?", (r[0],))
                 conn.execute("DELETE FROM fts WHERE rowid=?", (r[0],))
                 for hook in self.hooks:
                     hook.apply(conn, [], [int(r[0])], None)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                for hook in self.hooks:
-                    hook.rolled_back(conn)
-                raise
-            self._data_version = self._pragma_data_version()
-            for hook in self.hooks:
-                hook.committed()
 
     # -- queries ----------------------------------------------------------------------
 

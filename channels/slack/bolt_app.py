@@ -16,8 +16,9 @@ What is ours, and why:
 * ``Triage`` (Bolt's ``before_authorize`` slot, after its signature check) answers what
   no listener should see: an ``event_callback`` without an event object is malformed
   (400 over HTTP; acked and logged in Socket Mode, since a redelivery cannot fix it),
-  and other payload types (slash commands, interactivity: not used by this bot) are
-  acked and ignored instead of Bolt's 404, so Slack does not redeliver them.
+  so is a ``url_verification`` without a challenge (400); other payload types (slash
+  commands, interactivity, ``app_rate_limited``: not used by this bot) are acked and
+  ignored instead of Bolt's 404, so Slack does not redeliver them.
 * the error handler maps the listener's outcome onto answers (see ``_on_error``).
 """
 
@@ -67,6 +68,10 @@ class Triage(AsyncMiddleware):
         next: Callable[[], Awaitable[BoltResponse]],  # noqa: A002 (Bolt's keyword)
     ) -> BoltResponse:
         kind = req.body.get("type")
+        if kind == "url_verification" and not isinstance(req.body.get("challenge"), str):
+            # Bolt would echo {"challenge": null}; Slack's handshake always sends one.
+            log.warning("slack[%s]: url_verification without a challenge (400)", self._account)
+            return BoltResponse(status=400, body="missing challenge")
         if kind in _BOLT_HANDLED:
             return await next()
         if kind != "event_callback":

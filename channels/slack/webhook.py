@@ -55,7 +55,11 @@ def signature_ok(verifier: SignatureVerifier, body: bytes, headers: Mapping[str,
     signature = headers.get("X-Slack-Signature")
     if timestamp is None or not signature:
         return False
-    return verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
+    try:
+        return verifier.is_valid(body=body, timestamp=timestamp, signature=signature)
+    except UnicodeDecodeError:
+        # The SDK signs the body as UTF-8 text; Slack never sends anything else.
+        return False
 
 
 class EventsHandler:

@@ -65,7 +65,7 @@ class Triage(AsyncMiddleware):
         *,
         req: AsyncBoltRequest,
         resp: BoltResponse,
-        next: Callable[[], Awaitable[BoltResponse]],  # noqa: A002 (Bolt's keyword)
+        next: Callable[[], Awaitable[BoltResponse]],  # Bolt passes it by this name
     ) -> BoltResponse:
         kind = req.body.get("type")
         if kind == "url_verification" and not isinstance(req.body.get("challenge"), str):

@@ -210,9 +210,7 @@ class SlackChannel(Channel):
         sink = self._sink
         if sink is None:
             raise RuntimeError("slack channel not started")
-        if payload.get("type") != "event_callback":
-            log.info("slack[%s]: ignoring payload type %r", self.account, payload.get("type"))
-            return
+        # bolt_app.Triage lets only event_callbacks with an event object get here.
         event = payload.get("event")
         if not isinstance(event, dict):
             raise MalformedEvent("event_callback without an event object")

@@ -108,7 +108,10 @@ def build_app(
         name=f"pynanoclaw-slack-{account}",
         logger=logging.getLogger("channels.slack.bolt"),
         process_before_response=True,
-        client=web,
+        # Bolt's per-request clients are never used for sending (the channel's client
+        # is). Tokenless: ``authorize`` supplies the token, and Bolt warns at every
+        # start that a client token is ignored when both are given.
+        client=AsyncWebClient(base_url=web.base_url, timeout=web.timeout, retry_handlers=[]),
         # Passed explicitly (not None) so Bolt never falls back to SLACK_SIGNING_SECRET.
         signing_secret=signing_secret or "",
         request_verification_enabled=signing_secret is not None,

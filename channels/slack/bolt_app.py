@@ -31,6 +31,10 @@ from typing import Any
 
 from slack_bolt.async_app import AsyncApp
 from slack_bolt.authorization import AuthorizeResult
+from slack_bolt.logger.messages import (
+    warning_client_prioritized_and_token_skipped,
+    warning_token_skipped,
+)
 from slack_bolt.middleware.async_middleware import AsyncMiddleware
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
@@ -48,6 +52,22 @@ Authorize = Callable[[], AuthorizeResult]
 
 #: Payload types Bolt's own middleware answers (URL verification, SSL check).
 _BOLT_HANDLED = frozenset({"url_verification", "ssl_check"})
+
+
+class _TokenNotices(logging.Filter):
+    """Drops Bolt's start-up notices that a token is unused. ``AsyncApp`` reads
+    ``SLACK_BOT_TOKEN`` from the environment whatever it is given, and warns that the
+    ``authorize`` function wins; here that is the design, not an operator mistake."""
+
+    _NOTICES = frozenset({warning_client_prioritized_and_token_skipped(),
+                          warning_token_skipped()})
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() not in self._NOTICES
+
+
+_bolt_log = logging.getLogger("channels.slack.bolt")
+_bolt_log.addFilter(_TokenNotices())
 
 
 def _is_socket(request: AsyncBoltRequest) -> bool:
@@ -106,11 +126,10 @@ def build_app(
 
     app = AsyncApp(
         name=f"pynanoclaw-slack-{account}",
-        logger=logging.getLogger("channels.slack.bolt"),
+        logger=_bolt_log,
         process_before_response=True,
         # Bolt's per-request clients are never used for sending (the channel's client
-        # is). Tokenless: ``authorize`` supplies the token, and Bolt warns at every
-        # start that a client token is ignored when both are given.
+        # is); tokenless, since ``authorize`` supplies the token.
         client=AsyncWebClient(base_url=web.base_url, timeout=web.timeout, retry_handlers=[]),
         # Passed explicitly (not None) so Bolt never falls back to SLACK_SIGNING_SECRET.
         signing_secret=signing_secret or "",

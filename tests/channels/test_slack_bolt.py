@@ -8,6 +8,7 @@ timestamp). If a Bolt release changes either, they fail and the workaround can g
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -210,3 +211,15 @@ async def test_interactive_envelope_is_acked_in_socket_mode(fake: FakeSlack) -> 
         assert sink.got == []
     finally:
         await channel.stop()
+
+
+def test_building_the_app_logs_no_token_warning(
+    fake: FakeSlack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bolt reads SLACK_BOT_TOKEN from the environment itself and would warn, at every
+    start, that ``authorize`` makes it unused; an operator should not see that."""
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-from-the-environment")
+    caplog.set_level(logging.INFO)
+    for mode in ("http", "socket"):
+        SlackChannel.from_config("default", channel_block(fake, mode), channel_env())
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []

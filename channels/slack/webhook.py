@@ -7,7 +7,7 @@ nothing else runs); Bolt echoes ``url_verification``; a malformed event gets 400
 event gets 200 only after the sink made it durable, 503 when it could not, so Slack
 retries (up to 3 times; it wants an answer within 3 seconds).
 
-Two holes in Bolt's HTTP path are closed here; ``tests/channels/test_slack_bolt_limits.py``
+Two holes in Bolt's HTTP path are closed here; ``tests/channels/test_slack_bolt.py``
 shows Bolt's own answer for each, so the workaround can go when Bolt changes:
 
 * Bolt parses the body (``AsyncBoltRequest.__init__``) before its verification
@@ -15,7 +15,8 @@ shows Bolt's own answer for each, so the workaround can go when Bolt changes:
   deeply nested JSON array (``RecursionError``), JSON that is not an object
   (``AttributeError``), invalid UTF-8. Such a body gets 401 unless it is validly
   signed, then 400. The check uses slack_sdk's ``SignatureVerifier``, the class Bolt's
-  verification middleware wraps, because no Bolt request object can be built for it.
+  verification middleware wraps, because no Bolt request object can be built for it
+  (that verifier signs text, so invalid UTF-8 always gets 401).
 * Bolt's verifier calls ``int()`` on ``X-Slack-Request-Timestamp`` unguarded, so a
   non-numeric value escapes as a 500. No authentic request carries one: 401 here.
 """
@@ -30,13 +31,9 @@ from slack_bolt.adapter.aiohttp import to_aiohttp_response, to_bolt_request
 from slack_bolt.async_app import AsyncApp
 from slack_sdk.signature import SignatureVerifier
 
-__all__ = ["TIMESTAMP_WINDOW_SECONDS", "EventsHandler", "signature_ok"]
+__all__ = ["EventsHandler", "signature_ok"]
 
 log = logging.getLogger(__name__)
-
-#: Slack: "verify that the request timestamp is within five minutes of local time"
-#: (the window slack_sdk's ``SignatureVerifier`` applies for Bolt).
-TIMESTAMP_WINDOW_SECONDS = 60 * 5
 
 #: What Bolt's request parsing raises on a body it cannot turn into a payload dict.
 _UNPARSEABLE = (ValueError, TypeError, AttributeError, RecursionError)

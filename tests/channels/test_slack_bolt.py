@@ -159,6 +159,31 @@ async def test_oversized_body_is_413_before_parsing(
     assert [i.message_id for i in sink.got] == ["1700000072.000100"]
 
 
+#: Signed, valid JSON objects with fields of the wrong shape, each read by some part of
+#: Bolt's context building (team, authorizations, enterprise, user, channel) or ours.
+ODD_PAYLOADS = [
+    {"type": "event_callback", "team": 5},
+    {"type": "event_callback", "authorizations": 5},
+    {"type": "event_callback", "event": {"type": 5}},
+    {"type": "event_callback", "event": {"type": "message", "subtype": 5}},
+    {"type": "event_callback", "event": {"type": "message", "channel": 5, "user": [], "ts": {}}},
+    {"type": "event_callback", "event_id": 5,
+     "event": {"type": "message", "channel": "C1", "user": "U1", "ts": "1.2", "blocks": "x"}},
+    {"is_ext_shared_channel": True, "type": "event_callback", "event": 5},
+    {"type": 5, "enterprise": 5, "user": 5, "channel": 5},
+    {},
+]
+
+
+@pytest.mark.parametrize("payload", ODD_PAYLOADS)
+async def test_signed_payloads_of_the_wrong_shape_never_get_5xx(
+    client: TestClient[Any, Any], payload: dict[str, Any]
+) -> None:
+    """5xx would make Slack redeliver a payload that can never succeed."""
+    response = await post(client, json.dumps(payload).encode())
+    assert response.status in (200, 400)
+
+
 # -- retries and payload triage ----------------------------------------------------------
 
 

@@ -99,7 +99,7 @@ class SlackChannel(Channel):
         self._sink: InboundSink | None = None
         self._bot_user_id = settings.bot_user_id
         self._bot_name: str | None = None
-        #: auth.test's answer (ids and names, no token), kept for Bolt's authorize
+        #: ids from auth.test (no token), for Bolt's authorize
         self._identity: dict[str, Any] | None = None
         self._socket: SocketReceiver | None = None
         signing_secret = secrets.signing_secret if settings.mode == "http" else None

@@ -1,9 +1,10 @@
 """``SlackChannel``: Slack events in, ``Inbound`` out; ``Outbound`` in, chat.postMessage out.
 
-Built on slack_sdk directly (``AsyncWebClient``, the aiohttp ``SocketModeClient``,
-``SignatureVerifier``) rather than a Bolt ``AsyncApp``: Bolt acks events before or
-independently of the listener's outcome, and this bot must ack only after the message
-is durable (and not ack when it is not).
+Receiving runs on a slack-bolt ``AsyncApp`` with ``process_before_response=True``
+(``channels.slack.bolt_app``): Bolt verifies the request, runs the listener (this
+channel's ``_process``: normalize, hand to the sink) and only then acknowledges, over
+HTTP (``webhook``) and in Socket Mode (``socket_mode``). Sending uses slack_sdk's
+``AsyncWebClient``, the client Bolt itself wraps.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ from collections.abc import Mapping
 from typing import Any, Self
 
 from aiohttp import web
+from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.errors import FormattingRejected
 from channels.models import Inbound, Outbound
+from channels.slack.bolt_app import build_app
 from channels.slack.errors import map_error
 from channels.slack.mrkdwn import escape
 from channels.slack.names import NameCache
@@ -96,7 +99,17 @@ class SlackChannel(Channel):
         self._sink: InboundSink | None = None
         self._bot_user_id = settings.bot_user_id
         self._bot_name: str | None = None
+        #: ids from auth.test (no token), for Bolt's authorize
+        self._identity: dict[str, Any] | None = None
         self._socket: SocketReceiver | None = None
+        signing_secret = secrets.signing_secret if settings.mode == "http" else None
+        self._app = build_app(
+            web=self._web,
+            process=self._process,
+            authorize=self._authorize,
+            account=account,
+            signing_secret=signing_secret.get_secret_value() if signing_secret else None,
+        )
 
     def __repr__(self) -> str:
         return f"SlackChannel(account={self.account!r}, mode={self.settings.mode!r})"
@@ -128,9 +141,9 @@ class SlackChannel(Channel):
             if app_token is None:
                 raise ValueError(f"set {self.settings.app_token_env}: Socket Mode needs it")
             self._socket = SocketReceiver(
+                self._app,
                 app_token.get_secret_value(),
                 self._web,
-                self._process,
                 account=self.account,
                 ping_interval=self.settings.ping_interval,
             )
@@ -161,6 +174,21 @@ class SlackChannel(Channel):
             self._bot_user_id = user_id
         bot_name = response.get("user")
         self._bot_name = bot_name if isinstance(bot_name, str) else None
+        self._identity = {k: response.get(k) for k in ("enterprise_id", "team_id", "bot_id")}
+
+    def _authorize(self) -> AuthorizeResult:
+        """Bolt's authorization for every event, from the start-time auth.test (see
+        bolt_app). Built per call, not stored: the result carries the bot token."""
+        identity = self._identity
+        if identity is None or self._sink is None:
+            raise RuntimeError("slack channel not started")
+        return AuthorizeResult(
+            enterprise_id=identity["enterprise_id"],
+            team_id=identity["team_id"],
+            bot_id=identity["bot_id"],
+            bot_user_id=self._bot_user_id,
+            bot_token=self._secrets.bot_token.get_secret_value(),
+        )
 
     # -- inbound ----------------------------------------------------------------
 
@@ -171,20 +199,18 @@ class SlackChannel(Channel):
         if secret is None:
             raise ValueError(f"set {self.settings.signing_secret_env}: HTTP mode needs it")
         handler = EventsHandler(
-            SignatureVerifier(secret.get_secret_value()), self._process, self.account
+            self._app, SignatureVerifier(secret.get_secret_value()), self.account
         )
         return [web.post(self.webhook_path, handler.handle)]
 
     async def _process(self, payload: dict[str, Any]) -> None:
-        """Handle one Events API payload (HTTP body or Socket Mode envelope payload).
-        Returns once the message is durable or deliberately skipped; raises when the
-        sink raised (the caller must then not ack)."""
+        """Bolt's listener for one Events API payload (HTTP body or Socket Mode envelope
+        payload). Returns once the message is durable or deliberately skipped; raises
+        when the sink raised (Bolt then answers 503 / sends no ack)."""
         sink = self._sink
         if sink is None:
             raise RuntimeError("slack channel not started")
-        if payload.get("type") != "event_callback":
-            log.info("slack[%s]: ignoring payload type %r", self.account, payload.get("type"))
-            return
+        # bolt_app.Triage lets only event_callbacks with an event object get here.
         event = payload.get("event")
         if not isinstance(event, dict):
             raise MalformedEvent("event_callback without an event object")

@@ -1,51 +1,48 @@
-"""Socket Mode receiving with the SDK's aiohttp client.
+"""Socket Mode receiving with Bolt's ``AsyncSocketModeHandler`` (aiohttp client).
 
-The SDK client owns the connection loop: it fetches a websocket URL with
-apps.connections.open, pings every ``ping_interval`` seconds, treats four missed pongs
-as a stale socket (the liveness watchdog), honours Slack's ``disconnect`` messages and
-reconnects. Here we only decide when to ack: after the sink returned.
+The handler feeds each envelope to the Bolt app and acks only when the app's answer is
+a 200 (``slack_bolt.adapter.socket_mode.async_internals.send_async_response``). With
+``process_before_response=True`` that answer exists only after the listener returned,
+and is a 500 when it raised: then no ack is sent and Slack redelivers the envelope
+(``retry_attempt`` grows; Bolt passes it on as ``X-Slack-Retry-Num``).
+
+The SDK client under the handler owns the connection loop: it fetches a websocket URL
+with apps.connections.open, pings every ``ping_interval`` seconds, treats four missed
+pongs as a stale socket (the liveness watchdog), honours Slack's ``disconnect`` messages
+and reconnects.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
 
-from slack_sdk.socket_mode.aiohttp import SocketModeClient
-from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
-from slack_sdk.socket_mode.request import SocketModeRequest
-from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.errors import map_error
-from channels.slack.normalize import MalformedEvent
 
 __all__ = ["SocketReceiver"]
 
-log = logging.getLogger(__name__)
-
-Process = Callable[[dict[str, Any]], Awaitable[None]]
-
 
 class SocketReceiver:
-    """One Socket Mode connection feeding ``process`` with Events API payloads."""
+    """One Socket Mode connection dispatching into ``app``."""
 
     def __init__(
         self,
+        app: AsyncApp,
         app_token: str,
         web: AsyncWebClient,
-        process: Process,
         *,
         account: str,
         ping_interval: float,
     ) -> None:
+        self._app = app
         self._app_token = app_token
         self._web = web
-        self._process = process
         self._account = account
         self._ping_interval = ping_interval
-        self._client: SocketModeClient | None = None
+        self._handler: AsyncSocketModeHandler | None = None
 
     def __repr__(self) -> str:
         return f"SocketReceiver(account={self._account!r})"
@@ -53,45 +50,25 @@ class SocketReceiver:
     async def start(self) -> None:
         """Connect; returns once the websocket is open. Raises PermanentError when the
         app token is refused, NetworkError when Slack cannot be reached."""
-        client = SocketModeClient(
-            app_token=self._app_token,
-            web_client=self._web,
+        handler = AsyncSocketModeHandler(
+            self._app,
+            self._app_token,
             logger=logging.getLogger("channels.slack.sdk"),
+            web_client=self._web,
             ping_interval=self._ping_interval,
         )
-        client.socket_mode_request_listeners.append(self._on_request)
+        client = handler.client
         try:
             # Fetched here, not inside connect(), so a refused token fails start()
             # instead of being retried forever by the SDK's connect loop.
             client.wss_uri = await client.issue_new_wss_url()
         except Exception as exc:
-            await client.close()  # type: ignore[no-untyped-call]
+            await handler.close_async()  # type: ignore[no-untyped-call]
             raise map_error("apps.connections.open", exc) from None
-        await client.connect()  # type: ignore[no-untyped-call]
-        self._client = client
+        await handler.connect_async()  # type: ignore[no-untyped-call]
+        self._handler = handler
 
     async def stop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            await client.close()  # type: ignore[no-untyped-call]
-
-    async def _on_request(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
-        if req.type == "events_api":
-            try:
-                await self._process(req.payload)
-            except MalformedEvent as exc:
-                # Acked below: a redelivery of a broken payload cannot succeed.
-                log.warning("slack[%s]: malformed event in envelope %s, skipped: %s",
-                            self._account, req.envelope_id, exc)
-            except Exception as exc:
-                # No ack: Slack redelivers the envelope (retry_attempt grows).
-                log.error(
-                    "slack[%s]: envelope %s not made durable, not acked: %s",
-                    self._account,
-                    req.envelope_id,
-                    type(exc).__name__,
-                )
-                return
-        # Other envelope types (slash commands, interactivity) are not used by this bot;
-        # acking them stops Slack from redelivering.
-        await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+        handler, self._handler = self._handler, None
+        if handler is not None:
+            await handler.close_async()  # type: ignore[no-untyped-call]

@@ -1,8 +1,10 @@
 """Slack harnesses for the shared adapter contract suite (tests/channels/kit.py).
 
-Two receive modes, one fake: ``slack-http`` POSTs signed Events API requests to the
-adapter's aiohttp route; ``slack-socket`` pushes ``events_api`` envelopes over the fake's
-Socket Mode websocket to the real slack_sdk client. Outbound goes through the real
+Two receive modes, one fake, both through the adapter's slack-bolt ``AsyncApp``:
+``slack-http`` POSTs signed Events API requests to the adapter's aiohttp route (Bolt's
+aiohttp adapter and request verification); ``slack-socket`` pushes ``events_api``
+envelopes over the fake's Socket Mode websocket to Bolt's ``AsyncSocketModeHandler`` (the
+real slack_sdk aiohttp client underneath). Outbound goes through the real
 AsyncWebClient to the fake's chat.postMessage in both.
 """
 

@@ -1,4 +1,5 @@
-"""Socket Mode end to end: the real slack_sdk client against the local fake."""
+"""Socket Mode end to end: Bolt's AsyncSocketModeHandler (the real slack_sdk client
+underneath) against the local fake."""
 
 from __future__ import annotations
 

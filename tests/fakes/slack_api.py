@@ -276,15 +276,24 @@ class FakeSlack:
         self, event: dict[str, Any], *, event_id: str | None = None, retry_attempt: int = 0
     ) -> str:
         """Send one events_api envelope to the newest connection; returns its envelope_id."""
+        return await self.push_envelope(
+            "events_api", event_callback(event, event_id), retry_attempt=retry_attempt
+        )
+
+    async def push_envelope(
+        self, kind: str, payload: dict[str, Any], *, retry_attempt: int = 0
+    ) -> str:
+        """Send one envelope of any type (``events_api``, ``interactive``,
+        ``slash_commands``) to the newest connection; returns its envelope_id."""
         if not self._sockets:
             raise RuntimeError("no Socket Mode client connected")
         envelope_id = str(uuid.uuid4())
         await self._sockets[-1].send_json(
             {
                 "envelope_id": envelope_id,
-                "payload": event_callback(event, event_id),
-                "type": "events_api",
-                "accepts_response_payload": False,
+                "payload": payload,
+                "type": kind,
+                "accepts_response_payload": kind != "events_api",
                 "retry_attempt": retry_attempt,
                 "retry_reason": "" if retry_attempt == 0 else "timeout",
             }

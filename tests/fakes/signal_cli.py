@@ -16,11 +16,12 @@ source and ``man/signal-cli-jsonrpc.5``):
 * ``GET /api/v1/check``: 200.
 * The Host header must name 127.0.0.1/localhost and the bound port (else 421).
 
-``receive(event)`` plays "signal-cli received this from the Signal server". What
-happens next follows ``receive_mode``: ``on-connection`` keeps it on "the server"
-until an events client listens; ``on-start`` delivers it to whoever listens right now
-and otherwise drops it (``dropped``), as signal-cli does. ``restart()`` ends every
-events connection, like a daemon restart.
+``receive(event)`` plays "a message for this account reached the Signal server". What
+happens next follows ``receive_mode``: ``on-connection`` keeps it on the server until
+an events client listens; ``on-start`` (signal-cli's default) has the daemon receive
+it at once (or as soon as the daemon is up) and write it to whoever listens right
+now, dropping it (``dropped``) when nobody does, as signal-cli does. ``stop()`` /
+``restart()`` end every events connection, like a daemon restart.
 
 With ``auth`` set the fake also plays an authenticating reverse proxy in front of the
 daemon (401 without ``Authorization: <auth>``).
@@ -130,6 +131,11 @@ class FakeSignalCli:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
+        if self.receive_mode == "on-start":
+            # signal-cli starts receiving at once: what waited on the Signal server while
+            # it was down is received now, with no client listening yet, and dropped
+            self.dropped.extend(self._held)
+            self._held.clear()
         app = web.Application()
         app.router.add_route("*", "/api/v1/rpc", self._rpc)
         app.router.add_route("*", "/api/v1/events", self._events)
@@ -166,14 +172,22 @@ class FakeSignalCli:
     # -- receiving ---------------------------------------------------------------
 
     async def receive(self, event: dict[str, Any]) -> None:
-        """signal-cli got ``event`` from the Signal server."""
-        if self._subscribers:
+        """``event`` reaches the Signal server for this account (signal-cli, when it is
+        up, receives it at once)."""
+        if self._runner is None:
+            self._held.append(event)  # the daemon is down: it waits on the server
+        elif self._subscribers:
             for queue in self._subscribers:
                 queue.put_nowait(event)
         elif self.receive_mode == "on-connection":
             self._held.append(event)
         else:
             self.dropped.append(event)
+
+    def receive_raw(self, data: str) -> None:
+        """Write ``data`` as one event's data line to every listener (malformed input)."""
+        for queue in self._subscribers:
+            queue.put_nowait({"_raw": data})
 
     def fail_next(self, method: str, error: dict[str, Any]) -> None:
         self.failures.setdefault(method, []).append(error)
@@ -219,7 +233,7 @@ class FakeSignalCli:
                     continue
                 if event is None:
                     break
-                data = json.dumps(event, separators=(",", ":"))
+                data = event.get("_raw") or json.dumps(event, separators=(",", ":"))
                 await response.write(f"event:receive\ndata:{data}\n\n".encode())
         except (ConnectionError, asyncio.CancelledError):
             pass

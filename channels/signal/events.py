@@ -110,11 +110,11 @@ class EventStream:
                 except (aiohttp.ClientError, TimeoutError, OSError, ValueError,
                         StreamRefused) as caught:
                     error = caught
-                why = _reason(error)
-                if self.connected.is_set():
-                    lost_at = self.alive_at
+                reason = _reason(error)
+                if self.connected.is_set():  # the gap starts at this break, for this reason
+                    lost_at, why = self.alive_at, reason
                     self.connected.clear()
-                self._health.stream_down(why)
+                self._health.stream_down(reason)
                 await self._backoff()
         finally:
             if self._held is not None:

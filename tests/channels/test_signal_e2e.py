@@ -79,8 +79,11 @@ class Stack:
 
 
 @pytest.fixture
-async def stack(tmp_path: Path, valkey_url: str) -> AsyncIterator[Stack]:
-    fake = new_fake("on-connection")
+async def stack(
+    request: pytest.FixtureRequest, tmp_path: Path, valkey_url: str
+) -> AsyncIterator[Stack]:
+    mode: str = getattr(request, "param", "on-connection")
+    fake = new_fake(mode)
     await fake.start()
     port = _free_port()
     config_path = tmp_path / "pynanoclaw.toml"
@@ -102,7 +105,7 @@ job_timeout = 120
 url = "{fake.base_url}"
 number = "{BOT_NUMBER}"
 uuid = "{BOT_UUID}"
-receive_mode = "on-connection"
+receive_mode = "{mode}"
 auth_env = "SIGNAL_PROXY_AUTH"
 idle_timeout = 5
 backoff_initial = 0.05
@@ -189,3 +192,24 @@ async def test_a_reply_is_sent_once_per_reply_id(stack: Stack) -> None:
     assert chunks >= 2 and stack.fake.sent[0]["textStyle"] == ["0:4:BOLD"]
     assert await stack.gateway.outbox.deliver(channel, reply)  # a retried turn
     assert len(stack.fake.sent) == chunks
+
+
+@pytest.mark.parametrize("stack", ["on-start"], indirect=True)
+async def test_a_daemon_restart_that_lost_a_message_shows_in_healthz(stack: Stack) -> None:
+    await stack.fake.receive(data_message("one", timestamp=T0))
+    await stack.replies(1)
+    await stack.fake.stop()
+    await stack.fake.receive(data_message("lost", timestamp=T0 + 1))
+    await stack.fake.start()  # receives "lost" with nobody listening: dropped
+    assert len(stack.fake.dropped) == 1
+    await stack.fake.wait_subscribers(1)
+    await stack.fake.receive(data_message("three", timestamp=T0 + 2))
+
+    async def three_answered() -> bool:
+        return T0 + 2 in stack.quoted()
+
+    await eventually(three_answered, timeout=90)
+    assert stack.quoted() == [T0, T0 + 2]
+    status = (await _healthz(stack))["channel_status"]["signal:default"]
+    assert status["gaps"] == 1 and status["last_gap"]["from"] <= status["last_gap"]["to"]
+    assert status["receive_mode"] == "on-start"

@@ -116,6 +116,11 @@ class Channel(abc.ABC):
         ``chunk.plain`` itself when the platform rejects the formatting.
         """
 
+    def health(self) -> dict[str, Any]:
+        """This adapter's status for the gateway's ``/healthz`` (JSON-able); default:
+        nothing to report. Informational: it does not make ``/healthz`` fail."""
+        return {}
+
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
         """Show a typing indicator where the platform has one; default: nothing."""
 

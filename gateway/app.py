@@ -35,6 +35,7 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "telegram": "channels.telegram:TelegramChannel",
     "slack": "channels.slack:SlackChannel",
     "discord": "channels.discord:DiscordChannel",
+    "signal": "channels.signal:SignalChannel",
 }
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 HEARTBEAT_TTL = 10
@@ -179,9 +180,11 @@ class Gateway:
             ok = bool(self.r is not None and await self.r.ping())
         except (redis.RedisError, OSError):
             ok = False
+        status = {f"{n}:{a}": ch.health() for (n, a), ch in self.channels.items()}
         return {"ok": ok and not self.failed_tasks, "redis": ok,
                 "failed_tasks": list(self.failed_tasks),
-                "channels": sorted(f"{n}:{a}" for n, a in self.channels)}
+                "channels": sorted(f"{n}:{a}" for n, a in self.channels),
+                "channel_status": {k: v for k, v in sorted(status.items()) if v}}
 
     async def _heartbeat(self) -> None:
         assert self.r is not None

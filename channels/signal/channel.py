@@ -1,0 +1,165 @@
+"""``SignalChannel``: a running ``signal-cli daemon --http`` in and out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from pydantic import SecretStr
+
+from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.errors import FormattingRejected
+from channels.models import Outbound
+from channels.signal.errors import USER_ERROR, classify
+from channels.signal.events import EventStream
+from channels.signal.health import SignalHealth
+from channels.signal.normalize import GROUP_PREFIX, BotIdentity, split_message_id
+from channels.signal.render import SIGNAL_TEXT_LIMIT, SignalChunk, render_chunks, utf8_len
+from channels.signal.rpc import RpcError, SignalRpc
+from channels.signal.settings import SignalSettings
+
+if TYPE_CHECKING:
+    from typing import Self
+
+log = logging.getLogger("channels.signal")
+
+#: 2000 UTF-8 bytes per body (signal-cli ServiceConfig.MAX_MESSAGE_SIZE_BYTES). Signal
+#: publishes no per-chat rate; one message a second per chat stays clear of the server's
+#: rate limiter, whose retry-after signal-cli reports (mapped to ``RateLimited``).
+SIGNAL_LIMITS = ChannelLimits(max_message_len=SIGNAL_TEXT_LIMIT, measure=utf8_len,
+                              per_chat_interval=1.0, burst=1)
+
+
+def _report_end(task: asyncio.Task[None]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("signal: events loop died", exc_info=task.exception())
+
+
+def _target(chat_id: str) -> dict[str, Any]:
+    """signal-cli's addressing: ``groupId`` for a group, ``recipient`` (number or uuid)
+    for a DM."""
+    if chat_id.startswith(GROUP_PREFIX):
+        return {"groupId": chat_id[len(GROUP_PREFIX):]}
+    return {"recipient": [chat_id]}
+
+
+class SignalChannel(Channel):
+    """One Signal account served by signal-cli: events stream in, JSON-RPC ``send`` out."""
+
+    name = "signal"
+    Settings = SignalSettings
+    limits = SIGNAL_LIMITS
+
+    def __init__(
+        self,
+        settings: SignalSettings,
+        *,
+        account: str = "default",
+        auth: SecretStr | None = None,
+        cursor_store: CursorStore | None = None,
+    ) -> None:
+        self.settings = settings
+        self.account = account
+        self.cursor_store = cursor_store
+        self._auth = auth
+        self.bot = BotIdentity(settings.number, settings.uuid)
+        self.status = SignalHealth(settings.number)
+        self._session: aiohttp.ClientSession | None = None
+        self._rpc: SignalRpc | None = None
+        self.stream: EventStream | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"SignalChannel(account={self.account!r}, url={self.settings.url!r})"
+
+    @classmethod
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+        settings = SignalSettings.model_validate(block)
+        auth: SecretStr | None = None
+        if settings.auth_env is not None:
+            value = env.get(settings.auth_env, "").strip()
+            if not value:
+                raise ValueError(
+                    f"channels.signal: auth_env names {settings.auth_env}, which is not set; "
+                    "set it to the Authorization header value your proxy expects, or remove "
+                    "auth_env"
+                )
+            auth = SecretStr(value)
+        return cls(settings, account=account, auth=auth)
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": self._auth.get_secret_value()} if self._auth else {}
+
+    def _rpc_on(self, session: aiohttp.ClientSession) -> SignalRpc:
+        return SignalRpc(session, self.settings.url, account=self.settings.number,
+                         timeout=self.settings.request_timeout)
+
+    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+        if self._rpc is not None:
+            return await self._rpc.call(method, params)
+        # not started, or stopped while the outbox finishes: a session for this call only
+        async with aiohttp.ClientSession(headers=self._headers()) as session:
+            return await self._rpc_on(session).call(method, params)
+
+    def health(self) -> dict[str, Any]:
+        return {**self.status.snapshot(), "receive_mode": self.settings.receive_mode}
+
+    async def start(self, sink: InboundSink) -> None:
+        """Open the events stream in the background; return once it is connected or
+        ``connect_wait`` passed (the stream keeps reconnecting; /healthz shows it)."""
+        self._session = aiohttp.ClientSession(headers=self._headers())
+        self._rpc = self._rpc_on(self._session)
+        self.stream = EventStream(self._session, self.settings, self.bot, sink,
+                                  self.cursor_store, self.status, account=self.account)
+        self._task = asyncio.create_task(self.stream.run(), name=f"signal-events-{self.account}")
+        self._task.add_done_callback(_report_end)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stream.connected.wait(), self.settings.connect_wait)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._session is not None:
+            self._rpc = None
+            await self._session.close()
+            self._session = None
+
+    def render(self, text: str) -> list[Chunk]:
+        return render_chunks(text, self.limits.max_message_len)
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Send one chunk with its text styles, quoting ``reply_to_id`` with the first
+        chunk; returns the sent message's timestamp (Signal's message id)."""
+        params = {**_target(message.chat_id), "message": chunk.text}
+        styled = isinstance(chunk, SignalChunk) and chunk.formatted and chunk.styles
+        if styled and isinstance(chunk, SignalChunk):
+            params["textStyle"] = list(chunk.styles)
+        quoted = split_message_id(message.reply_to_id) if message.reply_to_id else None
+        if quoted is not None and index == 0:
+            params["quoteAuthor"], params["quoteTimestamp"] = quoted
+        try:
+            result = await self._call("send", params)
+        except RpcError as error:
+            if styled and error.code == USER_ERROR and "style" in error.message.lower():
+                raise FormattingRejected(error.message) from None
+            mapped, problem = classify(error, self.settings.number)
+            if problem is not None:
+                self.status.report(problem)
+            raise mapped from None
+        self.status.sent_ok()
+        stamp = result.get("timestamp") if isinstance(result, dict) else None
+        return str(stamp) if stamp is not None else ""
+
+    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
+        """Best effort: a failed typing indicator is logged, never raised."""
+        try:
+            await self._call("sendTyping", _target(chat_id))
+        except Exception as error:
+            log.info("signal: typing indicator failed (%s)", type(error).__name__)

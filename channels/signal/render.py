@@ -1,0 +1,197 @@
+"""The model's Markdown as Signal text with style ranges, split to Signal's limit.
+
+Signal has no markup in the text: formatting travels beside it as ranges
+``start:length:STYLE`` in UTF-16 code units, STYLE one of BOLD, ITALIC, SPOILER,
+STRIKETHROUGH, MONOSPACE (signal-cli ``send --text-style``, JSON-RPC ``textStyle``).
+So rendering walks markdown-it's tokens once, writing the visible text and recording
+where each style starts and ends: ``**b**`` BOLD, ``*i*`` ITALIC, ``~~s~~``
+STRIKETHROUGH, code spans and fenced blocks MONOSPACE, headings BOLD, block quotes
+ITALIC; lists become bullets, links ``text (url)``.
+
+The limit is signal-cli's ``MAX_MESSAGE_SIZE_BYTES`` (2000 UTF-8 bytes): a longer body
+is cut there and the rest uploaded as a long-text attachment, which the styles do not
+cover. Chunks stay under it, so each message is one plain body with its own ranges.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+from channels.base import Chunk
+from channels.split import split_text, utf16_len
+
+#: signal-cli ServiceConfig.MAX_MESSAGE_SIZE_BYTES
+SIGNAL_TEXT_LIMIT = 2000
+
+_PARSER = MarkdownIt("commonmark").enable("strikethrough")
+_STYLES = {"strong": "BOLD", "em": "ITALIC", "s": "STRIKETHROUGH"}
+_BLANK = re.compile(r"\S")
+
+
+def utf8_len(text: str) -> int:
+    """What signal-cli measures against its 2000-byte body limit."""
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+@dataclass(frozen=True)
+class SignalChunk(Chunk):
+    """A chunk plus its style ranges (``"start:length:STYLE"``, UTF-16 units)."""
+
+    styles: tuple[str, ...] = ()
+
+
+class _Styler:
+    """Walks markdown-it tokens into plain text and style ranges."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.pos = 0  # UTF-16 units written so far
+        self.open: list[tuple[str, int]] = []
+        self.ranges: list[tuple[int, int, str]] = []
+        self.lists: list[list[int]] = []  # per open list: [next number] or [] for bullets
+        self.fresh = True  # nothing written since the last block break
+
+    def emit(self, text: str) -> None:
+        if text:
+            self.out.append(text)
+            self.pos += utf16_len(text)
+            self.fresh = False
+
+    def start(self, style: str) -> None:
+        self.open.append((style, self.pos))
+
+    def end(self, style: str) -> None:
+        for i in range(len(self.open) - 1, -1, -1):
+            if self.open[i][0] == style:
+                _, begin = self.open.pop(i)
+                if self.pos > begin:
+                    self.ranges.append((begin, self.pos - begin, style))
+                return
+
+    def gap(self, newlines: int) -> None:
+        if self.fresh:
+            return
+        tail = "".join(self.out[-3:])
+        have = len(tail) - len(tail.rstrip("\n"))
+        if have < newlines:
+            self.emit("\n" * (newlines - have))
+
+    def render(self, tokens: Sequence[Token]) -> tuple[str, list[str]]:
+        for token in tokens:
+            self.block(token)
+        text = "".join(self.out)
+        body = text.rstrip("\n")
+        size = utf16_len(body)
+        styles = []
+        for begin, length, style in sorted(self.ranges):
+            length = min(length, size - begin)
+            if length > 0:
+                styles.append(f"{begin}:{length}:{style}")
+        return body, styles
+
+    def block(self, t: Token) -> None:
+        kind = t.type
+        if kind == "inline":
+            self.inline(t.children or [])
+        elif kind in ("paragraph_open", "paragraph_close"):
+            self.gap(1 if self.lists else 2)
+        elif kind == "heading_open":
+            self.gap(2)
+            self.start("BOLD")
+        elif kind == "heading_close":
+            self.end("BOLD")
+            self.gap(2)
+        elif kind in ("bullet_list_open", "ordered_list_open"):
+            self.gap(1 if self.lists else 2)
+            first = t.attrGet("start")
+            self.lists.append([int(first) if first else 1] if kind == "ordered_list_open" else [])
+        elif kind in ("bullet_list_close", "ordered_list_close"):
+            self.lists.pop()
+            self.gap(1 if self.lists else 2)
+        elif kind == "list_item_open":
+            self.gap(1)
+            numbering = self.lists[-1] if self.lists else []
+            self.emit("  " * (len(self.lists) - 1) + (f"{numbering[0]}. " if numbering else "• "))
+            if numbering:
+                numbering[0] += 1
+            self.fresh = True
+        elif kind == "list_item_close":
+            self.fresh = False
+            self.gap(1)
+        elif kind == "blockquote_open":
+            self.gap(2)
+            self.start("ITALIC")
+        elif kind == "blockquote_close":
+            self.end("ITALIC")
+            self.gap(2)
+        elif kind in ("fence", "code_block"):
+            self.gap(2)
+            self.start("MONOSPACE")
+            self.emit(t.content.rstrip("\n"))
+            self.end("MONOSPACE")
+            self.gap(2)
+        elif kind == "hr":
+            self.gap(2)
+            self.emit("———")
+            self.gap(2)
+        elif kind == "html_block":
+            self.gap(2)
+            self.emit(t.content.rstrip("\n"))
+            self.gap(2)
+
+    def inline(self, children: Sequence[Token]) -> None:
+        links: list[str] = []
+        for c in children:
+            kind = c.type
+            if kind in ("text", "html_inline"):
+                self.emit(c.content)
+            elif kind in ("softbreak", "hardbreak"):
+                self.emit("\n")
+            elif kind == "code_inline":
+                self.start("MONOSPACE")
+                self.emit(c.content)
+                self.end("MONOSPACE")
+            elif kind.endswith("_open") and kind[:-5] in _STYLES:
+                self.start(_STYLES[kind[:-5]])
+            elif kind.endswith("_close") and kind[:-6] in _STYLES:
+                self.end(_STYLES[kind[:-6]])
+            elif kind == "link_open":
+                links.append(str(c.attrGet("href") or ""))
+            elif kind == "link_close":
+                href = links.pop() if links else ""
+                if href:
+                    self.emit(f" ({href})")
+            elif kind == "image":
+                src = str(c.attrGet("src") or "")
+                self.emit(f"{c.content or 'image'} ({src})" if src else c.content or "image")
+
+
+def to_styled(markdown: str) -> tuple[str, list[str]]:
+    """The visible text of ``markdown`` and its Signal style ranges."""
+    return _Styler().render(_PARSER.parse(markdown))
+
+
+def render_chunks(markdown: str, limit: int = SIGNAL_TEXT_LIMIT) -> list[Chunk]:
+    """Split the Markdown (code fences kept whole, or closed and reopened), then style
+    each piece; a piece whose text still exceeds ``limit`` bytes is split again smaller.
+    Pure: the same Markdown gives the same chunks, so a retried send is identical."""
+    chunks: list[Chunk] = []
+    pending = split_text(markdown, limit, utf8_len)
+    pending.reverse()
+    while pending:
+        piece = pending.pop()
+        text, styles = to_styled(piece)
+        size = utf8_len(text)
+        if size > limit:
+            smaller = max(2, min(utf8_len(piece) - 1, int(utf8_len(piece) * limit / size * 0.9)))
+            pending.extend(reversed(split_text(piece, smaller, utf8_len)))
+            continue
+        if _BLANK.search(text):  # signal-cli refuses an empty message
+            chunks.append(SignalChunk(text=text, plain=text, formatted=bool(styles),
+                                      styles=tuple(styles)))
+    return chunks

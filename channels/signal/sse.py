@@ -1,0 +1,71 @@
+"""A server-sent events parser, as the WHATWG spec reads the ``text/event-stream``
+format, fed raw bytes; comment lines (signal-cli's ``:`` keep-alives) are reported
+too, because they are what proves an idle stream alive.
+
+Kept here rather than taken from an SSE client library because the libraries at hand
+(httpx-sse, aiohttp-sse-client) hide comments, and the keep-alives are the liveness
+signal the adapter's gap detection needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: a single unterminated line longer than this is not an event stream (bytes)
+MAX_LINE = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SseEvent:
+    event: str
+    data: str
+    id: str | None = None
+
+
+class SseParser:
+    """Incremental: ``feed(bytes)`` returns the events completed by those bytes."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event = ""
+        self._data: list[str] = []
+        self._id: str | None = None
+        self.comments = 0
+
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        self._buffer += chunk
+        # "\n" or "\r\n" line ends (signal-cli writes "\n"; a lone "\r" is not used)
+        lines = self._buffer.split(b"\n")
+        self._buffer = lines.pop()
+        if len(self._buffer) > MAX_LINE:
+            raise ValueError("event stream line too long")
+        out: list[SseEvent] = []
+        for raw in lines:
+            event = self._line(raw.removesuffix(b"\r").decode("utf-8", "replace"))
+            if event is not None:
+                out.append(event)
+        return out
+
+    def _line(self, line: str) -> SseEvent | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(":"):
+            self.comments += 1
+            return None
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        return None
+
+    def _dispatch(self) -> SseEvent | None:
+        event, data = self._event or "message", self._data
+        self._event, self._data = "", []
+        if not data:
+            return None
+        return SseEvent(event, "\n".join(data), self._id)

@@ -1,0 +1,215 @@
+"""One IMAP connection (aioimaplib), with the few commands the adapter uses.
+
+Every server answer other than OK becomes a ``channels.errors`` exception: a refused
+login is ``PermanentError("auth_failed")``; NO/BAD to a command and lost connections
+are ``NetworkError`` (the receive loop reconnects with backoff).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import aioimaplib
+
+from channels.email.settings import EmailSettings
+from channels.errors import NetworkError, PermanentError
+
+log = logging.getLogger(__name__)
+
+_UIDVALIDITY = re.compile(rb"\[UIDVALIDITY (\d+)\]")
+_UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
+_FETCH_UID = re.compile(rb"UID (\d+)")
+_SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
+_GM_THRID = re.compile(rb"X-GM-THRID (\d+)")
+_APPENDUID = re.compile(rb"\[APPENDUID (\d+) (\d+)\]")
+
+#: An async callable giving the current OAuth2 access token (refreshed as needed).
+TokenSource = Callable[[], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Selected:
+    uidvalidity: int
+    uidnext: int
+
+
+@dataclass(frozen=True)
+class MessageInfo:
+    uid: int
+    size: int
+    gm_thread_id: str | None
+
+
+def _quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class ImapSession:
+    """A logged-in connection; ``async with ImapSession(...)`` connects and logs out."""
+
+    def __init__(
+        self,
+        settings: EmailSettings,
+        *,
+        password: str | None = None,
+        token: TokenSource | None = None,
+    ) -> None:
+        self._settings = settings
+        self._password = password
+        self._token = token
+        self._client: aioimaplib.IMAP4 | None = None
+        self._idle: asyncio.Future[object] | None = None
+
+    def __repr__(self) -> str:
+        return f"ImapSession({self._settings.imap_host}:{self._settings.imap_port_resolved})"
+
+    @property
+    def client(self) -> aioimaplib.IMAP4:
+        if self._client is None:
+            raise NetworkError("imap: not connected")
+        return self._client
+
+    @property
+    def gmail(self) -> bool:
+        return bool(self.client.has_capability("X-GM-EXT-1"))
+
+    async def __aenter__(self) -> ImapSession:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def connect(self) -> None:
+        s = self._settings
+        try:
+            if s.imap_security == "tls":
+                client: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
+                    host=s.imap_host, port=s.imap_port_resolved, timeout=s.timeout,
+                    ssl_context=ssl.create_default_context(),
+                )
+            else:
+                client = aioimaplib.IMAP4(
+                    host=s.imap_host, port=s.imap_port_resolved, timeout=s.timeout
+                )
+            self._client = client
+            await client.wait_hello_from_server()
+            if s.imap_security == "starttls":
+                raise PermanentError(
+                    "unsupported", "imap_security = 'starttls' is not supported; use 'tls'"
+                )
+            if self._token is not None:
+                response = await client.xoauth2(s.login, await self._token())  # type: ignore[arg-type]
+            else:
+                response = await client.login(s.login, self._password or "")
+        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+            raise NetworkError(f"imap: cannot reach {s.imap_host}: {type(err).__name__}") from None
+        if response.result != "OK":
+            raise PermanentError(
+                "auth_failed", f"imap login for {s.login} refused: {_text(response.lines)}"
+            )
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is None:
+            return
+        try:
+            if client.has_pending_idle():
+                client.idle_done()
+            await asyncio.wait_for(client.logout(), 2)
+        except Exception as err:  # closing a possibly dead connection
+            log.debug("imap: logout failed: %s", type(err).__name__)
+
+    async def _ok(self, what: str, response: aioimaplib.Response) -> aioimaplib.Response:
+        if response.result != "OK":
+            raise NetworkError(f"imap {what}: {response.result} {_text(response.lines)}")
+        return response
+
+    async def _run(self, what: str, call: Awaitable[aioimaplib.Response]) -> aioimaplib.Response:
+        try:
+            return await self._ok(what, await call)
+        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+            raise NetworkError(f"imap {what}: {type(err).__name__}") from None
+
+    async def select(self, folder: str) -> Selected:
+        response = await self._run("select", self.client.select(_quote(folder)))
+        joined = b"\n".join(bytes(line) for line in response.lines)
+        validity, uidnext = _UIDVALIDITY.search(joined), _UIDNEXT.search(joined)
+        if validity is None or uidnext is None:
+            raise NetworkError("imap select: no UIDVALIDITY/UIDNEXT in the answer")
+        return Selected(int(validity.group(1)), int(uidnext.group(1)))
+
+    async def search(self, *criteria: str) -> list[int]:
+        response = await self._run("search", self.client.uid_search(*criteria))
+        first = bytes(response.lines[0]) if response.lines else b""
+        return [int(n) for n in first.split() if n.isdigit()]
+
+    async def uids_after(self, last_uid: int) -> list[int]:
+        # "n:*" always includes the highest UID, even below n (RFC 3501 6.4.8)
+        return sorted(u for u in await self.search("UID", f"{last_uid + 1}:*") if u > last_uid)
+
+    async def info(self, uid: int) -> MessageInfo | None:
+        items = "(UID RFC822.SIZE X-GM-THRID)" if self.gmail else "(UID RFC822.SIZE)"
+        response = await self._run("fetch", self.client.uid("fetch", str(uid), items))
+        for line in response.lines:
+            line = bytes(line)
+            found = _FETCH_UID.search(line)
+            if found and int(found.group(1)) == uid:
+                size = _SIZE.search(line)
+                thread = _GM_THRID.search(line)
+                return MessageInfo(
+                    uid, int(size.group(1)) if size else 0,
+                    thread.group(1).decode() if thread else None,
+                )
+        return None  # expunged meanwhile
+
+    async def body(self, uid: int, part: str = "") -> bytes | None:
+        """The raw message (or ``part``, e.g. "HEADER"), without setting \\Seen."""
+        response = await self._run(
+            "fetch", self.client.uid("fetch", str(uid), f"(UID BODY.PEEK[{part}])")
+        )
+        for line in response.lines:
+            if isinstance(line, bytearray):
+                return bytes(line)
+        return None
+
+    async def append(self, raw: bytes, folder: str, flags: str = "(\\Seen)") -> int | None:
+        response = await self._run(
+            "append", self.client.append(raw, mailbox=_quote(folder), flags=flags)
+        )
+        found = _APPENDUID.search(b" ".join(bytes(x) for x in response.lines))
+        return int(found.group(2)) if found else None
+
+    async def wait_for_news(self, timeout: float) -> None:
+        """IDLE until the server announces a change or ``timeout`` passes (RFC 2177)."""
+        client = self.client
+        try:
+            idle = await client.idle_start(timeout=timeout)
+            try:
+                while True:
+                    pushed = await client.wait_server_push(timeout=timeout + 5)
+                    if pushed == aioimaplib.STOP_WAIT_SERVER_PUSH:
+                        break
+                    if isinstance(pushed, list) and any(
+                        bytes(p).endswith((b"EXISTS", b"EXPUNGE")) or b"BYE" in bytes(p)
+                        for p in pushed
+                    ):
+                        break
+            finally:
+                if client.has_pending_idle():
+                    client.idle_done()
+                await asyncio.wait_for(idle, self._settings.timeout)
+        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+            raise NetworkError(f"imap idle: {type(err).__name__}") from None
+
+    async def noop(self) -> None:
+        await self._run("noop", self.client.noop())
+
+
+def _text(lines: list[bytes]) -> str:
+    return " ".join(bytes(line).decode(errors="replace") for line in lines)[:300]

@@ -64,10 +64,10 @@ class EmailChannel(Channel):
             protect(password.get_secret_value())
         else:
             protect()
-        smtp: dict[str, object] = (
-            {"token": self._token} if oauth is not None else {"password": self._secret()}
+        self._outgoing = Outgoing(
+            settings, self._session, password=password,
+            token=self._token if oauth is not None else None,
         )
-        self._outgoing = Outgoing(settings, self._session, smtp)
         self.receiver: Receiver | None = None
         self._task: asyncio.Task[None] | None = None
 

@@ -36,6 +36,10 @@ class _Text(HTMLParser):
         self.hidden_depth: int | None = None  # stack depth where hidden content began
         self.stopped = False  # after an Outlook reply separator: the rest is quoted
 
+    def _newline(self) -> None:
+        if self.out and not self.out[-1].endswith("\n"):
+            self.out.append("\n")
+
     def _hidden(self) -> bool:
         return self.stopped or self.hidden_depth is not None
 
@@ -58,7 +62,7 @@ class _Text(HTMLParser):
                 self.hidden_depth = len(self.stack) - 1
             return
         if tag in _BLOCK:
-            self.out.append("\n")
+            self._newline()
         if tag == "li":
             self.out.append("- ")
         if tag == "a" and a.get("href", "").startswith(("http://", "https://")):
@@ -67,7 +71,7 @@ class _Text(HTMLParser):
     def handle_endtag(self, tag: str) -> None:
         if tag in _VOID:
             if tag in _BLOCK and not self._hidden():
-                self.out.append("\n")
+                self._newline()
             return
         # pop up to the matching open tag (mail HTML is often not well nested)
         for i in range(len(self.stack) - 1, -1, -1):
@@ -81,7 +85,7 @@ class _Text(HTMLParser):
                     if href and href not in self.out[-1:]:
                         self.out.append(f" ({href})")
                     if tag in _BLOCK:
-                        self.out.append("\n")
+                        self._newline()
                 return
 
     def handle_data(self, data: str) -> None:

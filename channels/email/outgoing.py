@@ -22,9 +22,11 @@ from collections.abc import Callable
 from email.message import Message
 from email.parser import BytesHeaderParser
 
+from pydantic import SecretStr
+
 from channels.base import Chunk
 from channels.email.compose import compose, reply_message_id
-from channels.email.imap import ImapSession
+from channels.email.imap import ImapSession, TokenSource
 from channels.email.settings import EmailSettings
 from channels.email.smtp import send_mail
 from channels.errors import NetworkError, PermanentError
@@ -43,11 +45,14 @@ class Outgoing:
         self,
         settings: EmailSettings,
         imap: Callable[[], ImapSession],
-        smtp_credentials: dict[str, object],
+        *,
+        password: SecretStr | None = None,
+        token: TokenSource | None = None,
     ) -> None:
         self._settings = settings
         self._new_imap = imap
-        self._smtp_credentials = smtp_credentials
+        self._password = password
+        self._token = token
         self._imap: ImapSession | None = None
         self._lock = asyncio.Lock()
         self._originals: OrderedDict[str, Message] = OrderedDict()
@@ -109,7 +114,8 @@ class Outgoing:
                              message.reply_id, index, self._settings.sent_folder)
                     return message_id
                 mail = compose(original, self._settings, chunk, message_id)
-                await send_mail(mail, self._settings, **self._smtp_credentials)  # type: ignore[arg-type]
+                password = self._password.get_secret_value() if self._password else None
+                await send_mail(mail, self._settings, password=password, token=self._token)
                 if self._append_sent(session):
                     try:
                         await session.append(bytes(mail), self._settings.sent_folder)

@@ -101,6 +101,16 @@ def _text_of(part: EmailMessage) -> str:
     return content
 
 
+def _drop_trailing_quote(text: str) -> str:
+    """Remove a "> ..." block that ends the text (a reply above a quote, without the
+    "On ... wrote:" line that mail-parser-reply keys on). Interleaved quotes stay."""
+    lines = text.rstrip().split("\n")
+    end = len(lines)
+    while end > 0 and (lines[end - 1].startswith(">") or not lines[end - 1].strip()):
+        end -= 1
+    return "\n".join(lines[:end]).rstrip() if end > 0 else text.strip()
+
+
 def latest_reply(text: str) -> str:
     """The newest reply in ``text``: quoted history and signature removed."""
     reply = ReplyText(text=text, languages=REPLY_LANGUAGES, keep_hyphen_lists=True).read()
@@ -108,8 +118,8 @@ def latest_reply(text: str) -> str:
         newest = reply.replies[0]
         for candidate in (newest.body, newest.content):
             if candidate and candidate.strip():
-                return str(candidate).strip()
-    return text.strip()
+                return _drop_trailing_quote(str(candidate))
+    return _drop_trailing_quote(text)
 
 
 def body_text(msg: EmailMessage) -> str:

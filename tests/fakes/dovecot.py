@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,8 @@ from pathlib import Path
 DOVECOT = shutil.which("dovecot") or "/usr/sbin/dovecot"
 #: how long startup may take before the fixture gives up (turns a hang into an error)
 START_TIMEOUT = 20.0
+#: test users written at start (each test takes one: a fresh mailbox)
+POOL_SIZE = 500
 
 
 def available() -> bool:
@@ -42,7 +45,7 @@ def _mail_owner() -> pwd.struct_passwd:
 
 
 class Dovecot:
-    """One running instance; ``add_user`` works while it runs (passwd-file is re-read)."""
+    """One running instance with ``POOL_SIZE`` users; ``claim_user`` hands them out."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or Path(tempfile.mkdtemp(prefix="pnc-dovecot-"))
@@ -55,6 +58,7 @@ class Dovecot:
         self.extra_config = ""
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
+        self._pool = [(f"user{i}", "pw-" + secrets.token_hex(12)) for i in range(POOL_SIZE)]
 
     def config(self) -> str:
         owner = _mail_owner()
@@ -115,15 +119,22 @@ protocol imap {{
 {self.extra_config}
 """
 
-    def add_user(self, name: str, password: str) -> None:
-        with self._lock, self.passwd.open("a", encoding="utf-8") as f:
-            f.write(f"{name}:{{PLAIN}}{password}::::::\n")
+    def claim_user(self) -> tuple[str, str]:
+        """A fresh (login, password) with an empty mailbox, from the pool written at
+        start. (A pool because dovecot re-reads passwd-file at most once a second, so
+        users added while it runs may not be seen at once.)"""
+        with self._lock:
+            if not self._pool:
+                raise RuntimeError(f"all {POOL_SIZE} dovecot test users are taken")
+            return self._pool.pop(0)
 
     def start(self) -> None:
         owner = _mail_owner()
         self.mail.mkdir(exist_ok=True)
         os.chown(self.mail, owner.pw_uid, owner.pw_gid)
-        self.passwd.touch()
+        self.passwd.write_text(
+            "".join(f"{name}:{{PLAIN}}{pw}::::::\n" for name, pw in self._pool), encoding="utf-8"
+        )
         conf = self.root / "dovecot.conf"
         conf.write_text(self.config(), encoding="utf-8")
         self._proc = subprocess.Popen(

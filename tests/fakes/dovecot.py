@@ -58,7 +58,7 @@ class Dovecot:
         self.extra_config = ""
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
-        self._pool = [(f"user{i}", "pw-" + secrets.token_hex(12)) for i in range(POOL_SIZE)]
+        self._pool = [(f"user{i}@pool.test", "pw-" + secrets.token_hex(12)) for i in range(POOL_SIZE)]
 
     def config(self) -> str:
         owner = _mail_owner()

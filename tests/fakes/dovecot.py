@@ -47,7 +47,7 @@ def _mail_owner() -> pwd.struct_passwd:
 class Dovecot:
     """One running instance with ``POOL_SIZE`` users; ``claim_user`` hands them out."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, introspection_url: str | None = None) -> None:
         self.root = root or Path(tempfile.mkdtemp(prefix="pnc-dovecot-"))
         self.root.chmod(0o755)
         self.imap_port = free_port()
@@ -55,10 +55,14 @@ class Dovecot:
         self.passwd = self.root / "passwd"
         self.mail = self.root / "mail"
         self.log = self.root / "dovecot.log"
-        self.extra_config = ""
+        #: with an RFC 7662 introspection endpoint, XOAUTH2/OAUTHBEARER logins are
+        #: checked against it (dovecot's oauth2 passdb) besides passwd-file passwords
+        self.introspection_url = introspection_url
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
-        self._pool = [(f"user{i}@pool.test", "pw-" + secrets.token_hex(12)) for i in range(POOL_SIZE)]
+        self._pool = [
+            (f"user{i}@pool.test", "pw-" + secrets.token_hex(12)) for i in range(POOL_SIZE)
+        ]
 
     def config(self) -> str:
         owner = _mail_owner()
@@ -74,7 +78,7 @@ listen = 127.0.0.1
 log_path = {self.log}
 ssl = no
 disable_plaintext_auth = no
-auth_mechanisms = plain login
+auth_mechanisms = plain login{" xoauth2 oauthbearer" if self.introspection_url else ""}
 default_login_user = {login_user}
 default_internal_user = {internal_user}
 default_internal_group = {pwd.getpwnam(internal_user).pw_name}
@@ -85,7 +89,9 @@ mail_gid = {owner.pw_gid}
 passdb {{
   driver = passwd-file
   args = scheme=PLAIN username_format=%u {self.passwd}
+  mechanisms = plain login
 }}
+{self._oauth2_passdb()}
 userdb {{
   driver = static
   args = home={self.mail}/%u allow_all_users=yes
@@ -116,8 +122,24 @@ service lmtp {{
 protocol imap {{
   imap_idle_notify_interval = 1 secs
 }}
-{self.extra_config}
 """
+
+    def _oauth2_passdb(self) -> str:
+        if not self.introspection_url:
+            return ""
+        conf = self.root / "dovecot-oauth2.conf.ext"
+        conf.write_text(
+            f"introspection_url = {self.introspection_url}\n"
+            "introspection_mode = post\n"
+            "username_attribute = username\n"
+            "active_attribute = active\n"
+            "active_value = true\n",
+            encoding="utf-8",
+        )
+        return (
+            "passdb {\n  driver = oauth2\n  mechanisms = xoauth2 oauthbearer\n"
+            f"  args = {conf}\n}}"
+        )
 
     def claim_user(self) -> tuple[str, str]:
         """A fresh (login, password) with an empty mailbox, from the pool written at

@@ -173,13 +173,17 @@ class EmailHarness:
 @asynccontextmanager
 async def started_channel(
     settings_overrides: dict[str, object] | None = None,
+    *,
+    account: tuple[str, str] | None = None,
+    cursors: MemoryCursorStore | None = None,
 ) -> AsyncIterator[EmailHarness]:
-    """A fresh dovecot user with the trigger mail, an SMTP fake, the channel started
-    and its receive loop idling (so injected mail is new mail)."""
+    """A fresh dovecot user (or ``account``) with the trigger mail, an SMTP fake, the
+    channel started (bound to ``cursors`` if given) and its receive loop idling, so
+    injected mail is new mail."""
     if not dovecot.available():
         pytest.skip("dovecot is not installed (apt-get install dovecot-imapd dovecot-lmtpd)")
     server = dovecot.shared()
-    login, password = server.claim_user()
+    login, password = account or server.claim_user()
     smtp = SmtpServer({login: password}).start()
     admin = await imap_client(server.imap_port, login, password)
     try:
@@ -189,6 +193,8 @@ async def started_channel(
             settings = settings.model_copy(update=settings_overrides)
         channel = EmailChannel(settings, password=SecretStr(password))
         harness = EmailHarness(channel, smtp, admin, password)
+        if cursors is not None:
+            harness.cursors = cursors
         channel.bind(harness.cursors)
         await channel.start(harness.sink)
         try:

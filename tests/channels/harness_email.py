@@ -180,8 +180,8 @@ async def started_channel(
     """A fresh dovecot user (or ``account``) with the trigger mail, an SMTP fake, the
     channel started (bound to ``cursors`` if given) and its receive loop idling, so
     injected mail is new mail."""
-    if not dovecot.available():
-        pytest.skip("dovecot is not installed (apt-get install dovecot-imapd dovecot-lmtpd)")
+    if dovecot.should_skip():
+        pytest.skip(dovecot.SKIP_REASON)
     server = dovecot.shared()
     login, password = account or server.claim_user()
     smtp = SmtpServer({login: password}).start()

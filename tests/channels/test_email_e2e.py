@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not dovecot.available(), reason="needs Debian's dovecot (.ci/run)"),
+    pytest.mark.skipif(dovecot.should_skip(), reason=dovecot.SKIP_REASON),
 ]
 
 

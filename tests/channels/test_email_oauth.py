@@ -75,7 +75,7 @@ async def test_revoked_refresh_token_is_reported_clearly(endpoint: TokenEndpoint
 
 
 slow = pytest.mark.slow
-needs_dovecot = pytest.mark.skipif(not dovecot.available(), reason="needs Debian's dovecot")
+needs_dovecot = pytest.mark.skipif(dovecot.should_skip(), reason=dovecot.SKIP_REASON)
 
 
 @pytest.fixture

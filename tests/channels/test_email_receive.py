@@ -21,7 +21,7 @@ from workers.prompt import Role, role_of
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not dovecot.available(), reason="needs Debian's dovecot (.ci/run)"),
+    pytest.mark.skipif(dovecot.should_skip(), reason=dovecot.SKIP_REASON),
 ]
 
 

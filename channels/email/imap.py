@@ -99,10 +99,6 @@ class ImapSession:
                 )
             self._client = client
             await client.wait_hello_from_server()
-            if s.imap_security == "starttls":
-                raise PermanentError(
-                    "unsupported", "imap_security = 'starttls' is not supported; use 'tls'"
-                )
             if self._token is not None:
                 response = await client.xoauth2(s.login, await self._token())  # type: ignore[arg-type]
             else:

@@ -14,6 +14,8 @@ GMAIL_SMTP = "smtp.gmail.com"
 GOOGLE_TOKEN_URL = "https://oauth2.googleapis.com/token"  # noqa: S105 (a URL)
 
 Security = Literal["tls", "starttls", "none"]
+#: aioimaplib speaks implicit TLS only (no STARTTLS); every provider offers it on 993
+ImapSecurity = Literal["tls", "none"]
 
 
 class EmailSettings(BaseModel):
@@ -36,7 +38,7 @@ class EmailSettings(BaseModel):
 
     imap_host: str = GMAIL_IMAP
     imap_port: int | None = None  # default: 993 for tls, 143 otherwise
-    imap_security: Security = "tls"
+    imap_security: ImapSecurity = "tls"  # "none": loopback tests and local servers only
     smtp_host: str = GMAIL_SMTP
     smtp_port: int | None = None  # default: 465 for tls, 587 for starttls, 25 for none
     smtp_security: Security = "starttls"

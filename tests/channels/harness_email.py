@@ -97,7 +97,8 @@ def settings_for(server: dovecot.Dovecot, login: str, smtp_port: int) -> EmailSe
         trusted_authserv_ids=[AUTHSERV_ID],
         backoff_initial=0.02,
         backoff_max=0.2,
-        idle_timeout=5,
+        # long: mail must arrive by the server's IDLE push, not by a re-issued IDLE
+        idle_timeout=300,
         timeout=WAIT,
     )
 

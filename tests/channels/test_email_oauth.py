@@ -6,7 +6,6 @@ reported clearly, without secrets."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import traceback
 from collections.abc import AsyncIterator
 
@@ -85,8 +84,7 @@ async def oauth_dovecot(endpoint: TokenEndpoint) -> AsyncIterator[dovecot.Doveco
     try:
         yield server
     finally:
-        server.stop()
-        shutil.rmtree(server.root, ignore_errors=True)
+        server.close()
 
 
 def _block(server: dovecot.Dovecot, endpoint: TokenEndpoint, login: str, smtp_port: int

@@ -204,6 +204,12 @@ protocol imap {{
             proc.stderr.close()
 
 
+    def close(self) -> None:
+        """Stop, then remove the directory (config, Maildirs, log)."""
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
 _SHARED: Dovecot | None = None
 
 
@@ -213,7 +219,6 @@ def shared() -> Dovecot:
     if _SHARED is None:
         instance = Dovecot()
         instance.start()
-        atexit.register(instance.stop)
-        atexit.register(shutil.rmtree, instance.root, True)
+        atexit.register(instance.close)
         _SHARED = instance
     return _SHARED

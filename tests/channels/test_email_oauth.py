@@ -6,6 +6,8 @@ reported clearly, without secrets."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import logging
 import traceback
 from collections.abc import AsyncIterator
 
@@ -104,8 +106,9 @@ ENV = {"EMAIL_OAUTH_CLIENT_SECRET": CLIENT_SECRET, "EMAIL_OAUTH_REFRESH_TOKEN": 
 @slow
 @needs_dovecot
 async def test_channel_receives_and_sends_with_xoauth2(
-    endpoint: TokenEndpoint, oauth_dovecot: dovecot.Dovecot
+    endpoint: TokenEndpoint, oauth_dovecot: dovecot.Dovecot, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG)
     login, password = oauth_dovecot.claim_user()
     endpoint.username = login
     smtp = SmtpServer({}, token_ok=lambda user, token: user == login and endpoint.valid(token))
@@ -131,6 +134,11 @@ async def test_channel_receives_and_sends_with_xoauth2(
         assert smtp.xoauth2_logins == [login]
         assert len(smtp.messages()) == 1
         assert endpoint.grants == 1  # one token served IMAP and SMTP
+        [access] = endpoint.issued
+        sasl = base64.b64encode(f"user={login}\1auth=Bearer {access}\1\1".encode()).decode()
+        assert "AUTHENTICATE" in caplog.text  # aioimaplib logged the command...
+        for secret in (*SECRETS, access, sasl):  # ...but no credential
+            assert secret not in caplog.text
     finally:
         await channel.stop()
         smtp.stop()

@@ -63,7 +63,7 @@ class ImapSession:
         self._password = password
         self._token = token
         self._client: aioimaplib.IMAP4 | None = None
-        self._idle: asyncio.Future[object] | None = None
+        self._lost = asyncio.Event()  # the server closed the connection
 
     def __repr__(self) -> str:
         return f"ImapSession({self._settings.imap_host}:{self._settings.imap_port_resolved})"
@@ -88,15 +88,13 @@ class ImapSession:
     async def connect(self) -> None:
         s = self._settings
         try:
-            if s.imap_security == "tls":
-                client: aioimaplib.IMAP4 = aioimaplib.IMAP4_SSL(
-                    host=s.imap_host, port=s.imap_port_resolved, timeout=s.timeout,
-                    ssl_context=ssl.create_default_context(),
-                )
-            else:
-                client = aioimaplib.IMAP4(
-                    host=s.imap_host, port=s.imap_port_resolved, timeout=s.timeout
-                )
+            # IMAP4 with an ssl_context rather than IMAP4_SSL: only IMAP4 takes the
+            # connection-lost callback that ends an IDLE on a dead connection at once
+            client = aioimaplib.IMAP4(
+                host=s.imap_host, port=s.imap_port_resolved, timeout=s.timeout,
+                conn_lost_cb=lambda _exc: self._lost.set(),
+                ssl_context=ssl.create_default_context() if s.imap_security == "tls" else None,
+            )
             self._client = client
             await client.wait_hello_from_server()
             if self._token is not None:
@@ -113,6 +111,11 @@ class ImapSession:
     async def close(self) -> None:
         client, self._client = self._client, None
         if client is None:
+            return
+        if self._lost.is_set():  # nothing to log out from; drop the socket
+            transport = getattr(client.protocol, "transport", None)
+            if transport is not None:
+                transport.close()
             return
         try:
             if client.has_pending_idle():
@@ -182,26 +185,42 @@ class ImapSession:
         return int(found.group(2)) if found else None
 
     async def wait_for_news(self, timeout: float) -> None:
-        """IDLE until the server announces a change or ``timeout`` passes (RFC 2177)."""
+        """IDLE until the server announces a change or ``timeout`` passes (RFC 2177).
+        Raises ``NetworkError`` as soon as the connection is lost or the server says BYE
+        (a restart, an admin's kick), so the receive loop reconnects at once."""
         client = self.client
         try:
             idle = await client.idle_start(timeout=timeout)
             try:
                 while True:
-                    pushed = await client.wait_server_push(timeout=timeout + 5)
+                    pushed = await self._push_or_loss(client, timeout + 5)
                     if pushed == aioimaplib.STOP_WAIT_SERVER_PUSH:
                         break
-                    if isinstance(pushed, list) and any(
-                        bytes(p).endswith((b"EXISTS", b"EXPUNGE")) or b"BYE" in bytes(p)
-                        for p in pushed
-                    ):
+                    lines = [bytes(p) for p in pushed] if isinstance(pushed, list) else []
+                    if any(b"BYE" in line for line in lines):
+                        self._lost.set()
+                        raise NetworkError("imap idle: the server closed the connection (BYE)")
+                    if any(line.endswith((b"EXISTS", b"EXPUNGE")) for line in lines):
                         break
             finally:
-                if client.has_pending_idle():
-                    client.idle_done()
-                await asyncio.wait_for(idle, self._settings.timeout)
+                if not self._lost.is_set():
+                    if client.has_pending_idle():
+                        client.idle_done()
+                    await asyncio.wait_for(idle, self._settings.timeout)
         except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
             raise NetworkError(f"imap idle: {type(err).__name__}") from None
+
+    async def _push_or_loss(self, client: aioimaplib.IMAP4, timeout: float) -> object:
+        push = asyncio.ensure_future(client.wait_server_push(timeout=timeout))
+        lost = asyncio.ensure_future(self._lost.wait())
+        try:
+            await asyncio.wait({push, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+        if not push.done():
+            push.cancel()
+            raise NetworkError("imap idle: connection lost")
+        return push.result()
 
     async def noop(self) -> None:
         await self._run("noop", self.client.noop())

@@ -13,8 +13,11 @@ import logging
 import re
 
 IMAP_LOGGER = "aioimaplib.aioimaplib"
-_AUTH = re.compile(rb"(AUTHENTICATE\s+\S+\s+)\S+|(LOGIN\s+\S+\s+)(\"(?:[^\"\\]|\\.)*\"|\S+)"
-                   .decode(), re.IGNORECASE)
+#: "<tag> LOGIN <user> <password>" and "<tag> AUTHENTICATE <mechanism> <initial response>"
+_AUTH = re.compile(
+    r"(\b[A-Za-z]+\d+\s+(?:LOGIN|AUTHENTICATE)\s+\S+\s+)(\"(?:[^\"\\]|\\.)*\"|\S+)",
+    re.IGNORECASE,
+)
 
 
 class _Redactor(logging.Filter):
@@ -23,7 +26,7 @@ class _Redactor(logging.Filter):
         self.secrets: set[str] = set()
 
     def redact(self, text: str) -> str:
-        text = _AUTH.sub(lambda m: (m.group(1) or m.group(2)) + "***", text)
+        text = _AUTH.sub(lambda m: m.group(1) + "***", text)
         for secret in self.secrets:
             text = text.replace(secret, "***")
         return text

@@ -10,6 +10,8 @@ Debian's dovecot (``.ci/run`` installs it); skipped with a reason where it is ab
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -211,7 +213,8 @@ async def started_channel(
             await channel.stop()
     finally:
         smtp.stop()
-        await admin.logout()
+        with contextlib.suppress(Exception):  # a test may have had the session kicked
+            await asyncio.wait_for(admin.logout(), 2)
 
 
 HARNESSES = [HarnessSpec(id="email-imap-idle", platform="email", factory=started_channel)]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 from email.message import EmailMessage
 
 import aiosmtplib
@@ -13,7 +14,7 @@ import pytest
 
 from channels.email.compose import reply_message_id
 from channels.email.receiver import CURSOR_KEY, DEAD_LETTER_KEY, Cursor
-from tests.channels.harness_email import BOT, append, imap_client, started_channel
+from tests.channels.harness_email import BOT, append, eml, imap_client, started_channel
 from tests.channels.kit import MemoryCursorStore
 from tests.fakes import dovecot
 from tests.fakes.smtp_server import SmtpServer
@@ -85,6 +86,28 @@ async def test_bad_mail_is_dead_lettered_and_does_not_block_the_cursor(
     assert "unknown charset 'x-no-such-charset'" in reasons[1]
     assert "malformed MIME" in reasons[2]
     assert caplog.text.count("skipped bad mail") == 3
+
+
+async def test_a_dropped_connection_is_reconnected_and_nothing_is_missed() -> None:
+    """``doveadm kick`` ends every IMAP session of the bot's user (as a server restart
+    would): the receiver notices during IDLE, reconnects, and reads what came since."""
+    server = dovecot.shared()
+    async with started_channel() as h:
+        receiver = h.channel.receiver
+        assert receiver is not None
+        login = h.channel.settings.login
+        kicked = subprocess.run(
+            ["doveadm", "-c", str(server.root / "dovecot.conf"), "kick", login],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+        assert kicked.returncode == 0, kicked.stderr
+        admin = await imap_client(server.imap_port, login, h.secrets[0])  # the kick ended its own
+        try:
+            await append(admin, eml("direct_to_bot"))
+        finally:
+            await admin.logout()
+        [got] = await h.sink.wait_for(1)
+    assert got.message_id == "dm-1@example.org"
 
 
 async def test_polling_fallback_without_idle() -> None:

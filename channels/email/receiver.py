@@ -14,7 +14,8 @@ State machine of one mailbox::
 
 The cursor is ``"<UIDVALIDITY>:<UID>:<YYYY-MM-DD>"``. When the server's UIDVALIDITY no
 longer matches (the folder was recreated or renumbered), the stored UIDs mean nothing:
-the mail since the day of the last cursor write is delivered again. Every message keeps
+the mail since the day of the last cursor write is delivered again, and the new
+cursor is stored only once all of it is queued (older mail stays unread). Every message keeps
 its Message-ID, hence its ``dedupe_id``, so the inbox drops the ones already queued and
 nothing is doubled or lost. Dead letters are logged and recorded (newest
 ``DEAD_LETTER_KEEP``) under the cursor store key ``dead_letters``.
@@ -147,12 +148,18 @@ class Receiver:
             cursor.day,
         )
         again = sorted(await session.search("SINCE", _imap_date(cursor.day)))
-        return Cursor(selected.uidvalidity, 0, cursor.day), again
+        top = max([selected.uidnext - 1, *again])
+        return Cursor(selected.uidvalidity, top, cursor.day), again
 
     async def _serve(self, session: ImapSession) -> None:
         cursor, again = await self._start_cursor(session)
-        for uid in again:
-            cursor = await self._deliver(session, cursor, uid)
+        if again:
+            # a re-sync is all or nothing: the new cursor is stored once every re-read
+            # mail is queued (a failure midway re-reads them all; the inbox dedupes)
+            for uid in again:
+                await self._deliver(session, cursor, uid, persist=False)
+            cursor = Cursor(cursor.uidvalidity, cursor.uid, _today())
+            await self._set(CURSOR_KEY, cursor.encode())
         delay = self.settings.backoff_initial
         idle = self.settings.idle and session.client.has_capability("IDLE")
         while True:
@@ -173,7 +180,9 @@ class Receiver:
                 await session.noop()
             self.idling.clear()
 
-    async def _deliver(self, session: ImapSession, cursor: Cursor, uid: int) -> Cursor:
+    async def _deliver(
+        self, session: ImapSession, cursor: Cursor, uid: int, *, persist: bool = True
+    ) -> Cursor:
         inbound = await self._read(session, cursor.uidvalidity, uid)
         if inbound is not None:
             try:
@@ -183,7 +192,8 @@ class Receiver:
             except Exception as err:  # not durable: keep the cursor, retry this UID
                 raise _SinkFailed(f"uid {uid} not queued ({type(err).__name__})") from err
         moved = Cursor(cursor.uidvalidity, max(cursor.uid, uid), _today())
-        await self._set(CURSOR_KEY, moved.encode())
+        if persist:
+            await self._set(CURSOR_KEY, moved.encode())
         return moved
 
     async def _read(self, session: ImapSession, uidvalidity: int, uid: int) -> Inbound | None:

@@ -15,6 +15,7 @@ import contextlib
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import datetime
 from email.message import EmailMessage
 
 import aioimaplib
@@ -76,9 +77,11 @@ async def imap_client(port: int, login: str, password: str) -> aioimaplib.IMAP4:
     return client
 
 
-async def append(client: aioimaplib.IMAP4, raw: bytes, folder: str = "INBOX") -> int:
-    """APPEND ``raw``; return its UID (dovecot answers APPENDUID, RFC 4315)."""
-    response = await client.append(raw, mailbox=folder)
+async def append(
+    client: aioimaplib.IMAP4, raw: bytes, folder: str = "INBOX", date: datetime | None = None
+) -> int:
+    """APPEND ``raw`` (with INTERNALDATE ``date``); return its UID (APPENDUID, RFC 4315)."""
+    response = await client.append(raw, mailbox=folder, date=date)
     assert response.result == "OK", response
     found = _APPENDUID.search(b" ".join(bytes(line) for line in response.lines))
     assert found, response

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+from datetime import UTC, datetime
 from email.message import EmailMessage
 
 import aiosmtplib
@@ -35,6 +36,9 @@ def simple_mail(message_id: str, body: str = "hello", size: int = 0) -> bytes:
     ).encode()
 
 
+LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
+
+
 def cursor_of(store: MemoryCursorStore) -> Cursor:
     cursor = Cursor.decode(store.values[CURSOR_KEY])
     assert cursor is not None
@@ -55,6 +59,8 @@ async def test_uidvalidity_change_is_resynced_without_new_identities() -> None:
         # the folder is recreated (new UIDVALIDITY) holding the old mail and a new one
         assert (await admin.delete("Bot")).result == "OK"
         assert (await admin.create("Bot")).result == "OK"
+        # mail received long before the last cursor write is not re-read
+        await append(admin, simple_mail("old-1@example.org"), "Bot", date=LONG_AGO)
         await append(admin, simple_mail("a-1@example.org"), "Bot")
         await append(admin, simple_mail("b-1@example.org"), "Bot")
         async with started_channel({"folder": "Bot"}, account=account, cursors=cursors) as h:
@@ -64,7 +70,28 @@ async def test_uidvalidity_change_is_resynced_without_new_identities() -> None:
         await admin.logout()
     assert [i.message_id for i in got] == ["a-1@example.org", "b-1@example.org"]
     assert got[0].dedupe_id == a.dedupe_id  # so the inbox drops the re-read copy
-    assert new.uidvalidity != old.uidvalidity and new.uid == 2
+    assert new.uidvalidity != old.uidvalidity and new.uid == 3
+
+
+async def test_uidvalidity_change_with_nothing_recent_rereads_nothing() -> None:
+    server = dovecot.shared()
+    account = server.claim_user()
+    admin = await imap_client(server.imap_port, *account)
+    cursors = MemoryCursorStore()
+    try:
+        assert (await admin.create("Bot")).result == "OK"
+        async with started_channel({"folder": "Bot"}, account=account, cursors=cursors) as h:
+            await append(h.admin, simple_mail("a-2@example.org"), "Bot")
+            await h.sink.wait_for(1)
+        assert (await admin.delete("Bot")).result == "OK"
+        assert (await admin.create("Bot")).result == "OK"
+        await append(admin, simple_mail("old-2@example.org"), "Bot", date=LONG_AGO)
+        async with started_channel({"folder": "Bot"}, account=account, cursors=cursors) as h:
+            await append(h.admin, simple_mail("c-2@example.org"), "Bot")
+            got = await h.sink.wait_for(1)
+    finally:
+        await admin.logout()
+    assert [i.message_id for i in got] == ["c-2@example.org"]
 
 
 async def test_bad_mail_is_dead_lettered_and_does_not_block_the_cursor(

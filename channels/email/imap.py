@@ -136,7 +136,16 @@ class ImapSession:
             raise NetworkError(f"imap {what}: {type(err).__name__}") from None
 
     async def select(self, folder: str) -> Selected:
-        response = await self._run("select", self.client.select(_quote(folder)))
+        try:
+            response = await self.client.select(_quote(folder))
+        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+            raise NetworkError(f"imap select: {type(err).__name__}") from None
+        if response.result == "NO" and _missing(response.lines):
+            raise PermanentError(
+                "folder_missing", f"folder {folder!r} does not exist on the server; check the "
+                "folder/sent_folder setting (Gmail: a label name, or '[Gmail]/Sent Mail')"
+            )
+        await self._ok("select", response)
         joined = b"\n".join(bytes(line) for line in response.lines)
         validity, uidnext = _UIDVALIDITY.search(joined), _UIDNEXT.search(joined)
         if validity is None or uidnext is None:
@@ -224,6 +233,12 @@ class ImapSession:
 
     async def noop(self) -> None:
         await self._run("noop", self.client.noop())
+
+
+def _missing(lines: list[bytes]) -> bool:
+    """A NO for a folder that does not exist ([NONEXISTENT], RFC 5530, or its words)."""
+    text = _text(lines).lower()
+    return "nonexistent" in text or "doesn't exist" in text or "unknown mailbox" in text
 
 
 def _text(lines: list[bytes]) -> str:

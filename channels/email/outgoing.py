@@ -21,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from email.message import Message
 from email.parser import BytesHeaderParser
+from email.policy import SMTP  # CRLF line ends, as IMAP APPEND expects
 
 from pydantic import SecretStr
 
@@ -118,7 +119,7 @@ class Outgoing:
                 await send_mail(mail, self._settings, password=password, token=self._token)
                 if self._append_sent(session):
                     try:
-                        await session.append(bytes(mail), self._settings.sent_folder)
+                        await session.append(mail.as_bytes(policy=SMTP), self._settings.sent_folder)
                     except NetworkError as err:
                         # sent already: a retry would send it twice; only the copy is missing
                         log.warning("email: sent %s but could not file it in %s: %s",

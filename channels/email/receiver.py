@@ -37,7 +37,7 @@ from channels.email.imap import ImapSession
 from channels.email.normalize import Dropped, normalize
 from channels.email.parse import BadMail, parse
 from channels.email.settings import EmailSettings
-from channels.errors import NetworkError
+from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
 
 log = logging.getLogger(__name__)
@@ -100,6 +100,7 @@ class Receiver:
         self._account = account
         self._memory: dict[str, str] = {}  # without a store (unit tests): in memory
         self.idling = asyncio.Event()  # set while waiting in IDLE/poll (tests wait on it)
+        self._served = False  # this connection got as far as waiting for new mail
 
     async def _get(self, key: str) -> str | None:
         if self._cursors is None:
@@ -121,13 +122,20 @@ class Receiver:
                     session = self._new_session()
                     await session.connect()
                 await self._serve(session)
+            except PermanentError:
+                raise  # a refused login or revoked token: the operator must act
             except (NetworkError, _SinkFailed) as err:
                 log.warning("email[%s]: %s; retrying in %.1fs", self._account, err, delay)
+            except Exception as err:  # e.g. the cursor store (Redis) is unreachable
+                log.warning("email[%s]: receive loop error %s: %s; retrying in %.1fs",
+                            self._account, type(err).__name__, err, delay)
             finally:
                 self.idling.clear()
                 if session is not None:
                     await session.close()
                     session = None
+            if self._served:  # the last connection worked: start the backoff afresh
+                delay, self._served = self.settings.backoff_initial, False
             await asyncio.sleep(delay * random.uniform(0.5, 1.0))
             delay = min(delay * 2, self.settings.backoff_max)
 
@@ -172,6 +180,7 @@ class Receiver:
                 delay = min(delay * 2, self.settings.backoff_max)
                 continue
             delay = self.settings.backoff_initial
+            self._served = True
             self.idling.set()
             if idle:
                 await session.wait_for_news(self.settings.idle_timeout)

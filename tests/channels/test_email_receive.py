@@ -15,6 +15,7 @@ import pytest
 
 from channels.email.compose import reply_message_id
 from channels.email.receiver import CURSOR_KEY, DEAD_LETTER_KEY, Cursor
+from channels.errors import PermanentError
 from tests.channels.harness_email import BOT, append, eml, imap_client, started_channel
 from tests.channels.kit import MemoryCursorStore
 from tests.fakes import dovecot
@@ -135,6 +136,15 @@ async def test_a_dropped_connection_is_reconnected_and_nothing_is_missed() -> No
             await admin.logout()
         [got] = await h.sink.wait_for(1)
     assert got.message_id == "dm-1@example.org"
+
+
+async def test_a_missing_sent_folder_is_a_permanent_error_naming_the_setting() -> None:
+    async with started_channel({"sent_folder": "[Gmail]/Sent Mail"}) as h:
+        out = h.outbound("hello")
+        with pytest.raises(PermanentError) as caught:
+            await h.channel.send_chunk(out, h.channel.render(out.text)[0], 0)
+    assert caught.value.reason == "folder_missing"
+    assert "sent_folder" in str(caught.value) and h.sent() == []
 
 
 async def test_polling_fallback_without_idle() -> None:

@@ -82,6 +82,7 @@ class _Text(HTMLParser):
                     self.hidden_depth = None
                     return
                 if not self._hidden():
+                    # show the target unless the link text already is the target
                     if href and href not in self.out[-1:]:
                         self.out.append(f" ({href})")
                     if tag in _BLOCK:

@@ -13,6 +13,8 @@ from channels.base import Chunk
 from channels.email import EmailChannel, EmailSettings
 from channels.email.authresults import verdict
 from channels.email.compose import MAX_REFERENCES, compose, reply_message_id
+from channels.email.normalize import thread_key
+from channels.email.parse import parse
 from channels.email.smtp import map_smtp_error
 from channels.errors import NetworkError, PermanentError, RateLimited
 
@@ -103,6 +105,17 @@ def test_reply_all_with_thread_headers_and_alternatives() -> None:
     assert mail.get_content_type() == "multipart/alternative"
     assert reply_message_id("turn-9", 1, settings.address) == mid  # stable across retries
     assert reply_message_id("turn-9", 2, settings.address) != mid
+
+
+def test_thread_key_is_gmails_thread_id_or_the_root_message_id() -> None:
+    root = parse(b"From: a@example.org\r\nMessage-ID: <r@x>\r\n\r\nhi\r\n", "f")
+    reply = parse(
+        b"From: b@example.org\r\nMessage-ID: <s@x>\r\nIn-Reply-To: <r@x>\r\n"
+        b"References: <r@x>\r\n\r\nhi\r\n", "f",
+    )
+    assert thread_key(root) == thread_key(reply) != thread_key(reply.__class__(
+        **{**reply.__dict__, "references": [], "in_reply_to": None}))
+    assert thread_key(reply, "1781234567890") == "gm-1781234567890"
 
 
 def test_config_errors_name_the_key_and_the_fix() -> None:

@@ -54,6 +54,15 @@ class _Handler:
             return AuthResult(success=True, auth_data=LoginPassword(user.encode(), b""))
         return AuthResult(success=False, handled=False)
 
+    async def handle_MAIL(
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
+        if not session.authenticated:
+            return "530 5.7.0 Authentication required"
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 OK"
+
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         with self.owner.lock:
             failure, self.owner.next_failure = self.owner.next_failure, None
@@ -94,8 +103,9 @@ class SmtpServer:
             hostname="127.0.0.1",
             port=self.port,
             authenticator=self._authenticate,
-            auth_require_tls=False,
-            auth_required=True,
+            auth_require_tls=False,  # loopback only, no certificates
+            # AUTH is required by handle_MAIL below: aiosmtpd's own auth_required warns
+            # on every connection when TLS is not required as well
         )
 
     def _authenticate(

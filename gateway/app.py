@@ -36,6 +36,7 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "slack": "channels.slack:SlackChannel",
     "discord": "channels.discord:DiscordChannel",
     "signal": "channels.signal:SignalChannel",
+    "email": "channels.email:EmailChannel",
 }
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 HEARTBEAT_TTL = 10

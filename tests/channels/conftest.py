@@ -22,6 +22,7 @@ HARNESS_MODULES: list[tuple[str, str]] = [
     ("channels.slack", "tests.channels.harness_slack"),
     ("channels.discord", "tests.channels.harness_discord"),
     ("channels.signal", "tests.channels.harness_signal"),
+    ("channels.email", "tests.channels.harness_email"),
 ]
 
 

@@ -1,0 +1,140 @@
+"""``EmailChannel``: one mailbox. IMAP (IDLE or polling) in, SMTP (aiosmtplib) out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pydantic import SecretStr
+
+from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.email.imap import ImapSession, TokenSource
+from channels.email.oauth import TokenManager
+from channels.email.outgoing import Outgoing
+from channels.email.receiver import Receiver
+from channels.email.redact import protect
+from channels.email.render import EMAIL_TEXT_LIMIT, render_chunks
+from channels.email.settings import EmailSettings
+from channels.models import Outbound
+
+if TYPE_CHECKING:
+    from typing import Self
+
+log = logging.getLogger(__name__)
+
+#: One mail per second per thread is plenty for a conversation and stays far below
+#: Gmail's sending limits (about 2,000 messages a day for Workspace, 500 for
+#: consumer accounts: https://support.google.com/a/answer/166852).
+EMAIL_LIMITS = ChannelLimits(max_message_len=EMAIL_TEXT_LIMIT, per_chat_interval=1.0, burst=1)
+
+
+def _report_end(task: asyncio.Task[None]) -> None:
+    """The receive loop only ends by stop() or a refused login; say so if it died."""
+    if not task.cancelled() and task.exception() is not None:
+        log.error("email: receive loop stopped: %s", task.exception())
+
+
+class EmailChannel(Channel):
+    """A mailbox as a channel: each mail thread is a conversation."""
+
+    name = "email"
+    Settings = EmailSettings
+    limits = EMAIL_LIMITS
+
+    def __init__(
+        self,
+        settings: EmailSettings,
+        *,
+        password: SecretStr | None = None,
+        oauth: TokenManager | None = None,
+        account: str = "default",
+        cursor_store: CursorStore | None = None,
+    ) -> None:
+        if (password is None) == (oauth is None):
+            raise ValueError("email: give exactly one of password or oauth")
+        self.settings = settings
+        self.account = account
+        self.cursor_store = cursor_store
+        self._password = password
+        self._oauth = oauth
+        if password is not None:
+            protect(password.get_secret_value())
+        else:
+            protect()
+        self._outgoing = Outgoing(
+            settings, self._session, password=password,
+            token=self._token if oauth is not None else None,
+        )
+        self.receiver: Receiver | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return f"EmailChannel(account={self.account!r}, address={self.settings.address!r})"
+
+    @classmethod
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+        settings = EmailSettings.model_validate(block)
+        if settings.auth == "oauth2":
+            secret = env.get(settings.client_secret_env, "").strip()
+            refresh = env.get(settings.refresh_token_env, "").strip()
+            missing = [n for n, v in ((settings.client_secret_env, secret),
+                                      (settings.refresh_token_env, refresh)) if not v]
+            if missing:
+                raise ValueError(
+                    f"channels.email: auth = 'oauth2' needs the environment variable(s) "
+                    f"{', '.join(missing)} (the OAuth client secret and the refresh token "
+                    "from the consent step)"
+                )
+            assert settings.client_id is not None  # the settings validator checked it
+            oauth = TokenManager(
+                settings.token_url, settings.client_id, SecretStr(secret), SecretStr(refresh),
+                margin=settings.refresh_margin, timeout=settings.timeout,
+            )
+            return cls(settings, oauth=oauth, account=account)
+        password = env.get(settings.password_env, "").strip()
+        if not password:
+            raise ValueError(
+                f"channels.email: set the environment variable {settings.password_env} to the "
+                "mailbox password (Gmail: an app password), or set auth = 'oauth2'"
+            )
+        return cls(settings, password=SecretStr(password), account=account)
+
+    def _secret(self) -> str | None:
+        return self._password.get_secret_value() if self._password is not None else None
+
+    async def _token(self) -> str:
+        assert self._oauth is not None
+        return await self._oauth.token()
+
+    def _session(self) -> ImapSession:
+        token: TokenSource | None = self._token if self._oauth is not None else None
+        return ImapSession(self.settings, password=self._secret(), token=token)
+
+    async def start(self, sink: InboundSink) -> None:
+        """Log in (a refused login or revoked token raises ``PermanentError`` here),
+        then receive in the background."""
+        first = self._session()
+        await first.connect()
+        self.receiver = Receiver(self.settings, self._session, sink, self.cursor_store,
+                                 self.account)
+        self._task = asyncio.create_task(self.receiver.run(first), name=f"email-{self.account}")
+        self._task.add_done_callback(_report_end)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await self._outgoing.close()
+
+    def render(self, text: str) -> list[Chunk]:
+        return render_chunks(text, self.limits.max_message_len)
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Send one chunk as its own mail in the thread (reply-all to ``reply_to_id``);
+        returns its Message-ID. A chunk already in Sent is not sent again."""
+        return await self._outgoing.send(message, chunk, index)

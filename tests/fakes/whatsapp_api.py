@@ -173,7 +173,7 @@ class FakeWhatsApp:
             return self._error(100, "Invalid parameter", 400, problem)
         wamid = f"wamid.FAKE{next(self._ids):08d}"
         self.sent.append({**body, "wamid": wamid})
-        to = str(body["to"])
+        to = str(body.get("to") or body["recipient"])
         last = self.last_inbound.get(to)
         closed = last is None or time.time() - last >= 24 * 3600
         if self.enforce_window and body["type"] != "template" and \
@@ -196,7 +196,7 @@ class FakeWhatsApp:
         """The status notification for one sent message."""
         item: dict[str, Any] = {"id": sent["wamid"], "status": status,
                                 "timestamp": str(int(time.time())),
-                                "recipient_id": str(sent["to"])}
+                                "recipient_id": str(sent.get("to") or sent["recipient"])}
         if "biz_opaque_callback_data" in sent:
             item["biz_opaque_callback_data"] = sent["biz_opaque_callback_data"]
         if error is not None:
@@ -235,7 +235,8 @@ class FakeWhatsApp:
             for entry in payload.get("entry", []):
                 for change in entry.get("changes", []):
                     for msg in change.get("value", {}).get("messages", []):
-                        self.last_inbound[str(msg.get("from"))] = int(msg["timestamp"])
+                        who = msg.get("from") or msg.get("from_user_id")
+                        self.last_inbound[str(who)] = int(msg["timestamp"])
         elif (status == 0 or status >= 500) and signature == "sign":
             self.pending.append(payload)
         return status
@@ -258,8 +259,9 @@ def _invalid(body: Any) -> str:
     """Why a /messages body would be refused ("" when it is fine)."""
     if not isinstance(body, dict) or body.get("messaging_product") != "whatsapp":
         return "messaging_product must be whatsapp"
-    if not body.get("to") or body.get("recipient_type") not in ("individual", "group"):
-        return "to and recipient_type are required"
+    if not (body.get("to") or body.get("recipient")) or \
+            body.get("recipient_type") not in ("individual", "group"):
+        return "to (a number or group id) or recipient (a BSUID), and recipient_type"
     kind = body.get("type")
     if kind == "text":
         text = body.get("text", {}).get("body", "")

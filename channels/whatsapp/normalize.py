@@ -130,7 +130,8 @@ def _location(msg: dict[str, Any]) -> Content:
 
 
 def _contacts(msg: dict[str, Any]) -> Content:
-    names = [str(_obj(c, "contact").get("name", {}).get("formatted_name", "?"))
+    names = [str(_obj(_obj(c, "contact").get("name", {}), "contact.name")
+                 .get("formatted_name", "?"))
              for c in _list(msg.get("contacts"), "contacts")]
     return f"[shared contact] {', '.join(names)}", []
 
@@ -178,8 +179,8 @@ def _to_inbound(msg: dict[str, Any], value: dict[str, Any], ctx: _Context) -> In
     sender = _str(msg.get("from") or msg.get("from_user_id"), "message.from")
     group_id = msg.get("group_id")
     is_group = isinstance(group_id, str) and bool(group_id)
-    context = msg.get("context") if isinstance(msg.get("context"), dict) else {}
-    assert isinstance(context, dict)
+    raw_context = msg.get("context")
+    context: dict[str, Any] = raw_context if isinstance(raw_context, dict) else {}
     reply_to = context.get("id") if isinstance(context.get("id"), str) else None
     forwarded = bool(context.get("forwarded") or context.get("frequently_forwarded"))
     to_bot = reply_to is not None and context.get("from") == ctx.display_number

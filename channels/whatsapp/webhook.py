@@ -123,6 +123,10 @@ class WebhookHandler:
             parsed = self._parse(payload)
         except MalformedPayload as exc:
             return self._reject(400, "malformed payload", f"malformed delivery: {exc}")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # a shape the normalizer did not foresee: still the sender's fault, not a 500
+            return self._reject(400, "malformed payload",
+                                f"malformed delivery ({type(exc).__name__})")
         newest = max(parsed.timestamps, default=None)
         if newest is not None and newest < time.time() - self._max_age:
             return self._reject(401, "stale delivery",

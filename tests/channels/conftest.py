@@ -23,6 +23,7 @@ HARNESS_MODULES: list[tuple[str, str]] = [
     ("channels.discord", "tests.channels.harness_discord"),
     ("channels.signal", "tests.channels.harness_signal"),
     ("channels.email", "tests.channels.harness_email"),
+    ("channels.whatsapp", "tests.channels.harness_whatsapp"),
 ]
 
 

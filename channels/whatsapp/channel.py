@@ -1,0 +1,224 @@
+"""``WhatsAppChannel``: Cloud API webhooks in, ``Inbound`` out; ``Outbound`` in, Graph
+API ``/<phone_number_id>/messages`` out, through pywa's async client.
+
+pywa sends (text, templates, recipient typing of phone numbers, BSUIDs and group ids)
+and checks webhook signatures; its own update dispatcher is not used for receiving:
+it answers 200 whatever a handler raised and marks a delivery as seen before handling
+it, while this bot must answer non-200 (so Meta redelivers) until the message is
+durable (tests/channels/test_whatsapp_webhook.py shows both).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Self
+
+import httpx
+from aiohttp import web
+from pywa.types.templates import TemplateLanguage
+from pywa_async.client import WhatsApp
+
+from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.models import Outbound
+from channels.whatsapp.errors import OUTSIDE_WINDOW, OutsideWindow, map_error
+from channels.whatsapp.normalize import Parsed, StatusEvent, parse_delivery
+from channels.whatsapp.outcomes import DeliveryLog, DeliveryOutcome, ServiceWindow, tracker
+from channels.whatsapp.render import WHATSAPP_TEXT_LIMIT, render_chunks
+from channels.whatsapp.settings import (
+    WhatsAppSecrets,
+    WhatsAppSettings,
+    load_secrets,
+    parse_block,
+)
+from channels.whatsapp.webhook import WebhookHandler
+
+__all__ = ["WHATSAPP_LIMITS", "WhatsAppChannel"]
+
+log = logging.getLogger(__name__)
+
+#: Pair rate limit: one message every 6 seconds to the same user, with short bursts
+#: allowed and paid back afterwards (Cloud API throughput docs, "pair rate limits").
+WHATSAPP_LIMITS = ChannelLimits(
+    max_message_len=WHATSAPP_TEXT_LIMIT, per_chat_interval=6.0, burst=5
+)
+
+
+class WhatsAppChannel(Channel):
+    """One WhatsApp Business phone number on the Cloud API, receiving by webhook.
+
+    Typing: the Cloud API's typing indicator also marks the user's message as read,
+    which an operator may not want from a bot that only listens, so ``typing`` does
+    nothing. Delivery statuses go to ``outcome(reply_id)`` and ``health()``.
+    """
+
+    name = "whatsapp"
+    Settings = WhatsAppSettings
+    limits = WHATSAPP_LIMITS
+
+    def __init__(
+        self, settings: WhatsAppSettings, secrets: WhatsAppSecrets, *, account: str = "default"
+    ) -> None:
+        self.settings = settings
+        self.account = account
+        self._secrets = secrets
+        self._session = httpx.AsyncClient(timeout=settings.request_timeout)
+        self._wa = WhatsApp(
+            phone_id=settings.phone_number_id,
+            token=secrets.token.get_secret_value(),
+            session=self._session,
+            api_version=settings.api_version,
+        )
+        # pywa always names graph.facebook.com; the configured origin (a fake, a proxy)
+        # replaces it on the session pywa was given
+        origin = settings.api_base_url.rstrip("/")
+        self._session.base_url = httpx.URL(f"{origin}/v{settings.api_version}")
+        self._sink: InboundSink | None = None
+        self._window = ServiceWindow()
+        self.deliveries = DeliveryLog()
+        self._handler = WebhookHandler(
+            account=account,
+            app_secret=secrets.app_secret.get_secret_value(),
+            verify_token=secrets.verify_token.get_secret_value(),
+            max_event_age=settings.max_event_age,
+            parse=self._parse,
+            process=self._process,
+        )
+        self.display_number: str | None = None
+
+    def __repr__(self) -> str:
+        return (f"WhatsAppChannel(account={self.account!r}, "
+                f"phone_number_id={self.settings.phone_number_id!r})")
+
+    @classmethod
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+        settings = parse_block(block)
+        return cls(settings, load_secrets(settings, env), account=account)
+
+    @property
+    def webhook_path(self) -> str:
+        if self.settings.webhook_path:
+            return self.settings.webhook_path
+        return "/whatsapp/webhook" if self.account == "default" else \
+            f"/whatsapp/{self.account}/webhook"
+
+    def bind(self, cursor_store: CursorStore) -> None:
+        super().bind(cursor_store)
+        self._window.bind(cursor_store)
+
+    # -- life cycle -------------------------------------------------------------
+
+    async def start(self, sink: InboundSink) -> None:
+        """Check the token and phone number id (GET the phone number), then accept
+        deliveries. Raises PermanentError on a refused token or unknown number."""
+        try:
+            number = await self._wa.get_business_phone_number()
+        except Exception as exc:
+            raise map_error("get phone number", exc) from None
+        self.display_number = number.display_phone_number
+        self._sink = sink
+        log.info("whatsapp[%s]: started for %s (%s)", self.account, number.display_phone_number,
+                 number.verified_name)
+
+    async def stop(self) -> None:
+        """Stop accepting deliveries (they get 503 and Meta redelivers them later). The
+        HTTP client stays open: the gateway's outbox may still send after this."""
+        self._sink = None
+
+    def health(self) -> dict[str, Any]:
+        """Webhook rejections by reason and delivery counts: what ``/healthz`` can show."""
+        return {"receiving": self._sink is not None, "webhook_rejected":
+                dict(self._handler.rejected), **self.deliveries.snapshot()}
+
+    def outcome(self, reply_id: str) -> DeliveryOutcome | None:
+        """What became of one reply: wamids, newest status per chunk, template, reason."""
+        return self.deliveries.get(reply_id)
+
+    # -- inbound ----------------------------------------------------------------
+
+    def web_routes(self) -> list[web.RouteDef]:
+        return [web.get(self.webhook_path, self._handler.verify),
+                web.post(self.webhook_path, self._handler.deliver)]
+
+    def _parse(self, payload: dict[str, Any]) -> Parsed:
+        return parse_delivery(payload, channel=self.name, account=self.account,
+                              phone_number_id=self.settings.phone_number_id)
+
+    async def _process(self, parsed: Parsed) -> None:
+        """Make every message durable, then record statuses. Raises when the sink
+        raised: the webhook then answers 503 and Meta redelivers the whole body."""
+        sink = self._sink
+        if sink is None:
+            raise RuntimeError("whatsapp channel not started")
+        for inbound, sent_at in parsed.messages:
+            await sink(inbound)
+            await self._window.opened(inbound.chat_id, sent_at)
+        for status in parsed.statuses:
+            self._record_status(status)
+
+    def _record_status(self, event: StatusEvent) -> None:
+        outcome = self.deliveries.status(event)
+        if event.status != "failed":
+            return
+        reply = outcome.reply_id if outcome is not None else "(unknown reply)"
+        hint = " (the 24-hour window had closed)" if OUTSIDE_WINDOW in event.error_codes else ""
+        log.error("whatsapp[%s]: delivery of %s for reply %s failed%s: %s", self.account,
+                  event.message_id, reply, hint, "; ".join(event.errors) or "no reason given")
+
+    # -- outbound ---------------------------------------------------------------
+
+    def render(self, text: str) -> list[Chunk]:
+        return render_chunks(text, WHATSAPP_TEXT_LIMIT)
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        """Send one chunk as a text message (the first one quoting ``reply_to_id``);
+        returns its wamid. Idempotent per reply id and chunk within this process (the
+        outbox's sent keys cover restarts). Outside the 24-hour window the configured
+        template goes instead, once per reply, or ``OutsideWindow`` is raised with the
+        reason recorded in the delivery outcome."""
+        done = self.deliveries.wamid(message.reply_id, index)
+        if done is not None:
+            return done
+        if not await self._window.is_open(message.chat_id, time.time()):
+            return await self._outside_window(message, index)
+        try:
+            sent = await self._wa.send_message(
+                to=message.chat_id,
+                text=chunk.text,
+                reply_to_message_id=message.reply_to_id if index == 0 else None,
+                tracker=tracker(message.reply_id, index),
+            )
+        except Exception as exc:
+            error = map_error("send message", exc)
+            if isinstance(error, OutsideWindow):
+                return await self._outside_window(message, index)
+            raise error from None
+        self.deliveries.sent(message.reply_id, message.chat_id, index, sent.id)
+        return sent.id
+
+    async def _outside_window(self, message: Outbound, index: int) -> str:
+        template = self.settings.outside_window_template
+        if template is None or index > 0:
+            reason = ("outside the 24-hour window, no outside_window_template configured"
+                      if template is None else
+                      "outside the 24-hour window; the template went with chunk 0")
+            if index == 0:
+                self.deliveries.not_sent(message.reply_id, message.chat_id, reason)
+                log.warning("whatsapp[%s]: reply %s to %s not sent: %s", self.account,
+                            message.reply_id, message.chat_id, reason)
+            raise OutsideWindow(reason)
+        try:
+            sent = await self._wa.send_template(
+                to=message.chat_id,
+                name=template.name,
+                language=TemplateLanguage(template.language),
+                tracker=tracker(message.reply_id, index),
+            )
+        except Exception as exc:
+            raise map_error("send template", exc) from None
+        self.deliveries.sent(message.reply_id, message.chat_id, index, sent.id,
+                             template=template.name)
+        log.info("whatsapp[%s]: reply %s fell outside the 24-hour window; sent template %s",
+                 self.account, message.reply_id, template.name)
+        return sent.id

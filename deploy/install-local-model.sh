@@ -18,7 +18,7 @@ PY=${1:-.venv/bin/python}
 if "$PY" -c "import llama_cpp" 2>/dev/null; then
   exit 0
 fi
-echo "compiling llama.cpp for the local model (once per virtualenv; see the README" \
-     "for how long it takes) ..." >&2
+echo "compiling llama.cpp for the local model (once per virtualenv; about 5 minutes" \
+     "on 2 cores) ..." >&2
 CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"} \
   "$PY" -m pip install --quiet --no-cache-dir "llama-cpp-python>=0.3,<0.4"

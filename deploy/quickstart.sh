@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# First run: about FIRST_RUN_TIME (compiles llama.cpp portably; measured on 2 cores, empty pip cache); later runs: about SECOND_RUN_TIME.
+# First run: about 5 minutes (314 s measured on 2 cores, empty pip cache: it compiles
+# llama.cpp, no portable prebuilt wheel exists on PyPI); later runs: about 7 seconds.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis),
 # a one-token check that the model answers, then an interactive chat. Re-running it
@@ -7,6 +8,10 @@
 # prints the bot's reply and exits 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ ! -f .venv/.quickstart-installed ]; then
+  echo "first run: about 5 minutes (compiling llama.cpp for the local model); later runs:" \
+       "about 7 seconds" >&2
+fi
 
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then

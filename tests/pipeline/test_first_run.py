@@ -87,3 +87,15 @@ def test_piped_chat_answers_with_the_real_local_model(tmp_path: Path) -> None:
     episodes = list((tmp_path / "data" / "groups" / "local" / "ada" / "episodes").glob("*.md"))
     assert len(episodes) == 1
     assert "capital of France" in episodes[0].read_text(encoding="utf-8")
+
+
+@pytest.mark.skipif(not HAVE_LOCAL, reason="local model not installed")
+def test_chat_does_not_open_when_the_weights_do_not_load(tmp_path: Path) -> None:
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 4096)  # the magic, then nothing llama.cpp can read
+    cfg = config(tmp_path / "pnc.toml", f'provider = "local"\nname = "{bad}"')
+    done = chat(cfg, "hello\n", timeout=120)
+    assert done.returncode != 0
+    assert "did not answer a one-token test" in done.stderr, done.stderr[-2000:]
+    assert 'provider = "anthropic"' in done.stderr
+    assert not (tmp_path / "data" / "logs" / "run.log").exists()

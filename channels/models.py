@@ -110,7 +110,7 @@ def trim_raw(raw: dict[str, Any], limit: int = RAW_LIMIT_BYTES) -> dict[str, Any
 
     try:
         encoded = json.dumps(raw, default=str)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return {"_unserializable": True}
     if len(encoded) <= limit:
         result: dict[str, Any] = json.loads(encoded)

@@ -25,6 +25,7 @@ import typer
 from channels.keys import Keys
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
+from gateway.smoke import check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command
 
 log = logging.getLogger("pynanoclaw")
@@ -199,6 +200,11 @@ def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[st
     if url and _gateway_alive(url):
         yield url
         return
+    # Before starting the bot: a model that cannot answer one token would otherwise
+    # leave the chat "typing" forever while workers crash in the background.
+    problem = check_model(path)
+    if problem is not None:
+        raise _fail(problem)
     logs = cfg.data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / "run.log"
@@ -275,6 +281,9 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
     after = await client.last_id(chat)
     stop = asyncio.Event()
     pending: set[str] = set()  # sent, and not yet known to need no answer or answered
+    # Piped input (`echo hello | pynanoclaw chat`): print the replies alone, no prompts.
+    interactive = sys.stdin.isatty()
+    prompt = f"{user}> " if interactive else ""
 
     async def printer() -> None:
         nonlocal after
@@ -282,10 +291,12 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
             after, events = await client.events(chat, after, block_ms=300)
             for ev in events:
                 kind = ev.get("type")
-                if kind == "chunk":
-                    typer.echo(f"\rbot> {ev.get('text', '')}\n{user}> ", nl=False)
-                elif kind == "typing":
-                    typer.echo("\r(bot is typing...)\n" + f"{user}> ", nl=False)
+                if kind == "chunk" and not interactive:
+                    typer.echo(ev.get("text", ""))
+                elif kind == "chunk":
+                    typer.echo(f"\rbot> {ev.get('text', '')}\n{prompt}", nl=False)
+                elif kind == "typing" and interactive:
+                    typer.echo(f"\r(bot is typing...)\n{prompt}", nl=False)
                 elif kind == "ack" and ev.get("message_id") in pending:
                     mid = ev["message_id"]
                     if await client.status(chat, mid) != "engage":
@@ -295,10 +306,11 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
 
     task = asyncio.get_running_loop().create_task(printer())
     where = f"group '{chat}' (mention the bot with @bot)" if group else f"a DM '{chat}'"
-    typer.echo(f"Chatting as {user} in {where}. Ctrl-D to quit.")
+    if interactive:
+        typer.echo(f"Chatting as {user} in {where}. Ctrl-D to quit.")
     try:
         while True:
-            line = await asyncio.to_thread(_read_line, f"{user}> ")
+            line = await asyncio.to_thread(_read_line, prompt)
             if line is None:
                 break
             if line.strip():
@@ -309,7 +321,11 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
         deadline = loop.time() + 300
         while pending and loop.time() < deadline and not task.done():
             await asyncio.sleep(0.1)
-        typer.echo("")
+        if interactive:
+            typer.echo("")
+        elif pending:  # scripted use must see a missing answer in the exit status
+            typer.echo(f"error: no answer to {len(pending)} message(s) within 300s", err=True)
+            raise typer.Exit(1)
     finally:
         stop.set()
         await task

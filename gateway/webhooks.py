@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -10,12 +11,28 @@ from aiohttp import web
 from channels.base import Channel
 
 HealthCheck = Callable[[], Awaitable[dict[str, Any]]]
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+log = logging.getLogger(__name__)
+
+
+@web.middleware
+async def reject_deep_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A body nested too deeply to parse (``[[[[...`` 100,000 levels: Python's JSON
+    parser raises ``RecursionError``) is bad input, so 400 with a log line on every
+    route, never a 500 that makes the platform retry it forever. Each adapter should
+    reject it itself; this is the net for any route that does not."""
+    try:
+        return await handler(request)
+    except RecursionError:
+        log.warning("%s %s: request body nested too deeply (%s bytes); rejected with 400",
+                    request.method, request.path, request.content_length)
+        return web.Response(status=400, text="malformed request: nested too deeply")
 
 
 def build_app(channels: Sequence[Channel], health: HealthCheck) -> web.Application:
     """An aiohttp app mounting each channel's ``web_routes()`` and ``GET /healthz``
     (200 with a JSON status when healthy, 503 when ``health()`` says ``ok: false``)."""
-    app = web.Application(client_max_size=4 * 1024 * 1024)
+    app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[reject_deep_json])
 
     async def healthz(request: web.Request) -> web.Response:
         status = await health()

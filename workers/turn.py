@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 #: how long a turn's progress record outlives the turn (a retry comes much sooner)
 TURN_STATE_TTL = 7 * 24 * 3600
+#: what the chat is told when its turn failed for good (the cause is in the logs and
+#: the dead-letter list, never in the chat: it may name internals or a provider error)
+FAILURE_NOTICE = "I could not answer this: the model failed; the operator has the details."
 #: open group memories kept per worker process: opening and closing one costs more than
 #: a whole turn with a fast model; each may hold an inotify instance (a scarce resource)
 MEMORY_CACHE_SIZE = 16
@@ -205,15 +208,25 @@ class TurnRunner:
                 "thread_id": msg.thread_id, **extra}
 
     def dead_letter(self, batch: Batch, lock: GroupLock, why: str) -> None:
-        """Move a batch that keeps failing aside, and tell the chat's clients it is done."""
+        """Move a batch that keeps failing aside and tell the chat, once per turn: a
+        short notice as the turn's reply (when someone addressed the bot), then ``done``
+        so waiting clients are released. Published like any reply (the ``published``
+        flag makes it once), so it also ends the typing indicator a retry showed."""
         log.error("turn %s in %s failed too often (%s); moved to %s",
                   batch.turn_id, batch.group, why, self._keys.dead(batch.group))
         self._r.rpush(self._keys.dead(batch.group), *batch.raw)
-        done = self._event(batch.anchor, message_ids=[m.message_id for m in batch.messages],
-                           reply_id=None, turn_id=batch.turn_id)
+        anchor = batch.anchor
+        notice = FAILURE_NOTICE if batch.engaged_ids else None
+        reply_event = "" if notice is None else Outbound(
+            channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
+            thread_id=anchor.thread_id, text=notice, reply_to_id=anchor.message_id,
+            reply_id=batch.turn_id).model_dump_json()
+        done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
+                           reply_id=batch.turn_id if notice else None, turn_id=batch.turn_id)
         self._publish(
             keys=[lock.lock_key, self._keys.outbox, self._keys.turn(batch.turn_id)],
-            args=[lock.token, "", json.dumps(done), "", "0", TURN_STATE_TTL],
+            args=[lock.token, reply_event, json.dumps(done), notice or "",
+                  "1" if notice else "0", TURN_STATE_TTL],
         )
 
     async def run(self, batch: Batch, lock: GroupLock, max_attempts: int, *,

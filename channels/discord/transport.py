@@ -47,8 +47,8 @@ async def _retry_after(response: aiohttp.ClientResponse) -> tuple[float, bool]:
         body = json.loads(await response.read())
         if isinstance(body, dict) and body.get("retry_after") is not None:
             return float(body["retry_after"]), bool(body.get("global", False))
-    except (ValueError, TypeError, aiohttp.ClientError):
-        pass
+    except (ValueError, TypeError, RecursionError, aiohttp.ClientError):
+        pass  # not JSON, or nested too deeply to parse: fall back to the headers
     for header in ("Retry-After", "X-RateLimit-Reset-After"):
         value = response.headers.get(header)
         if value is not None:

@@ -88,6 +88,21 @@ class StaticCore:
 
 
 @needs_local
+def test_the_installed_llama_cpp_is_a_portable_build() -> None:
+    """deploy/install-local-model.sh builds with GGML_NATIVE=OFF: the architecture's
+    baseline, never AMX (SIGILL where the OS does not enable it). A native build from
+    pip's wheel cache would show this machine's AVX-512 here."""
+    import platform
+
+    import llama_cpp
+
+    info = llama_cpp.llama_print_system_info().decode()
+    assert "AMX" not in info, info
+    if platform.machine().lower() in ("x86_64", "amd64"):
+        assert "AVX2 = 1" in info and "AVX512 = 1" not in info, info
+
+
+@needs_local
 def test_bundled_gguf_is_found() -> None:
     path = find_gguf()
     assert path.suffix == ".gguf" and path.stat().st_size > 10_000_000

@@ -81,6 +81,8 @@ def test_chat_reads_lines_and_prints_the_replies(tmp_path: Path) -> None:
                            "--user", "ann"], input="hello\nsecond line\n", cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stderr
-    replies = [line for line in proc.stdout.splitlines() if line.startswith("bot> ack ")]
+    # piped input: the replies alone, one per line, no prompts or banner (for scripts)
+    replies = [line for line in proc.stdout.splitlines() if line.startswith("ack ")]
     assert len(replies) >= 1, proc.stdout
+    assert "ann>" not in proc.stdout and "Chatting as" not in proc.stdout
     assert "Traceback" not in proc.stderr

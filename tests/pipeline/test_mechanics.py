@@ -164,15 +164,37 @@ def test_drain_leaves_a_locked_group_alone(worker_env: Path, valkey: Valkey) -> 
 
 def test_a_batch_that_keeps_failing_is_dead_lettered(worker_env: Path, valkey: Valkey) -> None:
     from workers.drain import drain_group
-    from workers.turn import turn_id_for
+    from workers.turn import FAILURE_NOTICE, turn_id_for
 
     sync = redis.Redis.from_url(valkey.url)
     _push(sync, "c1", ["p"])
     sync.hset(K.turn(turn_id_for("local:c1", ["local:default:c1:p"])), "attempts", 5)
     drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1, max_attempts=5)
     assert sync.llen(K.dead("local:c1")) == 1
-    assert _outbox_types(sync) == ["done"]  # clients waiting on it are released
+    # the chat is told, and clients waiting on the turn are released; no typing again
+    assert _outbox_types(sync) == ["reply", "done"]
+    notice = Outbound.model_validate_json(sync.xrange(K.outbox)[0][1][b"data"])
+    assert notice.text == FAILURE_NOTICE and notice.reply_to_id == "p"
     assert sync.llen(K.processing("local:c1")) == 0
+    # the same turn dead-lettered again (a crash before the drain finished) says it once
+    _push(sync, "c1", ["p"])
+    drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1, max_attempts=5)
+    assert _outbox_types(sync) == ["reply", "done"]
+    sync.close()
+
+
+def test_a_dead_context_only_batch_sends_no_notice(worker_env: Path, valkey: Valkey) -> None:
+    from workers.drain import drain_group
+    from workers.turn import turn_id_for
+
+    sync = redis.Redis.from_url(valkey.url)
+    env = {"seq": 1, "engaged": False,
+           "msg": json.loads(inbound("q", chat="c1").model_dump_json())}
+    sync.rpush(K.mailbox("local:c1"), json.dumps(env))
+    sync.hset(K.turn(turn_id_for("local:c1", ["local:default:c1:q"])), "attempts", 5)
+    drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1, max_attempts=5)
+    assert sync.llen(K.dead("local:c1")) == 1
+    assert _outbox_types(sync) == ["done"]  # nobody asked: nothing to apologise for
     sync.close()
 
 

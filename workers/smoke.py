@@ -1,0 +1,64 @@
+"""``python -m workers.smoke``: does the configured model answer at all?
+
+Run before a chat opens (``pynanoclaw chat`` starts it in a child process, so a
+native crash such as SIGILL from a llama.cpp built for another CPU is seen as an exit
+signal, not as a dead chat). For ``provider = "local"`` it loads the weights and
+generates one token; for the other providers it checks the configuration only (a
+network request belongs to ``status``). Exit 0 and one line on success; exit 1 and a
+message naming what failed and how to switch provider otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
+
+SWITCH_HINT = (
+    'to use another model, set [model] provider = "anthropic" (and export '
+    'ANTHROPIC_API_KEY) or provider = "openai" (OPENAI_API_KEY, or base_url for an '
+    "OpenAI-compatible server such as Ollama) in {config}; see README, Choosing the model"
+)
+
+
+def smoke(settings: WorkerSettings) -> str:
+    """One line describing the model that answered; raises on any failure."""
+    if settings.model.provider != "local":
+        from workers.agent import build_model
+
+        build_model(settings.model)
+        return f"model: {settings.model.provider} {settings.model.name} configured"
+    from workers.local_model import LocalChat, find_gguf
+
+    engine = LocalChat(find_gguf(settings.model.name), max_tokens=1, temperature=0.0)
+    engine.complete([{"role": "user", "content": "Hi"}])
+    return f"model: local {engine.model_path.name} answered"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m workers.smoke", description=__doc__)
+    p.add_argument("--config", type=Path, help=f"config file (default: ${CONFIG_ENV})")
+    args = p.parse_args(argv)
+    config = str(args.config or os.environ.get(CONFIG_ENV) or "the config file")
+    try:
+        settings = load_worker_settings(args.config)
+        print(smoke(settings), flush=True)
+    except ConfigError as err:
+        print(f"error: {err}\n{SWITCH_HINT.format(config=config)}", file=sys.stderr)
+        return 1
+    except Exception as err:
+        # any failure of the model library itself: the user needs its words, not ours
+        print(
+            f"error: the model did not answer a one-token test: {type(err).__name__}: {err}"
+            f"\n{SWITCH_HINT.format(config=config)}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

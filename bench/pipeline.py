@@ -263,7 +263,7 @@ async def run_plain_rq(env: Env, n_workers: int, args: argparse.Namespace) -> di
 async def run_asyncio(env: Env, n_consumers: int, args: argparse.Namespace) -> dict[str, Any]:
     """No Redis at all: an asyncio.Queue and consumer tasks doing the same turn work."""
     from bench.pipeline_jobs import instant_turn
-    from workers.settings import load_worker_settings
+    from gateway.config import load_worker_settings
     from workers.turn import resolve_data_dir, turn_id_for
 
     cfg = env.fresh()

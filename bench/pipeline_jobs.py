@@ -19,9 +19,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from rq import get_current_job
 
 from channels.models import Inbound, Outbound
+from gateway.config import WorkerSettings
 from workers.agent import TurnRequest, build_agent
 from workers.drain import run_async, worker_settings
-from workers.settings import WorkerSettings
 from workers.turn import Batch, episode_text, group_memory, resolve_data_dir, turn_id_for
 
 

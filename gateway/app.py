@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -23,7 +24,7 @@ from pydantic import ValidationError
 
 from channels.base import Channel
 from channels.keys import Keys
-from gateway.config import ConfigError, GatewayConfig, format_validation_error
+from gateway.config import ConfigError, GatewayConfig, describe
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
 from gateway.webhooks import WebServer, build_app, has_routes
@@ -59,21 +60,22 @@ class RedisCursorStore:
         await self._r.set(self._keys.cursor(self._channel, self._account, key), value)
 
 
-def load_channel_class(name: str, where: str = "config") -> type[Channel]:
+def load_channel_class(name: str, where: Path | None = None) -> type[Channel]:
     """Import the adapter class registered for ``name`` (raises ``ConfigError``)."""
     path = CHANNEL_REGISTRY.get(name)
     if path is None:
-        raise ConfigError(f"{where}: channels.{name}: unknown channel {name!r}; use one of "
-                          f"{', '.join(sorted(CHANNEL_REGISTRY))}")
+        raise ConfigError(f"channels.{name}: unknown channel {name!r}; use one of "
+                          f"{', '.join(sorted(CHANNEL_REGISTRY))}", where)
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ConfigError(f"{where}: channels.{name}: the {name} adapter cannot be loaded "
-                          f"({err}); install its dependencies or remove the block") from None
+        raise ConfigError(f"channels.{name}: the {name} adapter cannot be loaded "
+                          f"({err}); install its dependencies or remove the block",
+                          where) from None
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Channel)):
-        raise ConfigError(f"{where}: channels.{name}: {path} is not a Channel class")
+        raise ConfigError(f"channels.{name}: {path} is not a Channel class", where)
     return cls
 
 
@@ -81,25 +83,24 @@ def build_channels(
     config: GatewayConfig, env: Mapping[str, str]
 ) -> dict[tuple[str, str], Channel]:
     """One adapter per ``[channels.<name>]`` block, keyed by (name, account)."""
-    where = str(config.source) if config.source else "config"
     out: dict[tuple[str, str], Channel] = {}
     for name, block in config.channels.items():
-        cls = load_channel_class(name, where)
+        cls = load_channel_class(name, config.source)
         account = "default"
         try:
             channel = cls.from_config(account, dict(block), env)
         except ValidationError as err:
-            raise ConfigError(format_validation_error(where, err, prefix=f"channels.{name}."))\
-                from None
+            raise ConfigError(describe(err, prefix=f"channels.{name}."), config.source) from None
         except (ValueError, KeyError) as err:
             text = str(err)
             if not text.startswith(f"channels.{name}"):
                 text = f"channels.{name}: {text}"
-            raise ConfigError(f"{where}: {text}") from None
+            raise ConfigError(text, config.source) from None
         out[(channel.name, channel.account)] = channel
     if not out:
-        raise ConfigError(f"{where}: no channel configured; add a block such as "
-                          "[channels.local] (or [channels.telegram] with token_env)")
+        raise ConfigError("channels: no channel configured; add a block such as "
+                          "[channels.local] (or [channels.telegram] with token_env)",
+                          config.source)
     return out
 
 

@@ -26,6 +26,7 @@ from channels.keys import Keys
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command
+from memory_store.cli import build_memory_app
 
 log = logging.getLogger("pynanoclaw")
 
@@ -49,8 +50,9 @@ WorkerClassOpt = Annotated[
 ]
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+def _fail(message: str | ConfigError) -> typer.Exit:
+    text = message.render() if isinstance(message, ConfigError) else f"error: {message}"
+    typer.echo(text, err=True)
     return typer.Exit(2)
 
 
@@ -65,9 +67,9 @@ def _load(config: Path | None) -> tuple[Path, GatewayConfig]:
         from gateway.app import load_channel_class
 
         for name in cfg.channels:
-            load_channel_class(name, where=str(path))
+            load_channel_class(name, path)
     except ConfigError as err:
-        raise _fail(str(err)) from None
+        raise _fail(err) from None
     return path, cfg
 
 
@@ -136,7 +138,7 @@ def run(
         try:
             asyncio.run(_run_gateway(cfg, url, sup))
         except ConfigError as err:
-            raise _fail(str(err)) from None
+            raise _fail(err) from None
         except ConfigExit as err:
             raise _fail(str(err)) from None
         finally:
@@ -153,7 +155,7 @@ def gateway(config: ConfigOpt = None, log_level: LogOpt = "INFO") -> None:
         try:
             asyncio.run(_run_gateway(cfg, url, None))
         except ConfigError as err:
-            raise _fail(str(err)) from None
+            raise _fail(err) from None
 
 
 @app.command()
@@ -344,22 +346,24 @@ def chat(
                         f"{cfg.data_dir / 'logs' / 'run.log'}") from None
 
 
-def _mount_memory() -> None:
+def _memory_settings(config: Path | None) -> tuple[Path, str]:
+    """The memory CLI's slice of the config: data dir and backend."""
     try:
-        from memory_store.cli import memory_app  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return
-    app.add_typer(memory_app, name="memory", help="inspect and edit group memory")
+        cfg = load_config(_config_path(config))
+    except ConfigError as err:
+        raise ValueError(err.render()) from None
+    return cfg.data_dir, cfg.memory.backend
 
 
-_mount_memory()
+app.add_typer(build_memory_app(_memory_settings), name="memory",
+              help="inspect and edit group memory")
 
 
 def main() -> None:
     try:
         app()
     except ConfigError as err:
-        typer.echo(f"error: {err}", err=True)
+        typer.echo(err.render(), err=True)
         sys.exit(2)
 
 

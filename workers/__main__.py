@@ -16,9 +16,14 @@ import redis
 from rq import Queue
 
 from channels.keys import DEFAULT_QUEUE
-from workers.connection import REDIS_URL_ENV
+from gateway.config import (
+    CONFIG_ENV,
+    REDIS_URL_ENV,
+    ConfigError,
+    WorkerSettings,
+    load_worker_settings,
+)
 from workers.rqworker import PipelinedSimpleWorker, PipelinedWorker
-from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,12 +48,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
     """The first of: ``--redis-url``, ``$PYNANOCLAW_REDIS_URL``, ``[redis] url``, the
     embedded server's URL file. Raises ``ConfigError`` when there is none."""
-    url = arg or os.environ.get(REDIS_URL_ENV) or settings.redis.url
+    url = arg or settings.redis.url
     if url:
         return url
-    from workers.turn import resolve_data_dir
-
-    url_file = resolve_data_dir(settings) / "redis" / "url"
+    url_file = settings.redis_dir / "url"
     try:
         url = url_file.read_text(encoding="utf-8").strip()
     except OSError:
@@ -56,8 +59,8 @@ def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
     if not url:
         raise ConfigError(
             f"redis.url: not set and no embedded server is running ({url_file} is missing); "
-            "start `pynanoclaw gateway` first, or set [redis] url / --redis-url"
-        )
+            "start `pynanoclaw gateway` first, or set [redis] url / --redis-url",
+            settings.source)
     return url
 
 
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_worker_settings()
         url = resolve_redis_url(args.redis_url, settings)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(err.render(), file=sys.stderr)
         return 2
     os.environ[REDIS_URL_ENV] = url
     import workers.drain  # noqa: F401  (imported once here, not in each forked child)
@@ -83,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             build_agent(settings)
         except ConfigError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(err.render(), file=sys.stderr)
             return 2
     conn = redis.Redis.from_url(url)
     try:

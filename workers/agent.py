@@ -37,9 +37,9 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from channels.models import Inbound
+from gateway.config import ConfigError, ModelConfig, WorkerSettings
 from memory_store.protocol import Memory, MemoryRecord
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
-from workers.settings import ConfigError, ModelConfig, WorkerSettings
 from workers.tools import TurnDeps, agent_tools
 
 log = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from pydantic import ValidationError
 from rq import Queue, Retry
 
 from channels.keys import DRAIN_JOB, Keys
+from gateway.config import WorkerSettings, load_worker_settings
 from workers.connection import job_connection
 from workers.lock import GroupLock, LockLost
 from workers.maintenance import episode_written
-from workers.settings import WorkerSettings, load_worker_settings
 from workers.turn import TurnRunner, parse_batch
 
 log = logging.getLogger(__name__)

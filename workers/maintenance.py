@@ -28,10 +28,10 @@ import redis
 from rq import Queue, Retry
 
 from channels.keys import DEFAULT_QUEUE, Keys
+from gateway.config import WorkerSettings
 from memory_store.consolidate import consolidate
 from workers.connection import job_connection
 from workers.lock import GroupLock
-from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 

@@ -26,10 +26,10 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.usage import UsageLimits
 
+from gateway.config import WorkerSettings
 from memory_store import BaseMemory, Summarizer
 from memory_store.reflect import rule_summarizer
 from workers.agent import TurnError, build_agent, redact
-from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 

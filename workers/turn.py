@@ -27,12 +27,12 @@ import redis
 
 from channels.keys import Keys
 from channels.models import Inbound, Outbound
+from gateway.config import WorkerSettings
 from memory_store import BaseMemory, GroupDirectory, open_group
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.lock import GroupLock, LockLost
 from workers.prompt import content_trust
 from workers.reflection import reflect_on_failure
-from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,12 @@ from rq.registry import ScheduledJobRegistry
 
 from channels.keys import Keys
 from channels.models import Inbound
+from gateway.config import (
+    ConfigError,
+    WorkerSettings,
+    load_worker_settings,
+    settings_from_mapping,
+)
 from memory_store import BaseMemory, open_memory
 from workers import drain
 from workers.agent import TurnError, clear_agent_cache
@@ -31,12 +37,6 @@ from workers.maintenance import (
     schedule_consolidation,
 )
 from workers.reflection import reflect_on_failure
-from workers.settings import (
-    ConfigError,
-    WorkerSettings,
-    load_worker_settings,
-    settings_from_mapping,
-)
 from workers.turn import turn_id_for
 
 from .conftest import ROOT, Stack, Valkey, write_config

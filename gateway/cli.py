@@ -25,7 +25,7 @@ import typer
 from channels.keys import Keys
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
-from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command
+from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
 from memory_store.cli import build_memory_app
 
 log = logging.getLogger("pynanoclaw")
@@ -131,9 +131,9 @@ def run(
     _logging(log_level)
     count = workers if workers is not None else cfg.queue.workers
     with _redis(cfg) as url:
-        cmd = worker_command(path, url, worker_class=worker_class,
-                             queues=[cfg.queue.name], log_level=log_level)
-        sup = WorkerSupervisor(count, cmd)
+        cmd = worker_command(path, worker_class=worker_class, queues=[cfg.queue.name],
+                             log_level=log_level)
+        sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url))
         sup.start()
         try:
             asyncio.run(_run_gateway(cfg, url, sup))
@@ -174,9 +174,10 @@ def worker(
     if not url:
         raise _fail("redis.url: not set and no embedded server is running; start "
                     "`pynanoclaw gateway` first or pass --redis-url")
-    cmd = worker_command(path, url, worker_class=worker_class, queues=[cfg.queue.name],
+    cmd = worker_command(path, worker_class=worker_class, queues=[cfg.queue.name],
                          log_level=log_level, burst=burst)
-    os.execv(cmd[0], cmd)  # noqa: S606 (replaces this process: no shell involved)
+    # replaces this process (no shell involved), with the worker's allowlisted environment
+    os.execve(cmd[0], cmd, worker_env(cfg, os.environ, url))  # noqa: S606
 
 
 def _gateway_alive(url: str) -> bool:

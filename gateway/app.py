@@ -23,10 +23,10 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
-from channels.keys import Keys
 from gateway.config import ConfigError, GatewayConfig, describe
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
+from gateway.queue import Keys
 from gateway.webhooks import WebServer, build_app, has_routes
 
 log = logging.getLogger(__name__)

@@ -22,8 +22,8 @@ from typing import Annotated
 import redis
 import typer
 
-from channels.keys import Keys
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
+from gateway.queue import Keys
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
 from memory_store.cli import build_memory_app
@@ -289,10 +289,9 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
                     typer.echo(f"\rbot> {ev.get('text', '')}\n{user}> ", nl=False)
                 elif kind == "typing":
                     typer.echo("\r(bot is typing...)\n" + f"{user}> ", nl=False)
-                elif kind == "ack" and ev.get("message_id") in pending:
-                    mid = ev["message_id"]
-                    if await client.status(chat, mid) != "engage":
-                        pending.discard(mid)
+                elif kind == "ack" and ev.get("message_id") in pending and \
+                        ev.get("status") != "engage":
+                    pending.discard(ev["message_id"])
                 elif kind == "done":
                     pending.difference_update(json.loads(ev.get("message_ids", "[]")))
 

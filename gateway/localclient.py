@@ -1,9 +1,9 @@
 """Client side of the ``local`` channel: what ``pynanoclaw chat`` and ``send`` use.
 
 It pushes a message into the local channel's inbox list and reads the chat's
-``out`` stream: the ``ack`` (the gateway made it durable), then the inbox's verdict
-(``pnc:status:<dedupe id>``: engage, context, drop), then reply ``chunk``s and the
-``done`` event of the turn that covered the message.
+``out`` stream: the ``ack`` (the gateway made it durable) with the inbox's verdict
+(engage, context, drop, duplicate), then reply ``chunk``s and the ``done`` event of the
+turn that covered the message.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from channels.keys import Keys
 from channels.local import LocalKeys
-from channels.models import Inbound
+from gateway.queue import Keys
 
 
 @dataclass
@@ -82,12 +81,6 @@ class LocalClient:
                 out.append({_s(k): _s(v) for k, v in fields.items()})
         return after, out
 
-    async def status(self, chat_id: str, message_id: str) -> str | None:
-        probe = Inbound(channel="local", account=self.account, chat_id=chat_id, is_group=False,
-                        sender_id="-", sender_name="-", message_id=message_id, text="")
-        value = await self._r.get(self._keys.status(probe.dedupe_id))
-        return _s(value) if value is not None else None
-
     async def ask(
         self, *, chat_id: str, user: str, text: str, is_group: bool = False,
         mention: bool = False, timeout: float = 120.0, message_id: str | None = None,
@@ -109,7 +102,7 @@ class LocalClient:
                 kind = ev.get("type")
                 if kind == "ack" and ev.get("message_id") == mid:
                     acked = True
-                    ex.status = await self.status(chat_id, mid) or "duplicate"
+                    ex.status = ev.get("status") or "duplicate"
                     if ex.status != "engage":
                         return ex
                 elif kind == "chunk":

@@ -13,9 +13,8 @@ import sys
 from pathlib import Path
 
 import redis
-from rq import Queue
+from rq import SimpleWorker, Worker
 
-from channels.keys import DEFAULT_QUEUE
 from gateway.config import (
     CONFIG_ENV,
     REDIS_URL_ENV,
@@ -23,7 +22,8 @@ from gateway.config import (
     WorkerSettings,
     load_worker_settings,
 )
-from workers.rqworker import PipelinedSimpleWorker, PipelinedWorker
+from gateway.queue import DEFAULT_QUEUE, job_queue
+from workers.context import WorkerContext, install
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,7 +78,8 @@ def main(argv: list[str] | None = None) -> int:
         print(err.render(), file=sys.stderr)
         return 2
     os.environ[REDIS_URL_ENV] = url
-    import workers.drain  # noqa: F401  (imported once here, not in each forked child)
+    import workers.drain
+    import workers.maintenance  # noqa: F401
 
     if not args.no_preload:
         from workers.agent import build_agent
@@ -94,9 +95,12 @@ def main(argv: list[str] | None = None) -> int:
     except (redis.RedisError, OSError) as err:
         print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
         return 2
+    # the jobs' context: built once here, used by every job this process runs (a forked
+    # child of the "fork" class builds its own from these settings)
+    install(WorkerContext(settings, conn))
     names = args.queues or [DEFAULT_QUEUE]
-    queues = [Queue(n, connection=conn, serializer="json") for n in names]
-    cls = PipelinedSimpleWorker if args.worker_class == "simple" else PipelinedWorker
+    queues = [job_queue(conn, n) for n in names]
+    cls = SimpleWorker if args.worker_class == "simple" else Worker
     worker = cls(queues, connection=conn, serializer="json", name=args.name)
     worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
                 logging_level=args.log_level.upper())

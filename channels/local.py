@@ -33,6 +33,7 @@ from redis.exceptions import RedisError
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.models import Inbound, Outbound
+from channels.retry import Backoff
 from channels.split import split_text
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ class LocalChannel(Channel):
     @property
     def redis(self) -> aioredis.Redis:
         if self._r is None:
-            self._r = aioredis.Redis.from_url(self._url)
+            self._r = aioredis.Redis.from_url(self._url, decode_responses=True)
         return self._r
 
     async def start(self, sink: InboundSink) -> None:
@@ -142,7 +143,7 @@ class LocalChannel(Channel):
 
     async def _receive(self, sink: InboundSink) -> None:
         r = self.redis
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0)
         while not self._stopping.is_set():
             try:
                 # a crash between the move and the sink left these: deliver them again
@@ -152,13 +153,12 @@ class LocalChannel(Channel):
                 if raw is None:
                     continue
                 await self._deliver(raw, sink)
-                backoff = 0.1
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError) as err:
                 log.warning("local channel: Redis unavailable (%s); retrying", err)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await backoff.sleep()
             except Exception:
                 # a message the gateway cannot take at all would block the channel forever
                 log.exception("local channel: dropping a message the gateway rejected")
@@ -192,7 +192,7 @@ class LocalChannel(Channel):
              "reply_to_id": message.reply_to_id or "", "text": chunk.plain},
             maxlen=STREAM_MAXLEN, approximate=True,
         )
-        return entry.decode() if isinstance(entry, bytes) else str(entry)
+        return str(entry)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self.redis.xadd(self.keys.out(chat_id), {"type": "typing"},

@@ -52,9 +52,7 @@ class RedisCursorStore:
 
     async def get(self, key: str) -> str | None:
         value = await self._r.get(self._keys.cursor(self._channel, self._account, key))
-        if value is None:
-            return None
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return None if value is None else str(value)
 
     async def set(self, key: str, value: str) -> None:
         await self._r.set(self._keys.cursor(self._channel, self._account, key), value)
@@ -138,7 +136,8 @@ class Gateway:
 
     async def start(self) -> None:
         self.channels = build_channels(self.config, self._env)
-        self.r = aioredis.Redis.from_url(self.redis_url)
+        # strings in, strings out: RQ (which needs bytes) has its own sync client
+        self.r = aioredis.Redis.from_url(self.redis_url, decode_responses=True)
         self._sync = redis.Redis.from_url(self.redis_url)
         try:
             await self.r.ping()

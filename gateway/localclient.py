@@ -34,15 +34,11 @@ class Exchange:
         return "".join(self.chunks) if self.chunks else None
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class LocalClient:
     """Talks to a running gateway's local channel through Redis."""
 
     def __init__(self, redis_url: str, *, account: str = "default", prefix: str = "pnc:") -> None:
-        self._r = aioredis.Redis.from_url(redis_url)
+        self._r = aioredis.Redis.from_url(redis_url, decode_responses=True)
         self.account = account
         self._keys = Keys(prefix)
         self._local = LocalKeys(prefix, account)
@@ -56,7 +52,7 @@ class LocalClient:
     async def last_id(self, chat_id: str) -> str:
         """The chat stream's newest entry id: read after it to see only what follows."""
         entries: Any = await self._r.xrevrange(self._local.out(chat_id), count=1)
-        return _s(entries[0][0]) if entries else "0-0"
+        return str(entries[0][0]) if entries else "0-0"
 
     async def push(
         self, *, chat_id: str, user: str, text: str, is_group: bool = False,
@@ -77,8 +73,8 @@ class LocalClient:
         out: list[dict[str, str]] = []
         for _, entries in resp or []:
             for entry_id, fields in entries:
-                after = _s(entry_id)
-                out.append({_s(k): _s(v) for k, v in fields.items()})
+                after = entry_id
+                out.append(dict(fields))
         return after, out
 
     async def ask(

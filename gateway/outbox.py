@@ -40,7 +40,7 @@ from channels.base import Channel, Chunk
 from channels.errors import FormattingRejected, PermanentError, RateLimited, TransientError
 from channels.models import Outbound
 from gateway.config.env import GATEWAY_NAME_ENV
-from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys
+from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys, as_str
 from gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -343,5 +343,4 @@ class Outbox:
         raise AssertionError("unreachable")
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+_s = as_str  # the gateway's client decodes; a caller's bytes client works too

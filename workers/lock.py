@@ -20,6 +20,7 @@ import time
 from types import TracebackType
 
 import redis
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
 from gateway.queue import LockOps
 
@@ -107,20 +108,20 @@ class GroupLock:
         self._ops = LockOps(client)
 
     def acquire(self, timeout: float) -> bool:
-        """Take the lock (extending the lease with it), waiting up to ``timeout`` seconds
-        (a killed holder's lock expires by its TTL). Starts renewal on success."""
-        deadline = time.monotonic() + timeout
-        delay = 0.01
-        while True:
-            if self._ops.lock_acquire(self.lock_key, self.lease_key, self.token, self.ttl_ms,
-                                      self.lease_ttl_ms):
-                self.held = True
-                self.start_renewal()
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
+        """Take the lock (extending the lease with it), retrying with backoff for up to
+        ``timeout`` seconds (a killed holder's lock expires by its TTL). Starts renewal on
+        success."""
+        took: bool = Retrying(
+            retry=retry_if_result(lambda ok: not ok),
+            wait=wait_exponential(multiplier=0.01, max=0.25),
+            stop=stop_after_delay(timeout),
+            retry_error_callback=lambda _state: False,
+        )(self._ops.lock_acquire, self.lock_key, self.lease_key, self.token, self.ttl_ms,
+          self.lease_ttl_ms)
+        if took:
+            self.held = True
+            self.start_renewal()
+        return took
 
     def adopt(self) -> None:
         """Mark the lock held after the caller took it with its own script (same token,

@@ -26,11 +26,12 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.usage import UsageLimits
 
+from channels.redact import redact
 from gateway.config import WorkerSettings
 from gateway.queue import GroupQueue, Keys
 from memory_store import BaseMemory, Summarizer
 from memory_store.reflect import rule_summarizer
-from workers.agent import TurnError, build_agent, redact
+from workers.agent import TurnError, build_agent
 
 log = logging.getLogger(__name__)
 
@@ -118,10 +119,6 @@ def model_summarizer(
         return text
 
     return summarize
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value or "")
 
 
 async def reflect_on_failure(

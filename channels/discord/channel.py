@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
@@ -25,6 +24,7 @@ from channels.discord.settings import DiscordSettings
 from channels.discord.transport import ServerAnswer, surfacing_trace
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound, Outbound
+from channels.retry import retrying
 
 log = logging.getLogger(__name__)
 
@@ -395,22 +395,17 @@ class DiscordChannel(Channel):
 
     async def _deliver(self, inbound: Inbound) -> None:
         """Retry the sink until the message is durable: the gateway will not resend."""
-        assert self._sink is not None
-        delay = self.sink_retry_base
-        while True:
-            try:
-                await self._sink(inbound)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                wait = random.uniform(delay / 2, delay)
-                log.warning(
-                    "discord: inbox unavailable (%s); retrying message %s in %.1fs",
-                    type(exc).__name__, inbound.message_id, wait,
-                )
-                await asyncio.sleep(wait)
-                delay = min(delay * 2, self.sink_retry_cap)
+        sink = self._sink
+        assert sink is not None
+
+        def warn(exc: BaseException, wait: float) -> None:
+            log.warning("discord: inbox unavailable (%s); retrying message %s in %.1fs",
+                        type(exc).__name__, inbound.message_id, wait)
+
+        async for attempt in retrying(initial=self.sink_retry_base,
+                                      maximum=self.sink_retry_cap, on_retry=warn):
+            with attempt:
+                await sink(inbound)
 
     def _place_now(self, message: discord.Message) -> Place | None:
         """Where the message lives, from the cache; None when a guild channel is not
@@ -446,18 +441,17 @@ class DiscordChannel(Channel):
         """``GET /channels/{id}``, a few quick tries for transient failures."""
         client = self._client
         assert client is not None
-        delay = self.sink_retry_base
-        for attempt in range(_RESOLVE_TRIES):
-            try:
-                return await client.fetch_channel(channel_id)
-            except _CALL_ERRORS as exc:
-                error = map_error(exc)
-                if isinstance(error, PermanentError) or attempt == _RESOLVE_TRIES - 1:
-                    log.warning("discord: could not look up channel %s (%s)",
-                                channel_id, error)
-                    return None
-            await asyncio.sleep(random.uniform(delay / 2, delay))
-            delay *= 2
+        try:
+            async for attempt in retrying(
+                    initial=self.sink_retry_base, maximum=self.sink_retry_cap,
+                    attempts=_RESOLVE_TRIES,
+                    retry_if=lambda exc: isinstance(exc, _CALL_ERRORS) and not isinstance(
+                        map_error(exc), PermanentError)):
+                with attempt:
+                    return await client.fetch_channel(channel_id)
+        except _CALL_ERRORS as exc:
+            log.warning("discord: could not look up channel %s (%s)", channel_id,
+                        map_error(exc))
         return None
 
     async def _resolve(self, channel_id: int) -> Place:

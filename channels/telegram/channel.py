@@ -19,11 +19,11 @@ from telegram.request import HTTPXRequest
 from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
 from channels.errors import FormattingRejected, PermanentError
 from channels.models import Outbound
+from channels.redact import protect
 from channels.split import utf16_len
 from channels.telegram.errors import map_error
 from channels.telegram.normalize import BotIdentity
 from channels.telegram.poller import Poller
-from channels.telegram.redact import protect
 from channels.telegram.render import TELEGRAM_TEXT_LIMIT, render_chunks
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.webhook import WebhookEndpoint

@@ -51,7 +51,7 @@ from gateway.queue.group import (
     encode_entry,
     parse_entry,
 )
-from gateway.queue.intake import DUPLICATE, KEPT, KEPT_ENQUEUE, GatewayQueue
+from gateway.queue.intake import DUPLICATE, KEPT, KEPT_ENQUEUE, GatewayQueue, as_str
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
@@ -65,8 +65,28 @@ from gateway.queue.jobs import (
 from gateway.queue.keys import OUTBOX_GROUP, Keys
 
 __all__ = [
-    "CONSOLIDATE_JOB", "DEFAULT_QUEUE", "DRAIN_JOB", "DUPLICATE", "KEPT", "KEPT_ENQUEUE",
-    "LOCK_BUSY", "LOCK_LOST", "OUTBOX_GROUP", "TURN_STATE_TTL", "DrainOptions", "Entry",
-    "GatewayQueue", "GroupQueue", "Keys", "LockOps", "TurnRecord", "encode_entry",
-    "enqueue_consolidation", "enqueue_drain", "enqueue_job", "job_queue", "parse_entry",
+    "CONSOLIDATE_JOB",
+    "DEFAULT_QUEUE",
+    "DRAIN_JOB",
+    "DUPLICATE",
+    "KEPT",
+    "KEPT_ENQUEUE",
+    "LOCK_BUSY",
+    "LOCK_LOST",
+    "OUTBOX_GROUP",
+    "TURN_STATE_TTL",
+    "DrainOptions",
+    "Entry",
+    "GatewayQueue",
+    "GroupQueue",
+    "Keys",
+    "LockOps",
+    "TurnRecord",
+    "as_str",
+    "encode_entry",
+    "enqueue_consolidation",
+    "enqueue_drain",
+    "enqueue_job",
+    "job_queue",
+    "parse_entry",
 ]

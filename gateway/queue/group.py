@@ -13,6 +13,7 @@ from typing import Any
 
 import redis
 
+from gateway.queue.intake import as_str
 from gateway.queue.keys import Keys
 from gateway.queue.scripts import Scripts
 
@@ -105,7 +106,7 @@ class GroupQueue:
             args=[token, lock_ttl_ms, lease_ttl_ms, "1" if acquire else "0"])
         if isinstance(out, int):
             return out
-        return [x.decode() if isinstance(x, bytes) else str(x) for x in out]
+        return [as_str(x) for x in out]
 
     def finish(self, token: str, written_turn: str | None) -> int:
         """Clear the batch (marking ``written_turn``'s episode written); 1 more waiting,
@@ -162,6 +163,4 @@ class GroupQueue:
 
 
 def _str(value: Any) -> str:
-    if value is None:
-        return ""
-    return value.decode() if isinstance(value, bytes) else str(value)
+    return "" if value is None else as_str(value)

@@ -68,5 +68,9 @@ class GatewayQueue:
                                           args=[interval_ms, burst]))
 
 
-def _str(value: Any) -> str:
+def as_str(value: Any) -> str:
+    """A reply as ``str`` whether the client decodes responses or not."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+_str = as_str

@@ -3,7 +3,7 @@
 ``Gateway(config, redis_url)`` builds the channels named in ``[channels.*]`` (adapters
 are imported lazily from ``CHANNEL_REGISTRY``), starts each with the inbox as its sink,
 and runs the outbox consumer, the drain sweeper and (when a channel has webhook routes
-or ``[http] enabled``) the web server. ``serve()`` runs it until SIGINT/SIGTERM.
+or ``[http] enabled``) the web server.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import contextlib
 import importlib
 import logging
 import os
-import signal
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -130,10 +129,6 @@ class Gateway:
         self.outbox: Outbox | None = None
         self.failed_tasks: list[str] = []
 
-    @property
-    def web_port(self) -> int | None:
-        return self._web.port if self._web else None
-
     async def start(self) -> None:
         self.channels = build_channels(self.config, self._env)
         # strings in, strings out: RQ (which needs bytes) has its own sync client
@@ -216,22 +211,3 @@ class Gateway:
         if self._sync is not None:
             self._sync.close()
             self._sync = None
-
-
-async def serve(config: GatewayConfig, redis_url: str, stop: asyncio.Event | None = None) -> None:
-    """Run a gateway until SIGINT/SIGTERM (or ``stop`` is set)."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    gw = Gateway(config, redis_url)
-    try:
-        await gw.start()
-        log.info("gateway running (%d channels); Ctrl-C to stop", len(gw.channels))
-        await stop.wait()
-    finally:
-        await gw.stop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)

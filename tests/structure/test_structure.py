@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.structure.rules import MAX_NON_BLANK, module_sizes, toml_loaders, violations
 
 
@@ -42,3 +44,15 @@ def test_no_module_over_400_non_blank_lines() -> None:
     pending = {"memory_store/catalog.py", "memory_store/dense.py"}
     big = {m: n for m, n in module_sizes().items() if n > MAX_NON_BLANK and m not in pending}
     assert big == {}
+
+
+@pytest.mark.slow
+def test_the_trace_sees_the_whole_path_in_both_processes() -> None:
+    from tests.structure.trace import traced_files
+
+    files = traced_files()
+    assert {"channels/telegram/poller.py", "gateway/inbox.py", "gateway/queue/jobs.py",
+            "gateway/outbox.py", "channels/telegram/channel.py"} <= files["gateway"]
+    assert {"workers/drain.py", "workers/turn.py", "workers/agent.py",
+            "memory_store/atomic.py"} <= files["worker"]
+    assert not any(f.startswith("tests/") for f in set().union(*files.values()))

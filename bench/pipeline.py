@@ -449,11 +449,11 @@ def notes(results: dict[str, Any]) -> str:
         "finish). The asyncio baseline does the same turn work with no Redis at all: "
         f"{aq[top]['added_latency_p50_ms']} ms p50 with {top}, the floor.",
         "- **Round trips.** Each one is a context switch to Valkey and back (0.3-0.8 ms on a "
-        "busy 2-core box). The path of one message is now: sink script, one MULTI for the "
-        "RQ job, RQ's dequeue + job fetch + two bookkeeping pipelines, one script that "
-        "takes the lock and the batch, one that starts the turn (progress, attempt, typing), "
-        "the publish script, then in the gateway the stream read, the sent-key check and "
-        "set, and a coalesced ack. "
+        "busy 2-core box). The path of one message is now: sink script, RQ's enqueue "
+        "pipeline (from a thread), RQ's dequeue + job fetch + two bookkeeping pipelines, "
+        "one script that takes the lock and the batch, one that starts the turn (progress, "
+        "attempt, typing), the publish script, then in the gateway the stream read, the "
+        "sent-key check and set, and a coalesced ack. "
         + (f"Redis commands per message (all clients, latency phase): {cmds}. "
            if cmds is not None else "")
         + f"The sink alone took {w[top]['sink_msgs_per_s']} msgs/s during the burst.",
@@ -484,19 +484,16 @@ def notes(results: dict[str, Any]) -> str:
         lines.append(
             f"- **Before/after, same run** (`--before {results['params']['before']}`, that "
             "commit's gateway, workers and bench model, run in between ours): "
-            + "; ".join(parts) + ". What changed: RQ heartbeats pipelined (3 round trips -> 1) "
-            "and not repeated within a second, nor the idle state written twice "
-            "(`workers/rqworker.py`); the drain job takes the lock, extends the lease and takes "
-            "the batch in one script; a turn starts with one script (was HGETALL, HINCRBY, "
-            "EXPIRE, XADD); one lock-renewal thread per process instead of a thread started "
-            "and joined per job; the gateway enqueues the RQ job as one MULTI on its async "
-            "client (was a worker thread and two transactions); the outbox acks off the "
-            "reply's path, many entries per XACK+XDEL script call; hiredis parses replies "
-            "(about a third less client CPU per command; installed in the shared venv, so "
-            "the before row has it too and this ratio does not show it); the bench's "
-            "instant model is an async function (a sync one costs a worker-thread hop per "
-            "request that no real provider pays; the before row still has it, ~1 ms of "
-            "its latency).")
+            + "; ".join(parts) + ". What changed (issue 7, one config, one queue, one worker "
+            "context): RQ is used through its public API only, so the lean heartbeat "
+            "subclasses (HSET+EXPIRE+EXPIRE in one pipeline, skipped within a second, the "
+            "idle state not written twice) are gone and workers run RQ's stock "
+            "`SimpleWorker`; the gateway enqueues a drain job with RQ's own `enqueue_call` "
+            "from a worker thread, no longer by replaying RQ's pipeline command stack on "
+            "its async client; Lua scripts are read from `gateway/queue/lua/` once per "
+            "process; mailbox entries are framed `<seq> <json>` with the JSON built in "
+            "Python; the worker context replaces module globals (same LRU of open group "
+            "memories).")
     ok_lat = w[top]["added_latency_p50_ms"] < 20
     ok_tp = w.get("4", w[top])["msgs_per_s"] > 500
     lines.append(

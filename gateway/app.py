@@ -22,7 +22,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
-from gateway.config import ConfigError, GatewayConfig, describe
+from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
 from gateway.queue import Keys
@@ -36,7 +36,6 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "slack": "channels.slack:SlackChannel",
     "discord": "channels.discord:DiscordChannel",
 }
-REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 HEARTBEAT_TTL = 10
 
 

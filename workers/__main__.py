@@ -7,6 +7,7 @@ the same data directory. The scheduler is on (RQ's ``Retry`` intervals need it).
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
@@ -97,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # the jobs' context: built once here, used by every job this process runs (a forked
     # child of the "fork" class builds its own from these settings)
-    install(WorkerContext(settings, conn))
+    ctx = WorkerContext(settings, conn)
+    install(ctx)
+    atexit.register(ctx.close)  # open memories (and their watchers) closed on the way out
     names = args.queues or [DEFAULT_QUEUE]
     queues = [job_queue(conn, n) for n in names]
     cls = SimpleWorker if args.worker_class == "simple" else Worker

@@ -1,9 +1,10 @@
 """The queue: the contract between the gateway and the workers, in one place.
 
-It owns the Redis key layout (``keys``), every Lua script (``lua/*.lua``, read once,
-``scripts``), their typed wrappers (``intake`` for the gateway, ``group`` for workers) and
-the one way jobs are enqueued (``jobs``). It imports redis and rq only: no platform SDK,
-no other gateway module, nothing of ``workers`` (jobs are named by import path).
+It owns the Redis key layout (``keys``), every Lua script (``lua/*.lua``, read once) with
+its typed wrappers (``scripts``: ``GatewayQueue`` for the gateway, ``GroupQueue`` and
+``LockOps`` for workers) and the one way jobs are enqueued (``jobs``). It imports redis
+and rq only: no platform SDK, no other gateway module, nothing of ``workers`` (jobs are
+named by import path).
 
 The life of one group (``g``), and which script moves what::
 
@@ -40,18 +41,6 @@ takes the same lock, so it never overlaps a turn of its group.
 
 from __future__ import annotations
 
-from gateway.queue.group import (
-    LOCK_BUSY,
-    LOCK_LOST,
-    TURN_STATE_TTL,
-    Entry,
-    GroupQueue,
-    LockOps,
-    TurnRecord,
-    encode_entry,
-    parse_entry,
-)
-from gateway.queue.intake import DUPLICATE, KEPT, KEPT_ENQUEUE, GatewayQueue, as_str
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
@@ -63,6 +52,22 @@ from gateway.queue.jobs import (
     job_queue,
 )
 from gateway.queue.keys import OUTBOX_GROUP, Keys
+from gateway.queue.scripts import (
+    DUPLICATE,
+    KEPT,
+    KEPT_ENQUEUE,
+    LOCK_BUSY,
+    LOCK_LOST,
+    TURN_STATE_TTL,
+    Entry,
+    GatewayQueue,
+    GroupQueue,
+    LockOps,
+    TurnRecord,
+    as_str,
+    encode_entry,
+    parse_entry,
+)
 
 __all__ = [
     "CONSOLIDATE_JOB",

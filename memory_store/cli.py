@@ -48,7 +48,8 @@ def _fail(message: str) -> typer.Exit:
 def _settings(resolve: Resolver | None, data_dir: Path | None, config: Path | None,
               backend: str | None) -> tuple[Path, str]:
     root, chosen = Path("./data"), "file"
-    if resolve is not None and not (data_dir is not None and backend is not None):
+    # an explicit --data-dir without --config needs no config file
+    if resolve is not None and (config is not None or data_dir is None):
         try:
             root, chosen = resolve(config)
         except ValueError as err:

@@ -29,7 +29,7 @@ from gateway.queue import (
 )
 from workers.context import WorkerContext, current
 from workers.lock import GroupLock, LockLost
-from workers.maintenance import episode_written
+from workers.maintenance import after_episodes, consolidation_due
 from workers.turn import TurnRunner, parse_batch
 
 log = logging.getLogger(__name__)
@@ -101,13 +101,14 @@ def drain_group(
                         written = runner.unmarked_written
                         turns += 1
                         log.info("drain %s: turn %d %s", group, turns, outcome)
-                        if written:  # this turn wrote its episode
-                            episode_written(ctx.redis, group, ctx.settings, queue=queue,
-                                            prefix=prefix, lock_ttl=lock_ttl)
                 lock.stop_renewal()  # the finish script may release the lock itself
-                more = gq.finish(lock.token, written)
+                more, episodes = gq.finish(lock.token, written)
                 if more == LOCK_LOST:
                     raise LockLost(lock.lock_key)
+                if written and consolidation_due(episodes,
+                                                 ctx.settings.memory.consolidate_every):
+                    after_episodes(ctx.redis, group, ctx.settings, episodes, queue=queue,
+                                   prefix=prefix, lock_ttl=lock_ttl)
                 if more == 0:
                     lock.held = False
                     break

@@ -1,11 +1,13 @@
 """Memory maintenance: consolidating a group's memory now and then, never during a turn.
 
-Policy. After a turn wrote its episode the drain job calls ``episode_written``, which
-bumps the group's counter and, when ``consolidation_due`` (at least
+Policy. The drain job's finish script (``gateway/queue/lua/finish.lua``) counts each
+written episode in the group's counter, atomically with marking it written; when
+``consolidation_due`` (at least
 ``[memory] consolidate_every`` episodes since the last consolidation; 0 turns it off)
 and no consolidation is pending for the group (a Redis key taken with SET NX and a TTL,
-so a lost job cannot block the group for longer than ``PENDING_TTL``), it enqueues
-``consolidate_group`` on the drain queue.
+so a lost job cannot block the group for longer than ``PENDING_TTL``), ``after_episodes``
+enqueues ``consolidate_group`` on the drain queue. (``episode_written`` does the same for
+a caller without the script: it counts, then calls ``after_episodes``.)
 
 The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``) takes the
 SAME group lock as the drain job, so it never runs while a turn of that group does. If
@@ -122,13 +124,37 @@ def episode_written(
     schedule a consolidation (one INCR per turn; nothing at all when turned off).
     Returns the job id, or None. Never raises: a scheduling problem must not stop the
     group's turns."""
+    if settings.memory.consolidate_every <= 0:
+        return None
+    try:
+        count = note_episode(client, prefix, group)
+    except Exception as exc:
+        log.warning("could not count an episode of %s: %r", group, exc)
+        return None
+    return after_episodes(client, group, settings, count, queue=queue, prefix=prefix,
+                          lock_ttl=lock_ttl)
+
+
+def after_episodes(
+    client: redis.Redis,
+    group: str,
+    settings: WorkerSettings,
+    count: int,
+    *,
+    queue: str,
+    prefix: str,
+    lock_ttl: float,
+) -> str | None:
+    """Schedule a consolidation of ``group`` if ``count`` episodes since the last one make
+    it due (the drain job's finish script counts them). Returns the job id, or None.
+    Never raises: a scheduling problem must not stop the group's turns."""
     every = settings.memory.consolidate_every
     if every <= 0:
         return None
     try:
         return schedule_consolidation(
             client, group, every=every, queue=queue, prefix=prefix, lock_ttl=lock_ttl,
-            job_timeout=settings.worker.job_timeout, count=note_episode(client, prefix, group))
+            job_timeout=settings.worker.job_timeout, count=count)
     except Exception as exc:
         log.warning("could not schedule consolidation of %s: %r", group, exc)
         return None

@@ -26,7 +26,7 @@ The life of one group (``g``), and which script moves what::
                        turn:{id}.published (a retried turn never publishes twice)
                                                │ episode file written
                                                ▼
-              finish.lua: turn:{id}.written, DEL processing:{g};
+              finish.lua: turn:{id}.written, episodes:{g} += 1, DEL processing:{g};
                        mailbox empty?  yes: DEL drain:{g}, lock:{g}, SREM active g
                                        no:  next turn (take.lua) on the same job
       outbox (stream, consumer group "gateway") ─▶ gateway sends, outbox_ack.lua,

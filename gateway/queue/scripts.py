@@ -203,14 +203,16 @@ class GroupQueue:
             return out
         return [as_str(x) for x in out]
 
-    def finish(self, token: str, written_turn: str | None) -> int:
-        """Clear the batch (marking ``written_turn``'s episode written); 1 more waiting,
-        0 drained (lease and lock released), ``LOCK_LOST``."""
+    def finish(self, token: str, written_turn: str | None) -> tuple[int, int]:
+        """Clear the batch, marking ``written_turn``'s episode written and counting it.
+        Returns (1 more waiting | 0 drained, lease and lock released | ``LOCK_LOST``,
+        the group's episodes since its last consolidation; 0 without a turn)."""
         k, g = self.keys, self.group
         keys = [k.lock(g), k.processing(g), k.mailbox(g), k.lease(g), k.active]
         if written_turn is not None:
-            keys.append(k.turn(written_turn))
-        return int(self._s["finish"](keys=keys, args=[token, g]))
+            keys += [k.turn(written_turn), k.episodes(g)]
+        status, episodes = self._s["finish"](keys=keys, args=[token, g])
+        return int(status), int(episodes)
 
     def dead_letter(self, raw: list[str]) -> None:
         self.r.rpush(self.keys.dead(self.group), *raw)

@@ -41,22 +41,17 @@ LOCK_WAIT_MAX = 5.0
 def drain_group(
     group: str,
     *,
-    lease_ttl: float = 30.0,
-    lock_ttl: float = 30.0,
-    max_turns: int = 20,
-    max_attempts: int = 5,
-    queue: str = "pnc-drain",
-    job_timeout: int = 300,
-    retries: int = 3,
-    prefix: str = "pnc:",
     redis_url: str | None = None,
     ctx: WorkerContext | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """Drain ``group``'s mailbox. Returns a JSON summary (turns run, how it ended)."""
+    """Drain ``group``'s mailbox. ``options`` are ``gateway.queue.DrainOptions`` (the job's
+    kwargs, as ``enqueue_drain`` wrote them; its defaults otherwise). Returns a JSON
+    summary (turns run, how it ended)."""
     ctx = ctx or current(redis_url)
-    options = DrainOptions(lease_ttl=lease_ttl, lock_ttl=lock_ttl, max_turns=max_turns,
-                           max_attempts=max_attempts, queue=queue, job_timeout=job_timeout,
-                           retries=retries, prefix=prefix)
+    opts = DrainOptions(**options)
+    lease_ttl, lock_ttl, max_attempts = opts.lease_ttl, opts.lock_ttl, opts.max_attempts
+    queue, prefix = opts.queue, opts.prefix
     keys = Keys(prefix)
     gq = GroupQueue(ctx.redis, keys, group)
     lock = GroupLock(ctx.redis, keys.lock(group), keys.lease(group), ttl=lock_ttl,
@@ -113,12 +108,12 @@ def drain_group(
                     lock.held = False
                     break
                 lock.start_renewal()
-                if turns >= max_turns:
+                if turns >= opts.max_turns:
                     # Hand over while still holding the lease, so no one else enqueues; the
                     # lease now stands for the successor (the sweeper keeps it while queued).
                     successor = uuid.uuid4().hex
                     gq.hand_over(successor, lock.lease_ttl_ms)
-                    enqueue_drain(job_queue(ctx.redis, queue), group, options, successor)
+                    enqueue_drain(job_queue(ctx.redis, queue), group, opts, successor)
                     end = "handed-off"
                     break
     except LockLost:

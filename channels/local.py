@@ -9,7 +9,8 @@ Its "platform" is three Redis structures (under ``<prefix>local:``):
   the sink, and removes it only after the sink returned (so the "cursor" moves after
   durability); on start it first re-delivers whatever a crash left there;
 * ``out:{account}:{chat_id}`` (stream): what the bot says: ``ack`` (the gateway holds
-  the message), ``typing``, ``chunk`` (one reply chunk) and ``done`` (a turn covering
+  the message; ``status`` is what the sink said it did: engage, context, drop,
+  duplicate), ``typing``, ``chunk`` (one reply chunk) and ``done`` (a turn covering
   the listed message ids finished). Clients read it with XREAD.
 
 A group message mentions the bot when the client says so (``"mention": true``) or its
@@ -32,6 +33,7 @@ from redis.exceptions import RedisError
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.models import Inbound, Outbound
+from channels.retry import Backoff
 from channels.split import split_text
 
 log = logging.getLogger(__name__)
@@ -107,7 +109,7 @@ class LocalChannel(Channel):
     @property
     def redis(self) -> aioredis.Redis:
         if self._r is None:
-            self._r = aioredis.Redis.from_url(self._url)
+            self._r = aioredis.Redis.from_url(self._url, decode_responses=True)
         return self._r
 
     async def start(self, sink: InboundSink) -> None:
@@ -141,7 +143,7 @@ class LocalChannel(Channel):
 
     async def _receive(self, sink: InboundSink) -> None:
         r = self.redis
-        backoff = 0.1
+        backoff = Backoff(0.1, 5.0)
         while not self._stopping.is_set():
             try:
                 # a crash between the move and the sink left these: deliver them again
@@ -151,13 +153,12 @@ class LocalChannel(Channel):
                 if raw is None:
                     continue
                 await self._deliver(raw, sink)
-                backoff = 0.1
+                backoff.reset()
             except asyncio.CancelledError:
                 raise
             except (RedisError, OSError) as err:
                 log.warning("local channel: Redis unavailable (%s); retrying", err)
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                await backoff.sleep()
             except Exception:
                 # a message the gateway cannot take at all would block the channel forever
                 log.exception("local channel: dropping a message the gateway rejected")
@@ -172,9 +173,10 @@ class LocalChannel(Channel):
             log.warning("local channel: skipped a message: %s", err)
             await r.lrem(self.keys.inflight, 1, raw)  # type: ignore[arg-type]
             return
-        await sink(msg)  # raises if not durable: the message stays in flight
+        status = await sink(msg)  # raises if not durable: the message stays in flight
         async with r.pipeline(transaction=True) as pipe:
-            pipe.xadd(self.keys.out(msg.chat_id), {"type": "ack", "message_id": msg.message_id},
+            pipe.xadd(self.keys.out(msg.chat_id), {"type": "ack", "message_id": msg.message_id,
+                                                   "status": status or ""},
                       maxlen=STREAM_MAXLEN, approximate=True)
             pipe.lrem(self.keys.inflight, 1, raw)  # type: ignore[arg-type]
             await pipe.execute()
@@ -190,7 +192,7 @@ class LocalChannel(Channel):
              "reply_to_id": message.reply_to_id or "", "text": chunk.plain},
             maxlen=STREAM_MAXLEN, approximate=True,
         )
-        return entry.decode() if isinstance(entry, bytes) else str(entry)
+        return str(entry)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self.redis.xadd(self.keys.out(chat_id), {"type": "typing"},

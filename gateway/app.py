@@ -3,7 +3,7 @@
 ``Gateway(config, redis_url)`` builds the channels named in ``[channels.*]`` (adapters
 are imported lazily from ``CHANNEL_REGISTRY``), starts each with the inbox as its sink,
 and runs the outbox consumer, the drain sweeper and (when a channel has webhook routes
-or ``[http] enabled``) the web server. ``serve()`` runs it until SIGINT/SIGTERM.
+or ``[http] enabled``) the web server.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import contextlib
 import importlib
 import logging
 import os
-import signal
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -22,10 +22,10 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
-from channels.keys import Keys
-from gateway.config import ConfigError, GatewayConfig, format_validation_error
+from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
+from gateway.queue import Keys
 from gateway.webhooks import WebServer, build_app, has_routes
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,6 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "email": "channels.email:EmailChannel",
     "whatsapp": "channels.whatsapp:WhatsAppChannel",
 }
-REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 HEARTBEAT_TTL = 10
 
 
@@ -54,29 +53,28 @@ class RedisCursorStore:
 
     async def get(self, key: str) -> str | None:
         value = await self._r.get(self._keys.cursor(self._channel, self._account, key))
-        if value is None:
-            return None
-        return value.decode() if isinstance(value, bytes) else str(value)
+        return None if value is None else str(value)
 
     async def set(self, key: str, value: str) -> None:
         await self._r.set(self._keys.cursor(self._channel, self._account, key), value)
 
 
-def load_channel_class(name: str, where: str = "config") -> type[Channel]:
+def load_channel_class(name: str, where: Path | None = None) -> type[Channel]:
     """Import the adapter class registered for ``name`` (raises ``ConfigError``)."""
     path = CHANNEL_REGISTRY.get(name)
     if path is None:
-        raise ConfigError(f"{where}: channels.{name}: unknown channel {name!r}; use one of "
-                          f"{', '.join(sorted(CHANNEL_REGISTRY))}")
+        raise ConfigError(f"channels.{name}: unknown channel {name!r}; use one of "
+                          f"{', '.join(sorted(CHANNEL_REGISTRY))}", where)
     module_name, _, attr = path.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ImportError as err:
-        raise ConfigError(f"{where}: channels.{name}: the {name} adapter cannot be loaded "
-                          f"({err}); install its dependencies or remove the block") from None
+        raise ConfigError(f"channels.{name}: the {name} adapter cannot be loaded "
+                          f"({err}); install its dependencies or remove the block",
+                          where) from None
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Channel)):
-        raise ConfigError(f"{where}: channels.{name}: {path} is not a Channel class")
+        raise ConfigError(f"channels.{name}: {path} is not a Channel class", where)
     return cls
 
 
@@ -84,25 +82,24 @@ def build_channels(
     config: GatewayConfig, env: Mapping[str, str]
 ) -> dict[tuple[str, str], Channel]:
     """One adapter per ``[channels.<name>]`` block, keyed by (name, account)."""
-    where = str(config.source) if config.source else "config"
     out: dict[tuple[str, str], Channel] = {}
     for name, block in config.channels.items():
-        cls = load_channel_class(name, where)
+        cls = load_channel_class(name, config.source)
         account = "default"
         try:
             channel = cls.from_config(account, dict(block), env)
         except ValidationError as err:
-            raise ConfigError(format_validation_error(where, err, prefix=f"channels.{name}."))\
-                from None
+            raise ConfigError(describe(err, prefix=f"channels.{name}."), config.source) from None
         except (ValueError, KeyError) as err:
             text = str(err)
             if not text.startswith(f"channels.{name}"):
                 text = f"channels.{name}: {text}"
-            raise ConfigError(f"{where}: {text}") from None
+            raise ConfigError(text, config.source) from None
         out[(channel.name, channel.account)] = channel
     if not out:
-        raise ConfigError(f"{where}: no channel configured; add a block such as "
-                          "[channels.local] (or [channels.telegram] with token_env)")
+        raise ConfigError("channels: no channel configured; add a block such as "
+                          "[channels.local] (or [channels.telegram] with token_env)",
+                          config.source)
     return out
 
 
@@ -134,13 +131,10 @@ class Gateway:
         self.outbox: Outbox | None = None
         self.failed_tasks: list[str] = []
 
-    @property
-    def web_port(self) -> int | None:
-        return self._web.port if self._web else None
-
     async def start(self) -> None:
         self.channels = build_channels(self.config, self._env)
-        self.r = aioredis.Redis.from_url(self.redis_url)
+        # strings in, strings out: RQ (which needs bytes) has its own sync client
+        self.r = aioredis.Redis.from_url(self.redis_url, decode_responses=True)
         self._sync = redis.Redis.from_url(self.redis_url)
         try:
             await self.r.ping()
@@ -221,22 +215,3 @@ class Gateway:
         if self._sync is not None:
             self._sync.close()
             self._sync = None
-
-
-async def serve(config: GatewayConfig, redis_url: str, stop: asyncio.Event | None = None) -> None:
-    """Run a gateway until SIGINT/SIGTERM (or ``stop`` is set)."""
-    stop = stop or asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, stop.set)
-    gw = Gateway(config, redis_url)
-    try:
-        await gw.start()
-        log.info("gateway running (%d channels); Ctrl-C to stop", len(gw.channels))
-        await stop.wait()
-    finally:
-        await gw.stop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)

@@ -22,11 +22,12 @@ from typing import Annotated
 import redis
 import typer
 
-from channels.keys import Keys
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
+from gateway.queue import Keys
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
 from gateway.smoke import check_model
-from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command
+from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
+from memory_store.cli import build_memory_app
 
 log = logging.getLogger("pynanoclaw")
 
@@ -50,8 +51,9 @@ WorkerClassOpt = Annotated[
 ]
 
 
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+def _fail(message: str | ConfigError) -> typer.Exit:
+    text = message.render() if isinstance(message, ConfigError) else f"error: {message}"
+    typer.echo(text, err=True)
     return typer.Exit(2)
 
 
@@ -66,9 +68,9 @@ def _load(config: Path | None) -> tuple[Path, GatewayConfig]:
         from gateway.app import load_channel_class
 
         for name in cfg.channels:
-            load_channel_class(name, where=str(path))
+            load_channel_class(name, path)
     except ConfigError as err:
-        raise _fail(str(err)) from None
+        raise _fail(err) from None
     return path, cfg
 
 
@@ -130,14 +132,14 @@ def run(
     _logging(log_level)
     count = workers if workers is not None else cfg.queue.workers
     with _redis(cfg) as url:
-        cmd = worker_command(path, url, worker_class=worker_class,
-                             queues=[cfg.queue.name], log_level=log_level)
-        sup = WorkerSupervisor(count, cmd)
+        cmd = worker_command(path, worker_class=worker_class, queues=[cfg.queue.name],
+                             log_level=log_level)
+        sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url))
         sup.start()
         try:
             asyncio.run(_run_gateway(cfg, url, sup))
         except ConfigError as err:
-            raise _fail(str(err)) from None
+            raise _fail(err) from None
         except ConfigExit as err:
             raise _fail(str(err)) from None
         finally:
@@ -154,7 +156,7 @@ def gateway(config: ConfigOpt = None, log_level: LogOpt = "INFO") -> None:
         try:
             asyncio.run(_run_gateway(cfg, url, None))
         except ConfigError as err:
-            raise _fail(str(err)) from None
+            raise _fail(err) from None
 
 
 @app.command()
@@ -173,9 +175,10 @@ def worker(
     if not url:
         raise _fail("redis.url: not set and no embedded server is running; start "
                     "`pynanoclaw gateway` first or pass --redis-url")
-    cmd = worker_command(path, url, worker_class=worker_class, queues=[cfg.queue.name],
+    cmd = worker_command(path, worker_class=worker_class, queues=[cfg.queue.name],
                          log_level=log_level, burst=burst)
-    os.execv(cmd[0], cmd)  # noqa: S606 (replaces this process: no shell involved)
+    # replaces this process (no shell involved), with the worker's allowlisted environment
+    os.execve(cmd[0], cmd, worker_env(cfg, os.environ, url))  # noqa: S606
 
 
 def _gateway_alive(url: str) -> bool:
@@ -297,10 +300,9 @@ async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
                     typer.echo(f"\rbot> {ev.get('text', '')}\n{prompt}", nl=False)
                 elif kind == "typing" and interactive:
                     typer.echo(f"\r(bot is typing...)\n{prompt}", nl=False)
-                elif kind == "ack" and ev.get("message_id") in pending:
-                    mid = ev["message_id"]
-                    if await client.status(chat, mid) != "engage":
-                        pending.discard(mid)
+                elif kind == "ack" and ev.get("message_id") in pending and \
+                        ev.get("status") != "engage":
+                    pending.discard(ev["message_id"])
                 elif kind == "done":
                     pending.difference_update(json.loads(ev.get("message_ids", "[]")))
 
@@ -360,22 +362,24 @@ def chat(
                         f"{cfg.data_dir / 'logs' / 'run.log'}") from None
 
 
-def _mount_memory() -> None:
+def _memory_settings(config: Path | None) -> tuple[Path, str]:
+    """The memory CLI's slice of the config: data dir and backend."""
     try:
-        from memory_store.cli import memory_app  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return
-    app.add_typer(memory_app, name="memory", help="inspect and edit group memory")
+        cfg = load_config(_config_path(config))
+    except ConfigError as err:
+        raise ValueError(err.render()) from None
+    return cfg.data_dir, cfg.memory.backend
 
 
-_mount_memory()
+app.add_typer(build_memory_app(_memory_settings), name="memory",
+              help="inspect and edit group memory")
 
 
 def main() -> None:
     try:
         app()
     except ConfigError as err:
-        typer.echo(f"error: {err}", err=True)
+        typer.echo(err.render(), err=True)
         sys.exit(2)
 
 

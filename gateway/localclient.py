@@ -1,9 +1,9 @@
 """Client side of the ``local`` channel: what ``pynanoclaw chat`` and ``send`` use.
 
 It pushes a message into the local channel's inbox list and reads the chat's
-``out`` stream: the ``ack`` (the gateway made it durable), then the inbox's verdict
-(``pnc:status:<dedupe id>``: engage, context, drop), then reply ``chunk``s and the
-``done`` event of the turn that covered the message.
+``out`` stream: the ``ack`` (the gateway made it durable) with the inbox's verdict
+(engage, context, drop, duplicate), then reply ``chunk``s and the ``done`` event of the
+turn that covered the message.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from channels.keys import Keys
 from channels.local import LocalKeys
-from channels.models import Inbound
+from gateway.queue import Keys
 
 
 @dataclass
@@ -35,15 +34,11 @@ class Exchange:
         return "".join(self.chunks) if self.chunks else None
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class LocalClient:
     """Talks to a running gateway's local channel through Redis."""
 
     def __init__(self, redis_url: str, *, account: str = "default", prefix: str = "pnc:") -> None:
-        self._r = aioredis.Redis.from_url(redis_url)
+        self._r = aioredis.Redis.from_url(redis_url, decode_responses=True)
         self.account = account
         self._keys = Keys(prefix)
         self._local = LocalKeys(prefix, account)
@@ -57,7 +52,7 @@ class LocalClient:
     async def last_id(self, chat_id: str) -> str:
         """The chat stream's newest entry id: read after it to see only what follows."""
         entries: Any = await self._r.xrevrange(self._local.out(chat_id), count=1)
-        return _s(entries[0][0]) if entries else "0-0"
+        return str(entries[0][0]) if entries else "0-0"
 
     async def push(
         self, *, chat_id: str, user: str, text: str, is_group: bool = False,
@@ -78,15 +73,9 @@ class LocalClient:
         out: list[dict[str, str]] = []
         for _, entries in resp or []:
             for entry_id, fields in entries:
-                after = _s(entry_id)
-                out.append({_s(k): _s(v) for k, v in fields.items()})
+                after = entry_id
+                out.append(dict(fields))
         return after, out
-
-    async def status(self, chat_id: str, message_id: str) -> str | None:
-        probe = Inbound(channel="local", account=self.account, chat_id=chat_id, is_group=False,
-                        sender_id="-", sender_name="-", message_id=message_id, text="")
-        value = await self._r.get(self._keys.status(probe.dedupe_id))
-        return _s(value) if value is not None else None
 
     async def ask(
         self, *, chat_id: str, user: str, text: str, is_group: bool = False,
@@ -109,7 +98,7 @@ class LocalClient:
                 kind = ev.get("type")
                 if kind == "ack" and ev.get("message_id") == mid:
                     acked = True
-                    ex.status = await self.status(chat_id, mid) or "duplicate"
+                    ex.status = ev.get("status") or "duplicate"
                     if ex.status != "engage":
                         return ex
                 elif kind == "chunk":

@@ -38,8 +38,9 @@ from tenacity import (
 
 from channels.base import Channel, Chunk
 from channels.errors import FormattingRejected, PermanentError, RateLimited, TransientError
-from channels.keys import OUTBOX_GROUP, Keys
 from channels.models import Outbound
+from gateway.config.env import GATEWAY_NAME_ENV
+from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys, as_str
 from gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -48,11 +49,6 @@ SENT_TTL = 7 * 24 * 3600
 #: most entries acked in one call (Lua's unpack has a stack limit)
 ACK_BATCH = 500
 
-# KEYS: stream   ARGV: group, entry id...   Acks and deletes handled entries in one call.
-_ACK = """
-redis.call('XACK', KEYS[1], ARGV[1], unpack(ARGV, 2))
-return redis.call('XDEL', KEYS[1], unpack(ARGV, 2))
-"""
 _expo = wait_random_exponential(multiplier=0.5, max=30)
 
 
@@ -79,7 +75,7 @@ class OutboxStats:
 
 def default_consumer_name() -> str:
     """Stable across restarts of the same gateway, so its pending entries come back."""
-    return os.environ.get("PYNANOCLAW_GATEWAY_NAME") or socket.gethostname()
+    return os.environ.get(GATEWAY_NAME_ENV) or socket.gethostname()
 
 
 class Outbox:
@@ -109,7 +105,7 @@ class Outbox:
         self._inflight: set[str] = set()
         self._to_ack: list[str] = []
         self._ack_task: asyncio.Task[None] | None = None
-        self._ack_script = client.register_script(_ACK)
+        self._q = GatewayQueue(client, self._keys)
         self._warned: set[str] = set()
         self.stats = OutboxStats()
 
@@ -246,7 +242,7 @@ class Outbox:
         while self._to_ack:
             ids, self._to_ack = self._to_ack[:ACK_BATCH], self._to_ack[ACK_BATCH:]
             try:
-                await self._ack_script(keys=[self._keys.outbox], args=[OUTBOX_GROUP, *ids])
+                await self._q.outbox_ack(ids)
                 self.stats.handled += len(ids)
             except (redis.RedisError, OSError) as err:
                 # they stay pending: claimed again after claim_idle (sent chunks are skipped)
@@ -347,5 +343,4 @@ class Outbox:
         raise AssertionError("unreachable")
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+_s = as_str  # the gateway's client decodes; a caller's bytes client works too

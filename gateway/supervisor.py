@@ -4,27 +4,50 @@ The gateway never imports ``workers``; it starts them as processes, passing the 
 path and the Redis URL (so they share the embedded server the gateway started). A
 worker that dies is restarted; one that exits with status 2 (a configuration error it
 already printed) stops the whole run.
+
+A worker's environment is built from an allowlist (``worker_env``), never copied from
+the gateway's: channel tokens and every other secret of the gateway stay out of it; the
+model key variable the config names is the one secret passed on (DESIGN invariant 5).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+
+from gateway.config import CONFIG_ENV, REDIS_URL_ENV, Settings, key_env_name
+from gateway.config.env import WORKER_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
 
 log = logging.getLogger(__name__)
 
 CONFIG_EXIT = 2
 
 
+def worker_env(settings: Settings, environ: Mapping[str, str], redis_url: str) -> dict[str, str]:
+    """The environment of a worker process: the allowlist (PATH, HOME, locale, proxies,
+    ...), ``[worker] pass_env``, the model key variable named in the config, the config
+    path and the Redis URL. Nothing else of ``environ`` is passed on."""
+    allowed = set(WORKER_ENV_ALLOW) | set(settings.worker.pass_env)
+    model_key = key_env_name(settings.model)
+    if model_key:
+        allowed.add(model_key)
+    env = {k: v for k, v in environ.items()
+           if k in allowed or k.startswith(WORKER_ENV_ALLOW_PREFIXES)}
+    env[REDIS_URL_ENV] = redis_url
+    if settings.source is not None:
+        env[CONFIG_ENV] = str(settings.source.resolve())
+    return env
+
+
 def worker_command(
     config: Path | None,
-    redis_url: str,
+    redis_url: str | None = None,
     *,
     worker_class: str = "simple",
     queues: list[str] | None = None,
@@ -32,8 +55,12 @@ def worker_command(
     burst: bool = False,
     name: str | None = None,
 ) -> list[str]:
-    cmd = [sys.executable, "-m", "workers", "--redis-url", redis_url,
-           "--worker-class", worker_class, "--log-level", log_level]
+    # the Redis URL (which may hold a password) goes in the environment, not argv,
+    # unless given: argv is world-readable in /proc
+    cmd = [sys.executable, "-m", "workers", "--worker-class", worker_class,
+           "--log-level", log_level]
+    if redis_url:
+        cmd += ["--redis-url", redis_url]
     if config is not None:
         cmd += ["--config", str(config)]
     for q in queues or []:
@@ -57,12 +84,12 @@ class WorkerSupervisor:
         count: int,
         command: list[str],
         *,
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str],
         cwd: Path | None = None,
     ) -> None:
         self.count = count
         self.command = command
-        self.env = dict(os.environ if env is None else env)
+        self.env = dict(env)
         self.cwd = cwd
         self.procs: list[subprocess.Popen[bytes]] = []
         self._restarts: list[float] = []

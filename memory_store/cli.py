@@ -1,20 +1,18 @@
 """``pynanoclaw memory ls|show|search|reindex|consolidate GROUP``.
 
-A typer sub-app (``memory_app``) the gateway CLI mounts with
-``app.add_typer(memory_app, name="memory")``; it also runs on its own with
-``python -m memory_store.cli``. The data dir comes from ``--data-dir``, else from the
-config file's ``data_dir`` (``--config``, ``$PYNANOCLAW_CONFIG`` or
-``data/pynanoclaw.toml``; relative to the file), else ``./data``. The backend comes from
-``--backend``, else the config's ``[memory] backend``, else ``file``.
+``build_memory_app(resolve)`` makes the typer sub-app; the gateway CLI mounts one with a
+``resolve`` that reads the config file (``--config``) through ``gateway.config``, so the
+memory CLI reads no configuration itself (``memory_store`` imports nothing of the
+project). ``memory_app`` is the stand-alone one (``python -m memory_store.cli``): data
+dir from ``--data-dir`` (default ``./data``), backend from ``--backend`` (default
+``file``). ``--data-dir`` and ``--backend`` override what ``resolve`` says.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,12 +25,10 @@ from memory_store.base import BaseMemory
 from memory_store.errors import InvalidGroupKey, InvalidMemoryId, MemoryNotFound
 from memory_store.factory import BACKENDS, open_memory
 
-CONFIG_ENV = "PYNANOCLAW_CONFIG"
-DEFAULT_CONFIG = Path("data/pynanoclaw.toml")
+#: the caller's reading of its configuration: (config path or None) -> (data dir, backend);
+#: raises ``ValueError`` with a message to print when the configuration is broken
+Resolver = Callable[[Path | None], tuple[Path, str]]
 
-memory_app = typer.Typer(name="memory", help="Inspect and maintain a group's memory.",
-                         no_args_is_help=True, add_completion=False,
-                         pretty_exceptions_enable=False)
 console = Console()
 
 GroupArg = Annotated[str, typer.Argument(help="group key, e.g. telegram:-100123")]
@@ -45,39 +41,33 @@ BackendOpt = Annotated[str | None, typer.Option("--backend", help="file | vector
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(message if message.startswith("error: ") else f"error: {message}", err=True)
     return typer.Exit(2)
 
 
-def _settings(data_dir: Path | None, config: Path | None,
+def _settings(resolve: Resolver | None, data_dir: Path | None, config: Path | None,
               backend: str | None) -> tuple[Path, str]:
-    raw: dict[str, Any] = {}
-    path = config or (Path(os.environ[CONFIG_ENV]) if os.environ.get(CONFIG_ENV) else None)
-    if path is None and DEFAULT_CONFIG.is_file():
-        path = DEFAULT_CONFIG
-    if path is not None:
+    root, chosen = Path("./data"), "file"
+    # an explicit --data-dir without --config needs no config file
+    if resolve is not None and (config is not None or data_dir is None):
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise _fail(f"{path}: config file not found; pass --data-dir instead") from None
-        except tomllib.TOMLDecodeError as err:
-            raise _fail(f"{path}: not valid TOML: {err}") from None
-    if data_dir is None:
-        configured = Path(str(raw.get("data_dir", "./data"))).expanduser()
-        if not configured.is_absolute() and path is not None:
-            configured = path.parent / configured
-        data_dir = configured
-    memory = raw.get("memory")
-    chosen = backend or (memory.get("backend") if isinstance(memory, dict) else None) or "file"
+            root, chosen = resolve(config)
+        except ValueError as err:
+            raise _fail(str(err)) from None
+    elif config is not None:
+        raise _fail("--config needs `pynanoclaw memory` (this stand-alone CLI reads no "
+                    "config file); pass --data-dir and --backend instead")
+    root = data_dir if data_dir is not None else root
+    chosen = backend or chosen
     if chosen not in BACKENDS:
         raise _fail(f"memory backend must be one of {', '.join(BACKENDS)}, got {chosen!r}")
-    return data_dir.resolve(), str(chosen)
+    return root.resolve(), chosen
 
 
 @contextlib.contextmanager
-def _opened(group: str, data_dir: Path | None, config: Path | None,
+def _opened(resolve: Resolver | None, group: str, data_dir: Path | None, config: Path | None,
             backend: str | None) -> Iterator[BaseMemory]:
-    root, chosen = _settings(data_dir, config, backend)
+    root, chosen = _settings(resolve, data_dir, config, backend)
     try:
         mem = open_memory(root, group, chosen)
     except InvalidGroupKey as err:
@@ -100,92 +90,105 @@ def _bar(label: str) -> Progress:
                     console=console, transient=False)
 
 
-@memory_app.command("ls")
-def ls(group: GroupArg, kind: Annotated[str | None, typer.Option(help="only this kind")] = None,
-       all_: Annotated[bool, typer.Option("--all", help="include superseded")] = False,
-       data_dir: DataOpt = None, config: ConfigOpt = None, backend: BackendOpt = None) -> None:
-    """List a group's memories, oldest first."""
-    filters: dict[str, Any] = {"include_superseded": all_}
-    if kind:
-        filters["kind"] = kind
-    with _opened(group, data_dir, config, backend or "file") as mem:
-        records = mem.records(filters)
-    table = Table("id", "kind", "created", "trust", "content")
-    for rec in records:
-        mark = " (superseded)" if rec.valid_to is not None else ""
-        table.add_row(rec.id, rec.kind + mark, rec.created.strftime("%Y-%m-%d %H:%M"),
-                      f"{rec.trust:.2f}", _first_line(rec.content))
-    console.print(table)
-    console.print(f"{len(records)} memories")
+def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
+    """The ``memory`` sub-app; ``resolve`` supplies the data dir and backend."""
+    memory_app = typer.Typer(name="memory", help="Inspect and maintain a group's memory.",
+                             no_args_is_help=True, add_completion=False,
+                             pretty_exceptions_enable=False)
+
+    @memory_app.command("ls")
+    def ls(group: GroupArg, kind: Annotated[str | None, typer.Option(help="only this kind")] = None,
+           all_: Annotated[bool, typer.Option("--all", help="include superseded")] = False,
+           data_dir: DataOpt = None, config: ConfigOpt = None, backend: BackendOpt = None) -> None:
+        """List a group's memories, oldest first."""
+        filters: dict[str, Any] = {"include_superseded": all_}
+        if kind:
+            filters["kind"] = kind
+        with _opened(resolve, group, data_dir, config, backend or "file") as mem:
+            records = mem.records(filters)
+        table = Table("id", "kind", "created", "trust", "content")
+        for rec in records:
+            mark = " (superseded)" if rec.valid_to is not None else ""
+            table.add_row(rec.id, rec.kind + mark, rec.created.strftime("%Y-%m-%d %H:%M"),
+                          f"{rec.trust:.2f}", _first_line(rec.content))
+        console.print(table)
+        console.print(f"{len(records)} memories")
 
 
-@memory_app.command("show")
-def show(group: GroupArg, memory_id: Annotated[str, typer.Argument(help="memory id")],
-         data_dir: DataOpt = None, config: ConfigOpt = None) -> None:
-    """Print one memory: its front matter fields and body."""
-    with _opened(group, data_dir, config, "file") as mem:
-        rec = mem.read_sync(memory_id)
-    for key in ("id", "kind", "source", "created", "updated", "trust", "valid_from",
-                "valid_to", "tags"):
-        value = getattr(rec, key)
-        if value not in (None, ()):
+    @memory_app.command("show")
+    def show(group: GroupArg, memory_id: Annotated[str, typer.Argument(help="memory id")],
+             data_dir: DataOpt = None, config: ConfigOpt = None) -> None:
+        """Print one memory: its front matter fields and body."""
+        with _opened(resolve, group, data_dir, config, "file") as mem:
+            rec = mem.read_sync(memory_id)
+        for key in ("id", "kind", "source", "created", "updated", "trust", "valid_from",
+                    "valid_to", "tags"):
+            value = getattr(rec, key)
+            if value not in (None, ()):
+                console.print(f"[bold]{key}[/]: {value}", highlight=False)
+        for key, value in rec.metadata.items():
             console.print(f"[bold]{key}[/]: {value}", highlight=False)
-    for key, value in rec.metadata.items():
-        console.print(f"[bold]{key}[/]: {value}", highlight=False)
-    console.print()
-    console.print(rec.content, markup=False, highlight=False)
+        console.print()
+        console.print(rec.content, markup=False, highlight=False)
 
 
-@memory_app.command("search")
-def search(group: GroupArg, query: Annotated[str, typer.Argument(help="what to look for")],
-           k: Annotated[int, typer.Option("-k", help="number of results")] = 10,
-           kind: Annotated[str | None, typer.Option(help="only this kind")] = None,
-           min_trust: Annotated[float | None, typer.Option(help="minimum trust")] = None,
-           data_dir: DataOpt = None, config: ConfigOpt = None,
-           backend: BackendOpt = None) -> None:
-    """Search a group's memory with the configured backend."""
-    filters: dict[str, Any] = {}
-    if kind:
-        filters["kind"] = kind
-    if min_trust is not None:
-        filters["min_trust"] = min_trust
-    with _opened(group, data_dir, config, backend) as mem:
-        hits = asyncio.run(mem.search(query, k=k, filters=filters))
-        table = Table("score", "id", "kind", "created", "content", title=f"{mem.backend} search")
-    for h in hits:
-        table.add_row(f"{h.score:.4f}", h.id, h.kind, h.created.strftime("%Y-%m-%d"),
-                      _first_line(h.content))
-    console.print(table)
+    @memory_app.command("search")
+    def search(group: GroupArg, query: Annotated[str, typer.Argument(help="what to look for")],
+               k: Annotated[int, typer.Option("-k", help="number of results")] = 10,
+               kind: Annotated[str | None, typer.Option(help="only this kind")] = None,
+               min_trust: Annotated[float | None, typer.Option(help="minimum trust")] = None,
+               data_dir: DataOpt = None, config: ConfigOpt = None,
+               backend: BackendOpt = None) -> None:
+        """Search a group's memory with the configured backend."""
+        filters: dict[str, Any] = {}
+        if kind:
+            filters["kind"] = kind
+        if min_trust is not None:
+            filters["min_trust"] = min_trust
+        with _opened(resolve, group, data_dir, config, backend) as mem:
+            hits = asyncio.run(mem.search(query, k=k, filters=filters))
+            table = Table("score", "id", "kind", "created", "content",
+                          title=f"{mem.backend} search")
+        for h in hits:
+            table.add_row(f"{h.score:.4f}", h.id, h.kind, h.created.strftime("%Y-%m-%d"),
+                          _first_line(h.content))
+        console.print(table)
 
 
-@memory_app.command("reindex")
-def reindex(group: GroupArg, data_dir: DataOpt = None, config: ConfigOpt = None,
-            backend: BackendOpt = None) -> None:
-    """Rebuild the group's .index/ from its files."""
-    with _opened(group, data_dir, config, backend) as mem, _bar("reindex") as bar:
-        task = bar.add_task("reindex", total=None)
-
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        count = mem.reindex(progress)
-    console.print(f"indexed {count} memories ({mem.backend})")
-
-
-@memory_app.command("consolidate")
-def consolidate(group: GroupArg, data_dir: DataOpt = None, config: ConfigOpt = None,
+    @memory_app.command("reindex")
+    def reindex(group: GroupArg, data_dir: DataOpt = None, config: ConfigOpt = None,
                 backend: BackendOpt = None) -> None:
-    """Merge duplicates, supersede contradictions, fold entity facts."""
-    from memory_store.consolidate import consolidate as run
+        """Rebuild the group's .index/ from its files."""
+        with _opened(resolve, group, data_dir, config, backend) as mem, _bar("reindex") as bar:
+            task = bar.add_task("reindex", total=None)
 
-    with _opened(group, data_dir, config, backend) as mem, _bar("consolidate") as bar:
-        task = bar.add_task("consolidate", total=None)
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            count = mem.reindex(progress)
+        console.print(f"indexed {count} memories ({mem.backend})")
 
-        changed = run(mem, progress)
-    console.print(f"{changed} records changed")
+
+    @memory_app.command("consolidate")
+    def consolidate(group: GroupArg, data_dir: DataOpt = None, config: ConfigOpt = None,
+                    backend: BackendOpt = None) -> None:
+        """Merge duplicates, supersede contradictions, fold entity facts."""
+        from memory_store.consolidate import consolidate as run
+
+        with _opened(resolve, group, data_dir, config, backend) as mem, \
+                _bar("consolidate") as bar:
+            task = bar.add_task("consolidate", total=None)
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            changed = run(mem, progress)
+        console.print(f"{changed} records changed")
+
+    return memory_app
+
+
+memory_app = build_memory_app()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -7,18 +7,24 @@ the same data directory. The scheduler is on (RQ's ``Retry`` intervals need it).
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
 import sys
 from pathlib import Path
 
 import redis
-from rq import Queue
+from rq import SimpleWorker, Worker
 
-from channels.keys import DEFAULT_QUEUE
-from workers.connection import REDIS_URL_ENV
-from workers.rqworker import PipelinedSimpleWorker, PipelinedWorker
-from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
+from gateway.config import (
+    CONFIG_ENV,
+    REDIS_URL_ENV,
+    ConfigError,
+    WorkerSettings,
+    load_worker_settings,
+)
+from gateway.queue import DEFAULT_QUEUE, job_queue
+from workers.context import WorkerContext, install
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -43,12 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
     """The first of: ``--redis-url``, ``$PYNANOCLAW_REDIS_URL``, ``[redis] url``, the
     embedded server's URL file. Raises ``ConfigError`` when there is none."""
-    url = arg or os.environ.get(REDIS_URL_ENV) or settings.redis.url
+    url = arg or settings.redis.url
     if url:
         return url
-    from workers.turn import resolve_data_dir
-
-    url_file = resolve_data_dir(settings) / "redis" / "url"
+    url_file = settings.redis_dir / "url"
     try:
         url = url_file.read_text(encoding="utf-8").strip()
     except OSError:
@@ -56,8 +60,8 @@ def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
     if not url:
         raise ConfigError(
             f"redis.url: not set and no embedded server is running ({url_file} is missing); "
-            "start `pynanoclaw gateway` first, or set [redis] url / --redis-url"
-        )
+            "start `pynanoclaw gateway` first, or set [redis] url / --redis-url",
+            settings.source)
     return url
 
 
@@ -72,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_worker_settings()
         url = resolve_redis_url(args.redis_url, settings)
     except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        print(err.render(), file=sys.stderr)
         return 2
     os.environ[REDIS_URL_ENV] = url
-    import workers.drain  # noqa: F401  (imported once here, not in each forked child)
+    import workers.drain
+    import workers.maintenance  # noqa: F401
 
     if not args.no_preload:
         from workers.agent import build_agent
@@ -83,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             build_agent(settings)
         except ConfigError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(err.render(), file=sys.stderr)
             return 2
     conn = redis.Redis.from_url(url)
     try:
@@ -91,9 +96,14 @@ def main(argv: list[str] | None = None) -> int:
     except (redis.RedisError, OSError) as err:
         print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
         return 2
+    # the jobs' context: built once here, used by every job this process runs (a forked
+    # child of the "fork" class builds its own from these settings)
+    ctx = WorkerContext(settings, conn)
+    install(ctx)
+    atexit.register(ctx.close)  # open memories (and their watchers) closed on the way out
     names = args.queues or [DEFAULT_QUEUE]
-    queues = [Queue(n, connection=conn, serializer="json") for n in names]
-    cls = PipelinedSimpleWorker if args.worker_class == "simple" else PipelinedWorker
+    queues = [job_queue(conn, n) for n in names]
+    cls = SimpleWorker if args.worker_class == "simple" else Worker
     worker = cls(queues, connection=conn, serializer="json", name=args.name)
     worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
                 logging_level=args.log_level.upper())

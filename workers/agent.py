@@ -37,9 +37,10 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from channels.models import Inbound
+from channels.redact import redact
+from gateway.config import ConfigError, ModelConfig, WorkerSettings
 from memory_store.protocol import Memory, MemoryRecord
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
-from workers.settings import ConfigError, ModelConfig, WorkerSettings
 from workers.tools import TurnDeps, agent_tools
 
 log = logging.getLogger(__name__)
@@ -87,18 +88,6 @@ class TurnError(Exception):
     def __init__(self, message: str, *, transient: bool) -> None:
         super().__init__(message)
         self.transient = transient
-
-
-def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` (and its long prefixes/suffixes a
-    provider might echo, like ``sk-ab...wxyz``) replaced by ``***``."""
-    if not secret:
-        return text
-    out = text.replace(secret, "***")
-    if len(secret) >= 16:
-        for piece in (secret[:12], secret[-8:]):
-            out = out.replace(piece, "***")
-    return out
 
 
 class TurnAgent:

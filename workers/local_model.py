@@ -28,7 +28,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from workers.settings import ConfigError
+from gateway.config import ConfigError
 
 log = logging.getLogger(__name__)
 

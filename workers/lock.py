@@ -20,36 +20,11 @@ import time
 from types import TracebackType
 
 import redis
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
+
+from gateway.queue import LockOps
 
 log = logging.getLogger(__name__)
-
-# KEYS: lock, lease   ARGV: token, lock ttl ms, lease ttl ms
-# Takes the lock and, with it, extends the lease (recreated if it lapsed). 1 if taken.
-_ACQUIRE = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 0 then
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-end
-return 1
-"""
-
-# KEYS: lock, lease   ARGV: token, lock ttl ms, lease ttl ms
-# The lease keeps its value (the id of the job it stands for); recreated if it lapsed.
-_RENEW = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-if redis.call('PEXPIRE', KEYS[2], ARGV[3]) == 0 then
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-end
-return 1
-"""
-
-# KEYS: lock   ARGV: token
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
 
 class LockLost(Exception):
     """The group lock expired or was taken over; the turn must not publish or write."""
@@ -108,7 +83,9 @@ _renewer = _Renewer()
 
 
 class GroupLock:
-    """``with GroupLock(...) as lock:`` holds the group's lock and keeps it renewed."""
+    """The group's lock, kept renewed while held. Take it with ``acquire`` (or, after a
+    script took it with the same token, ``adopt``); ``with lock:`` then releases it on
+    the way out, whatever happens (entering an unheld lock is an error)."""
 
     def __init__(
         self,
@@ -128,25 +105,23 @@ class GroupLock:
         self.held = False
         self.lost = threading.Event()
         self._renewing = False
-        self._acquire = self._r.register_script(_ACQUIRE)
-        self._renew = self._r.register_script(_RENEW)
-        self._release = self._r.register_script(_RELEASE)
+        self._ops = LockOps(client)
 
     def acquire(self, timeout: float) -> bool:
-        """Take the lock (extending the lease with it), waiting up to ``timeout`` seconds
-        (a killed holder's lock expires by its TTL). Starts renewal on success."""
-        deadline = time.monotonic() + timeout
-        delay = 0.01
-        while True:
-            if int(self._acquire(keys=[self.lock_key, self.lease_key],
-                                 args=[self.token, self.ttl_ms, self.lease_ttl_ms])):
-                self.held = True
-                self.start_renewal()
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(delay)
-            delay = min(delay * 2, 0.25)
+        """Take the lock (extending the lease with it), retrying with backoff for up to
+        ``timeout`` seconds (a killed holder's lock expires by its TTL). Starts renewal on
+        success."""
+        took: bool = Retrying(
+            retry=retry_if_result(lambda ok: not ok),
+            wait=wait_exponential(multiplier=0.01, max=0.25),
+            stop=stop_after_delay(timeout),
+            retry_error_callback=lambda _state: False,
+        )(self._ops.lock_acquire, self.lock_key, self.lease_key, self.token, self.ttl_ms,
+          self.lease_ttl_ms)
+        if took:
+            self.held = True
+            self.start_renewal()
+        return took
 
     def adopt(self) -> None:
         """Mark the lock held after the caller took it with its own script (same token,
@@ -168,12 +143,12 @@ class GroupLock:
     def renew_once(self) -> bool:
         """One renewal (called by the renewal thread). False once the lock is not ours."""
         try:
-            ok = self._renew(keys=[self.lock_key, self.lease_key],
-                             args=[self.token, self.ttl_ms, self.lease_ttl_ms])
+            ok = self._ops.lock_renew(self.lock_key, self.lease_key, self.token, self.ttl_ms,
+                                      self.lease_ttl_ms)
         except (redis.RedisError, OSError) as err:
             log.warning("could not renew %s: %s", self.lock_key, err)
             return True  # try again next period; the TTL has slack for a few misses
-        if int(ok):
+        if ok:
             return True
         # Set even when renewal was being stopped: a lock found gone while the caller
         # still believes it holds it (finish said "more") must abandon the next turn.
@@ -194,12 +169,14 @@ class GroupLock:
         if self.held:
             self.held = False
             try:
-                self._release(keys=[self.lock_key], args=[self.token])
+                self._ops.lock_release(self.lock_key, self.token)
             except (redis.RedisError, OSError) as err:
                 # it expires by its TTL anyway
                 log.warning("could not release %s: %s", self.lock_key, err)
 
     def __enter__(self) -> GroupLock:
+        if not self.held:
+            raise RuntimeError(f"{self.lock_key}: take the lock (acquire/adopt) before `with`")
         return self
 
     def __exit__(

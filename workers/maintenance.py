@@ -1,11 +1,13 @@
 """Memory maintenance: consolidating a group's memory now and then, never during a turn.
 
-Policy. After a turn wrote its episode the drain job calls ``episode_written``, which
-bumps the group's counter and, when ``consolidation_due`` (at least
+Policy. The drain job's finish script (``gateway/queue/lua/finish.lua``) counts each
+written episode in the group's counter, atomically with marking it written; when
+``consolidation_due`` (at least
 ``[memory] consolidate_every`` episodes since the last consolidation; 0 turns it off)
 and no consolidation is pending for the group (a Redis key taken with SET NX and a TTL,
-so a lost job cannot block the group for longer than ``PENDING_TTL``), it enqueues
-``consolidate_group`` on the drain queue.
+so a lost job cannot block the group for longer than ``PENDING_TTL``), ``after_episodes``
+enqueues ``consolidate_group`` on the drain queue. (``episode_written`` does the same for
+a caller without the script: it counts, then calls ``after_episodes``.)
 
 The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``) takes the
 SAME group lock as the drain job, so it never runs while a turn of that group does. If
@@ -25,18 +27,20 @@ from datetime import timedelta
 from typing import Any
 
 import redis
-from rq import Queue, Retry
 
-from channels.keys import DEFAULT_QUEUE, Keys
+from gateway.config import WorkerSettings
+from gateway.queue import (
+    DEFAULT_QUEUE,
+    Keys,
+    enqueue_consolidation,
+    job_queue,
+)
 from memory_store.consolidate import consolidate
-from workers.connection import job_connection
+from workers.context import WorkerContext, current
 from workers.lock import GroupLock
-from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
-#: import path of the consolidation job, as RQ resolves it inside a worker
-CONSOLIDATE_JOB = "workers.maintenance.consolidate_group"
 #: longest a consolidation stays "pending" (queued, rescheduled or running) without
 #: finishing before another may be enqueued, seconds
 PENDING_TTL = 3600
@@ -46,18 +50,17 @@ LOCK_WAIT = 0.5
 RESCHEDULE_DELAY = 15
 #: a group busy this many times in a row is left for the next due consolidation
 MAX_RESCHEDULES = 40
-RETRY_INTERVALS = [30, 300]
 DEFAULT_RETRIES = 2
 
 
 def pending_key(prefix: str, group: str) -> str:
-    """Present while a consolidation of ``group`` is queued, rescheduled or running."""
-    return f"{prefix}consolidate:{group}"
+    """``Keys.consolidating``: a consolidation of ``group`` is queued or running."""
+    return Keys(prefix).consolidating(group)
 
 
 def counter_key(prefix: str, group: str) -> str:
-    """Episodes written for ``group`` since its last consolidation."""
-    return f"{prefix}episodes:{group}"
+    """``Keys.episodes``: episodes written for ``group`` since its last consolidation."""
+    return Keys(prefix).episodes(group)
 
 
 def consolidation_due(episodes_since_last: int, every: int) -> bool:
@@ -70,16 +73,6 @@ def note_episode(client: redis.Redis, prefix: str, group: str) -> int:
     """Count one written episode for ``group``; returns the count since the last
     consolidation."""
     return int(client.incr(counter_key(prefix, group)))  # type: ignore[arg-type]
-
-
-def _job_options(job_timeout: int, retries: int, group: str) -> dict[str, Any]:
-    return {
-        "job_timeout": job_timeout,
-        "retry": Retry(max=retries, interval=RETRY_INTERVALS) if retries > 0 else None,
-        "result_ttl": 600,
-        "failure_ttl": 7 * 24 * 3600,
-        "description": f"consolidate {group}",
-    }
 
 
 def schedule_consolidation(
@@ -106,13 +99,11 @@ def schedule_consolidation(
     if not client.set(pending_key(prefix, group), job_id, nx=True, ex=PENDING_TTL):
         return None
     try:
-        Queue(queue, connection=client, serializer="json").enqueue(
-            CONSOLIDATE_JOB,
-            job_id=job_id,
-            kwargs={"group": group, "queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-                    "job_timeout": job_timeout, "retries": retries},
-            **_job_options(job_timeout, retries, group),
-        )
+        enqueue_consolidation(
+            job_queue(client, queue), group,
+            {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
+             "job_timeout": job_timeout, "retries": retries},
+            timeout=job_timeout, retries=retries, job_id=job_id)
     except BaseException:
         client.delete(pending_key(prefix, group))  # nothing queued: let the next turn try
         raise
@@ -133,13 +124,37 @@ def episode_written(
     schedule a consolidation (one INCR per turn; nothing at all when turned off).
     Returns the job id, or None. Never raises: a scheduling problem must not stop the
     group's turns."""
+    if settings.memory.consolidate_every <= 0:
+        return None
+    try:
+        count = note_episode(client, prefix, group)
+    except Exception as exc:
+        log.warning("could not count an episode of %s: %r", group, exc)
+        return None
+    return after_episodes(client, group, settings, count, queue=queue, prefix=prefix,
+                          lock_ttl=lock_ttl)
+
+
+def after_episodes(
+    client: redis.Redis,
+    group: str,
+    settings: WorkerSettings,
+    count: int,
+    *,
+    queue: str,
+    prefix: str,
+    lock_ttl: float,
+) -> str | None:
+    """Schedule a consolidation of ``group`` if ``count`` episodes since the last one make
+    it due (the drain job's finish script counts them). Returns the job id, or None.
+    Never raises: a scheduling problem must not stop the group's turns."""
     every = settings.memory.consolidate_every
     if every <= 0:
         return None
     try:
         return schedule_consolidation(
             client, group, every=every, queue=queue, prefix=prefix, lock_ttl=lock_ttl,
-            job_timeout=settings.worker.job_timeout, count=note_episode(client, prefix, group))
+            job_timeout=settings.worker.job_timeout, count=count)
     except Exception as exc:
         log.warning("could not schedule consolidation of %s: %r", group, exc)
         return None
@@ -155,18 +170,15 @@ def consolidate_group(
     retries: int = DEFAULT_RETRIES,
     reschedules: int = 0,
     redis_url: str | None = None,
+    ctx: WorkerContext | None = None,
 ) -> dict[str, Any]:
     """Consolidate ``group``'s memory under the group lock. Returns a JSON summary:
     ``end`` is "consolidated" (with ``changed``, the records changed), "rescheduled"
     (with the new ``job``) or "gave-up" (busy ``MAX_RESCHEDULES`` times in a row)."""
-    # turn.py and drain.py import this module for their hooks; importing them here, at
-    # call time, keeps the import graph acyclic.
-    from workers.drain import worker_settings
-    from workers.turn import group_memory, resolve_data_dir
-
-    client = job_connection(redis_url)
+    ctx = ctx or current(redis_url)
+    client = ctx.redis
     keys = Keys(prefix)
-    pending = pending_key(prefix, group)
+    pending = keys.consolidating(group)
     # The pending key stands in for the drain lease the lock renews: renewing the real
     # lease would make the inbox believe a drain job exists and skip enqueueing one.
     lock = GroupLock(client, keys.lock(group), pending, ttl=lock_ttl, lease_ttl=PENDING_TTL)
@@ -180,27 +192,23 @@ def consolidate_group(
                         reschedules)
             client.delete(pending)
             return {"group": group, "end": "gave-up", "reschedules": reschedules}
-        job = Queue(queue, connection=client, serializer="json").enqueue_in(
-            timedelta(seconds=RESCHEDULE_DELAY),
-            CONSOLIDATE_JOB,
-            kwargs={"group": group, "queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-                    "job_timeout": job_timeout, "retries": retries,
-                    "reschedules": reschedules + 1},
-            **_job_options(job_timeout, retries, group),
-        )
-        client.set(pending, job.id, ex=PENDING_TTL)
+        job_id = enqueue_consolidation(
+            job_queue(client, queue), group,
+            {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl, "job_timeout": job_timeout,
+             "retries": retries, "reschedules": reschedules + 1},
+            timeout=job_timeout, retries=retries, delay=timedelta(seconds=RESCHEDULE_DELAY))
+        client.set(pending, job_id, ex=PENDING_TTL)
         log.info("consolidation of %s: group busy, rescheduled in %ds (%s)", group,
-                 RESCHEDULE_DELAY, job.id)
-        return {"group": group, "end": "rescheduled", "job": job.id}
-    settings = worker_settings()
+                 RESCHEDULE_DELAY, job_id)
+        return {"group": group, "end": "rescheduled", "job": job_id}
     try:
-        raw = client.get(counter_key(prefix, group))
+        raw = client.get(keys.episodes(group))
         seen = int(raw) if raw is not None else 0  # type: ignore[arg-type]
-        _, memory = group_memory(resolve_data_dir(settings), group, settings.memory.backend)
+        _, memory = ctx.group_memory(group)
         changed = consolidate(memory)  # sync: a job needs no event loop for it
         # what was counted before, not zero: should the lock have lapsed meanwhile, the
         # episodes a turn wrote since still count toward the next consolidation
-        client.decrby(counter_key(prefix, group), seen)
+        client.decrby(keys.episodes(group), seen)
     finally:
         # stop renewing (which would recreate the pending key) before dropping it
         lock.release()

@@ -29,7 +29,6 @@ NO_REPLY = "NO_REPLY"
 
 #: Trust of content that did not come from its sender's own words.
 QUOTED_TRUST = 0.2
-TOOL_TRUST = 0.2
 #: Memory search results are cut to this many characters each in the prompt.
 RESULT_MAX_CHARS = 1200
 

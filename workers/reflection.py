@@ -26,10 +26,12 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.usage import UsageLimits
 
+from channels.redact import redact
+from gateway.config import WorkerSettings
+from gateway.queue import GroupQueue, Keys
 from memory_store import BaseMemory, Summarizer
 from memory_store.reflect import rule_summarizer
-from workers.agent import TurnError, build_agent, redact
-from workers.settings import WorkerSettings
+from workers.agent import TurnError, build_agent
 
 log = logging.getLogger(__name__)
 
@@ -119,13 +121,8 @@ def model_summarizer(
     return summarize
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value or "")
-
-
 async def reflect_on_failure(
     client: redis.Redis,
-    turn_key: str,
     memory: BaseMemory,
     settings: WorkerSettings,
     *,
@@ -135,6 +132,7 @@ async def reflect_on_failure(
     error: BaseException | None = None,
     attempts: int | None = None,
     dead: bool = False,
+    prefix: str = "pnc:",
 ) -> str | None:
     """Reflect on a failed turn; returns the lesson's memory id, or None.
 
@@ -145,22 +143,21 @@ async def reflect_on_failure(
     raises.
     """
     secret = settings.model.api_key.get_secret_value() if settings.model.api_key else None
+    turns = GroupQueue(client, Keys(prefix), group)
     try:
         if error is not None:
-            client.hset(turn_key, mapping={
-                "last_error": redact(str(error), secret)[:ERROR_MAX_CHARS],
-                "last_error_class": type(error).__name__,
-            })
+            turns.record_error(turn_id, type(error).__name__,
+                               redact(str(error), secret)[:ERROR_MAX_CHARS])
             if not dead and isinstance(error, TurnError) and error.transient:
                 return None  # a retry may succeed; the dead-letter reflects if it does not
-        if client.hget(turn_key, "reflected"):
+        if turns.reflected(turn_id):
             return None
         if error is not None:
             error_class, message = type(error).__name__, str(error)
         else:
-            stored = client.hmget(turn_key, ["last_error_class", "last_error"])
-            error_class = _text(stored[0]) or "Unknown"
-            message = _text(stored[1]) or "no error was recorded (the worker may have died)"
+            error_class, message = turns.last_error(turn_id)
+            error_class = error_class or "Unknown"
+            message = message or "no error was recorded (the worker may have died)"
         context = failure_context(group=group, turn_id=turn_id, message_ids=message_ids,
                                   error_class=error_class, error=message, attempts=attempts,
                                   dead=dead, secret=secret)
@@ -177,7 +174,7 @@ async def reflect_on_failure(
             lesson_id = await memory.reflect(context)
         finally:
             memory.summarizer = previous
-        client.hset(turn_key, "reflected", lesson_id or "-")
+        turns.mark_reflected(turn_id, lesson_id)
         if lesson_id:
             log.info("reflection on %s in %s: %s", turn_id, group, lesson_id)
         return lesson_id

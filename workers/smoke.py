@@ -15,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from workers.settings import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
+from gateway.config import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
 
 SWITCH_HINT = (
     'to use another model, set [model] provider = "anthropic" (and export '

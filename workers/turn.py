@@ -11,111 +11,26 @@ written again (and ``memory_store`` dedupes the write by id besides).
 
 from __future__ import annotations
 
-import atexit
 import hashlib
-import json
 import logging
-import os
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import redis
-
-from channels.keys import Keys
 from channels.models import Inbound, Outbound
-from memory_store import BaseMemory, GroupDirectory, open_group
+from gateway.queue import GroupQueue, parse_entry
 from workers.agent import TurnError, TurnRequest, build_agent
+from workers.context import WorkerContext
 from workers.lock import GroupLock, LockLost
 from workers.prompt import content_trust
 from workers.reflection import reflect_on_failure
-from workers.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
-#: how long a turn's progress record outlives the turn (a retry comes much sooner)
-TURN_STATE_TTL = 7 * 24 * 3600
 #: what the chat is told when its turn failed for good (the cause is in the logs and
 #: the dead-letter list, never in the chat: it may name internals or a provider error)
 FAILURE_NOTICE = "I could not answer this: the model failed; the operator has the details."
-#: open group memories kept per worker process: opening and closing one costs more than
-#: a whole turn with a fast model; each may hold an inotify instance (a scarce resource)
-MEMORY_CACHE_SIZE = 16
-
-_memories: OrderedDict[tuple[str, str, str], BaseMemory] = OrderedDict()
-_memories_pid = 0
-
-
-def group_memory(data_dir: Path, group: str, backend: str) -> tuple[GroupDirectory, BaseMemory]:
-    """The group's directory (ensured) and its open memory, from a small per-process LRU.
-
-    Safe to keep open across turns: turns of one group never overlap (the group lock),
-    and the memory's index notices files other workers or people changed.
-    """
-    global _memories_pid
-    if _memories_pid != os.getpid():
-        _memories.clear()  # a forked child must not share its parent's watchers
-        _memories_pid = os.getpid()
-    key = (str(data_dir), group, backend)
-    memory = _memories.get(key)
-    if memory is not None and memory.group.core_path.exists():
-        # the layout exists (checked once per open); only a deleted CLAUDE.md is re-made
-        _memories.move_to_end(key)
-        return memory.group, memory
-    if memory is not None:
-        _memories.move_to_end(key)
-        return memory.group.ensure(), memory
-    gd = GroupDirectory(data_dir, group).ensure()
-    memory = open_group(gd, backend)
-    _memories[key] = memory
-    while len(_memories) > MEMORY_CACHE_SIZE:
-        _, old = _memories.popitem(last=False)
-        old.close()
-    return gd, memory
-
-
-@atexit.register
-def close_memories() -> None:
-    if _memories_pid == os.getpid():
-        while _memories:
-            _, memory = _memories.popitem()
-            memory.close()
-
-# KEYS: lock, outbox, turn   ARGV: token, reply event json or "", done event json,
-#       reply text, has_reply 1/0, state ttl s
-# Returns -1 lock lost, 0 already published, 1 published now.
-_PUBLISH = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-if redis.call('HGET', KEYS[3], 'published') then return 0 end
-if ARGV[2] ~= '' then
-  redis.call('XADD', KEYS[2], '*', 'type', 'reply', 'data', ARGV[2])
-end
-redis.call('XADD', KEYS[2], '*', 'type', 'done', 'data', ARGV[3])
-redis.call('HSET', KEYS[3], 'published', '1', 'reply', ARGV[4], 'has_reply', ARGV[5])
-redis.call('EXPIRE', KEYS[3], ARGV[6])
-return 1
-"""
-
-
-# KEYS: turn, outbox   ARGV: state ttl s, typing event json or "", max attempts
-# One round trip to start a turn: reads its progress and, unless it was published,
-# counts the attempt and (within max attempts) shows the typing indicator.
-# Returns [published, reply, has_reply, written, attempts] (nil where unset).
-_BEGIN = """
-local st = redis.call('HMGET', KEYS[1], 'published', 'reply', 'has_reply', 'written', 'attempts')
-if st[1] then return st end
-local n = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
-redis.call('EXPIRE', KEYS[1], ARGV[1])
-st[5] = n
-if ARGV[2] ~= '' and n <= tonumber(ARGV[3]) then
-  redis.call('XADD', KEYS[2], '*', 'type', 'typing', 'data', ARGV[2])
-end
-return st
-"""
-
 
 @dataclass(frozen=True)
 class Batch:
@@ -124,7 +39,7 @@ class Batch:
     group: str
     messages: list[Inbound]
     engaged_ids: list[str]
-    raw: list[bytes]
+    raw: list[str]
 
     @property
     def turn_id(self) -> str:
@@ -148,19 +63,14 @@ def turn_id_for(group: str, dedupe_ids: Sequence[str]) -> str:
 
 def parse_batch(group: str, raw: Sequence[bytes | str]) -> Batch:
     """Decode a ``processing`` list. Raises ``ValueError`` for a malformed entry."""
-    envelopes: list[dict[str, Any]] = []
-    blobs: list[bytes] = []
-    for item in raw:
-        blob = item if isinstance(item, bytes) else item.encode()
-        env = json.loads(blob)
-        if not isinstance(env, dict) or "msg" not in env or "seq" not in env:
-            raise ValueError(f"malformed mailbox entry in {group}")
-        envelopes.append(env)
-        blobs.append(blob)
-    envelopes.sort(key=lambda e: int(e["seq"]))
-    messages = [Inbound.model_validate(e["msg"]) for e in envelopes]
-    engaged = [m.message_id for m, e in zip(messages, envelopes, strict=True) if e["engaged"]]
-    return Batch(group=group, messages=messages, engaged_ids=engaged, raw=blobs)
+    try:
+        entries = sorted((parse_entry(item) for item in raw), key=lambda e: e.seq)
+    except ValueError as err:
+        raise ValueError(f"{err} in {group}") from None
+    messages = [Inbound.model_validate(e.msg) for e in entries]
+    engaged = [m.message_id for m, e in zip(messages, entries, strict=True) if e.engaged]
+    return Batch(group=group, messages=messages, engaged_ids=engaged,
+                 raw=[e.raw for e in entries])
 
 
 def episode_text(batch: Batch, reply: str | None) -> str:
@@ -182,25 +92,14 @@ def episode_trust(messages: Sequence[Inbound], admins: Collection[str] = ()) -> 
     return min((content_trust(m, admins) for m in messages), default=0.0)
 
 
-def resolve_data_dir(settings: WorkerSettings) -> Path:
-    """``data_dir`` as the gateway resolves it: relative to the config file's directory."""
-    data_dir = settings.data_dir.expanduser()
-    if not data_dir.is_absolute() and settings.config_path is not None:
-        data_dir = Path(settings.config_path).parent / data_dir
-    return data_dir.resolve()
-
-
 class TurnRunner:
     """Runs turns for one group's batches inside a drain job."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, settings: WorkerSettings) -> None:
-        self._r = client
-        self._keys = keys
-        self._settings = settings
-        self._data_dir = resolve_data_dir(settings)
-        self._publish = self._r.register_script(_PUBLISH)
-        self._begin = self._r.register_script(_BEGIN)
-        #: the turn key whose ``written`` flag the last ``run(mark_written=False)`` left
+    def __init__(self, ctx: WorkerContext, gq: GroupQueue) -> None:
+        self._ctx = ctx
+        self._gq = gq
+        self._settings = ctx.settings
+        #: the turn id whose ``written`` flag the last ``run(mark_written=False)`` left
         self.unmarked_written: str | None = None
 
     def _event(self, msg: Inbound, **extra: Any) -> dict[str, Any]:
@@ -213,28 +112,24 @@ class TurnRunner:
         so waiting clients are released. Published like any reply (the ``published``
         flag makes it once), so it also ends the typing indicator a retry showed."""
         log.error("turn %s in %s failed too often (%s); moved to %s",
-                  batch.turn_id, batch.group, why, self._keys.dead(batch.group))
-        self._r.rpush(self._keys.dead(batch.group), *batch.raw)
+                  batch.turn_id, batch.group, why, self._gq.keys.dead(batch.group))
+        self._gq.dead_letter(batch.raw)
         anchor = batch.anchor
         notice = FAILURE_NOTICE if batch.engaged_ids else None
-        reply_event = "" if notice is None else Outbound(
+        reply_event = None if notice is None else Outbound(
             channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
             thread_id=anchor.thread_id, text=notice, reply_to_id=anchor.message_id,
             reply_id=batch.turn_id).model_dump_json()
         done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
                            reply_id=batch.turn_id if notice else None, turn_id=batch.turn_id)
-        self._publish(
-            keys=[lock.lock_key, self._keys.outbox, self._keys.turn(batch.turn_id)],
-            args=[lock.token, reply_event, json.dumps(done), notice or "",
-                  "1" if notice else "0", TURN_STATE_TTL],
-        )
+        self._gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event, done, notice)
 
     async def run(self, batch: Batch, lock: GroupLock, max_attempts: int, *,
                   mark_written: bool = True) -> str:
         """Run (or finish a crashed run of) the turn over ``batch``.
 
         With ``mark_written=False`` the turn's ``written`` flag is left to the caller (the
-        drain job sets it in its finish script, saving a round trip): the turn's key is
+        drain job sets it in its finish script, saving a round trip): the turn's id is
         then in ``unmarked_written`` (else ``None``). Until it is set, a retry writes the
         episode again, which ``memory_store`` dedupes by id.
 
@@ -243,25 +138,21 @@ class TurnRunner:
         lost before publishing, and whatever the agent raised (the job is retried).
         """
         self.unmarked_written = None
-        k = self._keys
-        turn_key = k.turn(batch.turn_id)
+        gq = self._gq
         anchor = batch.anchor
-        typing = json.dumps(self._event(anchor)) if batch.engaged_ids else ""
-        published, stored_reply, has_reply, written, attempts = self._begin(
-            keys=[turn_key, k.outbox], args=[TURN_STATE_TTL, typing, max_attempts])
-        gd, memory = group_memory(self._data_dir, batch.group, self._settings.memory.backend)
+        ids = [m.message_id for m in batch.messages]
+        state = gq.turn_begin(batch.turn_id, self._event(anchor) if batch.engaged_ids else None,
+                              max_attempts)
+        gd, memory = self._ctx.group_memory(batch.group)
         outcome = "replayed"
-        if published:
-            reply_text: str | None = (
-                _text(stored_reply) if stored_reply is not None and _text(has_reply) == "1"
-                else None)
+        if state.published:
+            reply_text = state.reply
         else:
-            if int(attempts) > max_attempts:
-                self.dead_letter(batch, lock, f"{int(attempts) - 1} attempts")
-                await reflect_on_failure(self._r, turn_key, memory, self._settings,
-                                         group=batch.group, turn_id=batch.turn_id, dead=True,
-                                         message_ids=[m.message_id for m in batch.messages],
-                                         attempts=int(attempts) - 1)
+            if state.attempts > max_attempts:
+                self.dead_letter(batch, lock, f"{state.attempts - 1} attempts")
+                await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
+                                         turn_id=batch.turn_id, dead=True, message_ids=ids,
+                                         attempts=state.attempts - 1, prefix=gq.keys.prefix)
                 return "dead"
             agent = build_agent(self._settings)
             try:
@@ -271,48 +162,39 @@ class TurnRunner:
                     engaged_ids=batch.engaged_ids,
                 ))
             except TurnError as err:
-                await reflect_on_failure(self._r, turn_key, memory, self._settings,
-                                         group=batch.group, turn_id=batch.turn_id, error=err,
-                                         message_ids=[m.message_id for m in batch.messages],
-                                         attempts=int(attempts))
+                await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
+                                         turn_id=batch.turn_id, error=err, message_ids=ids,
+                                         attempts=state.attempts, prefix=gq.keys.prefix)
                 raise
             lock.check()
             reply_text = reply.text if reply.text and reply.text.strip() else None
-            reply_event = ""
+            reply_event = None
             if reply_text is not None:
-                out = Outbound(channel=anchor.channel, account=anchor.account,
-                               chat_id=anchor.chat_id, thread_id=anchor.thread_id,
-                               text=reply_text, reply_to_id=anchor.message_id,
-                               reply_id=batch.turn_id)
-                reply_event = out.model_dump_json()
-            done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
+                reply_event = Outbound(channel=anchor.channel, account=anchor.account,
+                                       chat_id=anchor.chat_id, thread_id=anchor.thread_id,
+                                       text=reply_text, reply_to_id=anchor.message_id,
+                                       reply_id=batch.turn_id).model_dump_json()
+            done = self._event(anchor, message_ids=ids,
                                reply_id=batch.turn_id if reply_text else None,
                                turn_id=batch.turn_id)
-            published = int(self._publish(
-                keys=[lock.lock_key, k.outbox, turn_key],
-                args=[lock.token, reply_event, json.dumps(done), reply_text or "",
-                      "1" if reply_text else "0", TURN_STATE_TTL],
-            ))
+            published = gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event,
+                                        done, reply_text)
             if published == -1:
                 raise LockLost(lock.lock_key)
             outcome = "published" if published == 1 else "replayed"
-        if not written:
+        if not state.written:
             lock.check()
             await memory.write(episode_text(batch, reply_text), kind="episode", metadata={
                 "id": batch.turn_id,
-                "source": f"{batch.group}:msg/" + ",".join(m.message_id for m in batch.messages),
-                "message_ids": [m.message_id for m in batch.messages],
+                "source": f"{batch.group}:msg/" + ",".join(ids),
+                "message_ids": ids,
                 "participants": sorted({f"{m.sender_name} ({m.channel}:{m.sender_id})"
                                         for m in batch.messages}),
                 "trust": episode_trust(batch.messages, self._settings.admins),
                 "created": datetime.now(UTC).isoformat(),
             })
             if mark_written:
-                self._r.hset(turn_key, "written", "1")
+                gq.mark_written(batch.turn_id)
             else:
-                self.unmarked_written = turn_key
+                self.unmarked_written = batch.turn_id
         return outcome
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

@@ -5,82 +5,36 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
-import aiohttp
 import discord
 from aiohttp import web
 from pydantic import SecretStr
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.discord import endpoint
+from channels.discord.client import Client, intents
 from channels.discord.cursors import LastSeen
-from channels.discord.errors import map_error
+from channels.discord.errors import CALL_ERRORS, map_error
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
+from channels.discord.places import Places
 from channels.discord.render import MAX_MESSAGE_LEN, render
 from channels.discord.settings import DiscordSettings
-from channels.discord.transport import ServerAnswer, surfacing_trace
+from channels.discord.transport import surfacing_trace
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound, Outbound
+from channels.retry import retrying
 
 log = logging.getLogger(__name__)
 
-#: Failures a discord.py call can raise that ``map_error`` translates.
-_CALL_ERRORS = (
-    discord.DiscordException, ServerAnswer, aiohttp.ClientError, OSError, TimeoutError,
-)
 
 #: Nobody gets pinged by what the model writes (no @everyone/@here, roles or users);
 #: only the author of the message being answered, through the reply itself.
 ALLOWED_MENTIONS = discord.AllowedMentions(
     everyone=False, users=False, roles=False, replied_user=True
 )
-
-#: How many channel-id -> place resolutions to remember before starting over.
-_PLACE_CACHE_SIZE = 4096
-#: Tries of GET /channels/{id} before a message's channel is taken as not a thread.
-_RESOLVE_TRIES = 3
-
-
-def intents() -> discord.Intents:
-    """Exactly what the adapter needs: guild and DM messages, their text (the
-    privileged Message Content intent), and guilds (channel and thread cache)."""
-    wanted = discord.Intents.none()
-    wanted.guilds = True
-    wanted.guild_messages = True
-    wanted.dm_messages = True
-    wanted.message_content = True
-    return wanted
-
-
-class _Client(discord.Client):
-    """A discord.py client that forwards the events the adapter needs."""
-
-    def __init__(self, owner: DiscordChannel, **options: Any) -> None:
-        super().__init__(**options)
-        self._owner = owner
-
-    async def on_connect(self) -> None:
-        # every READY: the first one, and each new session after a failed resume
-        self._owner._on_ready()
-
-    async def on_resumed(self) -> None:
-        log.info("discord: gateway session resumed (missed events are replayed)")
-
-    async def on_disconnect(self) -> None:
-        log.info("discord: gateway disconnected; discord.py reconnects with backoff")
-
-    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
-        # Take MESSAGE_CREATE synchronously, inside the gateway's parse step: an
-        # ``on_message`` coroutine runs later as its own task, by which time a
-        # MESSAGE_UPDATE read from the socket may already have edited the cached
-        # Message in place, and tasks would not guarantee gateway order either.
-        if event == "message" and args and isinstance(args[0], discord.Message):
-            self._owner._enqueue(args[0])
-        super().dispatch(event, *args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -142,7 +96,7 @@ class DiscordChannel(Channel):
         self.settings = settings
         self.account = account
         self._token = token
-        self._client: _Client | None = None
+        self._client: Client | None = None
         self._sink: InboundSink | None = None
         self._queue: asyncio.Queue[_Pending] = asyncio.Queue()
         self._last_seen = LastSeen(None)
@@ -152,7 +106,7 @@ class DiscordChannel(Channel):
         self._connected = asyncio.Event()
         self._pointed = False
         self._stopping = False
-        self._places: dict[int, Place] = {}
+        self._places = Places(self)
 
     @classmethod
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
@@ -190,7 +144,7 @@ class DiscordChannel(Channel):
         if base:
             endpoint.acquire(base)
             self._pointed = True
-        self._client = _Client(
+        self._client = Client(
             self,
             intents=intents(),
             max_ratelimit_timeout=self.settings.max_ratelimit_timeout,
@@ -204,7 +158,7 @@ class DiscordChannel(Channel):
             await self._teardown()
             raise
 
-    async def _connect(self, client: _Client) -> None:
+    async def _connect(self, client: Client) -> None:
         self._last_seen = LastSeen(self.cursor_store)
         try:
             await self._last_seen.load()
@@ -222,7 +176,7 @@ class DiscordChannel(Channel):
             raise PermanentError(
                 "unauthorized", f"Discord rejected the token in {self.settings.token_env}"
             ) from None
-        except _CALL_ERRORS as exc:
+        except CALL_ERRORS as exc:
             raise map_error(exc) from None
         self._pump_task = asyncio.create_task(self._pump(), name="discord-inbound")
         self._conn_task = asyncio.create_task(
@@ -315,7 +269,7 @@ class DiscordChannel(Channel):
         if not is_conversation(message, client.user.id):
             return
         try:
-            place = self._place_now(message)
+            place = self._places.now(message)
             provisional = place or Place(chat_id=str(message.channel.id), thread_id=None,
                                          is_group=True)
             inbound = to_inbound(message, provisional, bot_id=client.user.id,
@@ -341,7 +295,7 @@ class DiscordChannel(Channel):
             try:
                 inbound = pending.inbound
                 if pending.unresolved:
-                    place = await self._resolve(pending.channel_id)
+                    place = await self._places.resolve(pending.channel_id)
                     inbound = inbound.model_copy(update={
                         "chat_id": place.chat_id,
                         "thread_id": place.thread_id,
@@ -374,7 +328,7 @@ class DiscordChannel(Channel):
         assert client is not None
         for channel_id, last_id in sorted(self._last_seen.marks().items(),
                                           key=lambda item: -item[1]):
-            channel = client.get_channel(channel_id) or await self._fetch_channel(channel_id)
+            channel = client.get_channel(channel_id) or await self._places.fetch(channel_id)
             if not isinstance(channel, discord.abc.Messageable):
                 continue
             count = 0
@@ -386,7 +340,7 @@ class DiscordChannel(Channel):
                 ):
                     self._enqueue(message)
                     count += 1
-            except _CALL_ERRORS as exc:
+            except CALL_ERRORS as exc:
                 log.warning("discord: could not read back channel %s: %s",
                             channel_id, map_error(exc))
             if count:
@@ -395,96 +349,23 @@ class DiscordChannel(Channel):
 
     async def _deliver(self, inbound: Inbound) -> None:
         """Retry the sink until the message is durable: the gateway will not resend."""
-        assert self._sink is not None
-        delay = self.sink_retry_base
-        while True:
-            try:
-                await self._sink(inbound)
-                return
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                wait = random.uniform(delay / 2, delay)
-                log.warning(
-                    "discord: inbox unavailable (%s); retrying message %s in %.1fs",
-                    type(exc).__name__, inbound.message_id, wait,
-                )
-                await asyncio.sleep(wait)
-                delay = min(delay * 2, self.sink_retry_cap)
+        sink = self._sink
+        assert sink is not None
 
-    def _place_now(self, message: discord.Message) -> Place | None:
-        """Where the message lives, from the cache; None when a guild channel is not
-        cached and ``_resolve`` must ask Discord whether it is a thread."""
-        channel = message.channel
-        if isinstance(channel, discord.DMChannel):
-            return Place(chat_id=str(channel.id), thread_id=None, is_group=False)
-        if isinstance(channel, discord.GroupChannel):
-            return Place(chat_id=str(channel.id), thread_id=None, is_group=True,
-                         chat_name=channel.name)
-        if isinstance(channel, discord.Thread):
-            return self._thread_place(channel)
-        if isinstance(channel, discord.PartialMessageable):
-            if channel.guild_id is None:
-                return Place(chat_id=str(channel.id), thread_id=None, is_group=False)
-            return self._places.get(channel.id)
-        return Place(chat_id=str(channel.id), thread_id=None, is_group=True,
-                     chat_name=f"#{getattr(channel, 'name', channel.id)}")
+        def warn(exc: BaseException, wait: float) -> None:
+            log.warning("discord: inbox unavailable (%s); retrying message %s in %.1fs",
+                        type(exc).__name__, inbound.message_id, wait)
 
-    @staticmethod
-    def _thread_place(thread: discord.Thread) -> Place:
-        parent = thread.parent
-        return Place(
-            chat_id=str(thread.parent_id),
-            thread_id=str(thread.id),
-            is_group=True,
-            chat_name=f"#{parent.name}" if parent is not None else None,
-        )
-
-    async def _fetch_channel(
-        self, channel_id: int
-    ) -> discord.abc.GuildChannel | discord.abc.PrivateChannel | discord.Thread | None:
-        """``GET /channels/{id}``, a few quick tries for transient failures."""
-        client = self._client
-        assert client is not None
-        delay = self.sink_retry_base
-        for attempt in range(_RESOLVE_TRIES):
-            try:
-                return await client.fetch_channel(channel_id)
-            except _CALL_ERRORS as exc:
-                error = map_error(exc)
-                if isinstance(error, PermanentError) or attempt == _RESOLVE_TRIES - 1:
-                    log.warning("discord: could not look up channel %s (%s)",
-                                channel_id, error)
-                    return None
-            await asyncio.sleep(random.uniform(delay / 2, delay))
-            delay *= 2
-        return None
-
-    async def _resolve(self, channel_id: int) -> Place:
-        """A guild channel the cache does not know (e.g. a thread created while we were
-        away): ask ``GET /channels/{id}`` whether it is a thread, once."""
-        cached = self._places.get(channel_id)
-        if cached is not None:
-            return cached
-        fetched = await self._fetch_channel(channel_id)
-        if fetched is None:
-            # Better to keep the message (as its own chat, not a thread) than lose it.
-            return Place(chat_id=str(channel_id), thread_id=None, is_group=True)
-        if isinstance(fetched, discord.Thread):
-            place = self._thread_place(fetched)
-        else:
-            place = Place(chat_id=str(channel_id), thread_id=None, is_group=True,
-                          chat_name=f"#{getattr(fetched, 'name', channel_id)}")
-        if len(self._places) >= _PLACE_CACHE_SIZE:
-            self._places.clear()
-        self._places[channel_id] = place
-        return place
+        async for attempt in retrying(initial=self.sink_retry_base,
+                                      maximum=self.sink_retry_cap, on_retry=warn):
+            with attempt:
+                await sink(inbound)
 
     # ------------------------------------------------------------------ outbound
     def render(self, text: str) -> list[Chunk]:
         return render(text)
 
-    def _require_client(self) -> _Client:
+    def _require_client(self) -> Client:
         if self._client is None:
             raise NetworkError("discord channel is not started")
         return self._client
@@ -517,7 +398,7 @@ class DiscordChannel(Channel):
                 sent = await channel.send(
                     chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS
                 )
-        except _CALL_ERRORS as exc:
+        except CALL_ERRORS as exc:
             raise map_error(exc) from None
         return str(sent.id)
 
@@ -527,5 +408,5 @@ class DiscordChannel(Channel):
         target = self._snowflake(thread_id or chat_id, "chat_id")
         try:
             await client.http.send_typing(target)
-        except _CALL_ERRORS as exc:
+        except CALL_ERRORS as exc:
             raise map_error(exc) from None

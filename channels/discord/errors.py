@@ -17,6 +17,11 @@ from channels.errors import (
     TransientError,
 )
 
+#: Failures a discord.py call can raise that ``map_error`` translates.
+CALL_ERRORS = (
+    discord.DiscordException, ServerAnswer, aiohttp.ClientError, OSError, TimeoutError,
+)
+
 _PERMANENT_REASONS: dict[int, str] = {
     10003: "unknown_channel",
     10008: "unknown_message",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from channels.telegram.channel import GROUP_MESSAGES_PER_MINUTE, TELEGRAM_LIMITS, TelegramChannel
+from channels.telegram.channel import TELEGRAM_LIMITS, TelegramChannel
 from channels.telegram.settings import TelegramSettings
 
-__all__ = ["GROUP_MESSAGES_PER_MINUTE", "TELEGRAM_LIMITS", "TelegramChannel", "TelegramSettings"]
+__all__ = ["TELEGRAM_LIMITS", "TelegramChannel", "TelegramSettings"]

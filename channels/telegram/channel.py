@@ -19,11 +19,11 @@ from telegram.request import HTTPXRequest
 from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
 from channels.errors import FormattingRejected, PermanentError
 from channels.models import Outbound
+from channels.redact import protect
 from channels.split import utf16_len
 from channels.telegram.errors import map_error
 from channels.telegram.normalize import BotIdentity
 from channels.telegram.poller import Poller
-from channels.telegram.redact import protect
 from channels.telegram.render import TELEGRAM_TEXT_LIMIT, render_chunks
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.webhook import WebhookEndpoint
@@ -36,16 +36,14 @@ log = logging.getLogger(__name__)
 #: Telegram's limits (https://core.telegram.org/bots/faq#my-bot-is-hitting-limits-how-do-i-avoid-this):
 #: 4096 UTF-16 units per message; "avoid sending more than one message per second" to a
 #: chat; "not more than 20 messages per minute" to a group; about 30 messages per second
-#: overall. ``per_chat_interval`` carries the first; the 20/minute group cap is
-#: ``GROUP_MESSAGES_PER_MINUTE`` for a gateway that wants it, and Telegram's own
-#: ``retry_after`` covers the rest.
+#: overall. ``per_chat_interval`` carries the first; Telegram's own ``retry_after``
+#: (which the outbox waits) covers the rest.
 TELEGRAM_LIMITS = ChannelLimits(
     max_message_len=TELEGRAM_TEXT_LIMIT,
     measure=utf16_len,
     per_chat_interval=1.0,
     burst=1,
 )
-GROUP_MESSAGES_PER_MINUTE = 20
 
 #: Telegram's rule for setWebhook's secret_token
 _SECRET_TOKEN = re.compile(r"^[A-Za-z0-9_-]{1,256}$")

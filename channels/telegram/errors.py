@@ -19,6 +19,7 @@ from channels.errors import (
     RateLimited,
     TransientError,
 )
+from channels.redact import redact as scrub
 
 _PERMANENT_BAD_REQUESTS = {
     "message is too long": "too_large",
@@ -58,10 +59,7 @@ def map_error(error: Exception, redact: tuple[str, ...] = ()) -> ChannelError:
     ``redact`` lists secrets scrubbed from the message (PTB wraps transport errors whose
     text could carry a URL, and URLs carry the token).
     """
-    message = str(error)
-    for secret in redact:
-        if secret:
-            message = message.replace(secret, "***")
+    message = scrub(str(error), *redact)
     if isinstance(error, tg.RetryAfter):
         return RateLimited(retry_after_seconds(error), "telegram flood control")
     if isinstance(error, tg.Forbidden):

@@ -19,13 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 import warnings
 
 from telegram import Bot, Update
 from telegram import error as tg
 
 from channels.base import CursorStore, InboundSink
+from channels.retry import Backoff
 from channels.telegram.errors import retry_after_seconds
 from channels.telegram.normalize import BotIdentity, normalize_update
 from channels.telegram.settings import TelegramSettings
@@ -54,8 +54,8 @@ class Poller:
         self._cursors = cursors
         self._account = account
         self.offset: int | None = None
-        #: consecutive failures (drives the backoff); 0 after any successful poll
-        self.failures = 0
+        #: consecutive failures drive the backoff (``channels.retry``); reset on success
+        self._backoff_policy = Backoff(settings.backoff_initial, settings.backoff_max)
         #: polls the watchdog had to cancel
         self.stalls = 0
         #: set when Telegram refused the bot for good; the loop has stopped
@@ -91,7 +91,7 @@ class Poller:
                     "telegram: cursor store unavailable (%s); retrying", type(error).__name__
                 )
                 await self._backoff()
-        self.failures = 0
+        self._backoff_policy.reset()
         if stored is None:
             return None
         try:
@@ -156,7 +156,7 @@ class Poller:
             return await self._fetch_one_by_one()
         finally:
             self._inflight = None
-        self.failures = 0
+        self._backoff_policy.reset()
         return updates
 
     async def _fetch_one_by_one(self) -> tuple[Update | int, ...] | None:
@@ -227,13 +227,13 @@ class Poller:
             # from the older offset and the inbox dedupes. Not worth stopping for.
             log.warning("telegram: could not persist update offset (%s)", type(error).__name__)
 
+    @property
+    def failures(self) -> int:
+        """Consecutive failures; 0 after any successful poll."""
+        return self._backoff_policy.failures
+
     async def _backoff(self) -> None:
-        self.failures += 1
-        ceiling = min(
-            self._settings.backoff_max,
-            self._settings.backoff_initial * 2 ** min(self.failures - 1, 30),
-        )
-        await asyncio.sleep(ceiling * random.uniform(0.5, 1.0))
+        await self._backoff_policy.sleep()
 
     async def _watchdog(self) -> None:
         limit = self._settings.poll_timeout + self._settings.stall_grace

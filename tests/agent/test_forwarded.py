@@ -17,11 +17,11 @@ from channels.models import Inbound
 from channels.slack.normalize import SlackContext
 from channels.slack.normalize import to_inbound as slack_inbound
 from channels.telegram.normalize import BotIdentity, normalize_update
+from gateway.config import ModelConfig
 from memory_store import BaseMemory, CoreMemory, GroupDirectory
 from tests.channels.kit import load_fixture
 from workers.agent import TurnAgent, TurnRequest
 from workers.prompt import QUOTED_TRUST, Prompt, build_prompt, content_trust
-from workers.settings import ModelConfig
 
 from .conftest import NOW, Script, msg
 

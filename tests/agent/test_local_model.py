@@ -18,11 +18,11 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from gateway.config import settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
 from workers.local_model import LocalChat, find_gguf, tidy, to_chat
 from workers.prompt import build_prompt
-from workers.settings import settings_from_mapping
 
 from .conftest import NOW, msg
 
@@ -144,7 +144,7 @@ from datetime import UTC, datetime
 from channels.models import Inbound
 from memory_store import open_memory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
-from workers.settings import settings_from_mapping
+from gateway.config import settings_from_mapping
 
 # what `python -m workers` preloads
 agent = build_agent(settings_from_mapping({"model": {"max_tokens": 16}}, {}))

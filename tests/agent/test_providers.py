@@ -21,9 +21,9 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 
+from gateway.config import ConfigError, settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory
 from workers.agent import TurnError, TurnRequest, build_agent, build_model
-from workers.settings import ConfigError, settings_from_mapping
 
 from .conftest import NOW, SECRET, msg
 
@@ -98,7 +98,7 @@ def test_local_provider_without_packages_says_how_to_install(tmp_path: Any) -> N
     # A fresh interpreter in which llama_cpp cannot be imported (CI without the extra).
     code = (
         "import sys; sys.modules['llama_cpp'] = None\n"
-        "from workers.settings import settings_from_mapping\n"
+        "from gateway.config import settings_from_mapping\n"
         "from workers.agent import build_agent\n"
         "from workers.local_model import LocalModelUnavailable\n"
         "try:\n"

@@ -10,9 +10,9 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from gateway.config import ModelConfig, settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory, MemoryRecord
 from workers.agent import TurnAgent, TurnError, TurnRequest, build_agent, redact
-from workers.settings import ModelConfig, settings_from_mapping
 from workers.tools import fact_id
 
 from .conftest import NOW, SECRET, Script, msg

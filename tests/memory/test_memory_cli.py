@@ -52,7 +52,9 @@ def test_config_file_supplies_data_dir_and_backend(tmp_path: Path) -> None:
     _seed(tmp_path / "d")
     cfg = tmp_path / "pnc.toml"
     cfg.write_text('data_dir = "d"\n[memory]\nbackend = "file"\n')
-    res = runner.invoke(memory_app, ["ls", "telegram:-1", "--config", str(cfg)])
+    from gateway.cli import app  # `pynanoclaw memory` reads the config through gateway.config
+
+    res = runner.invoke(app, ["memory", "ls", "telegram:-1", "--config", str(cfg)])
     assert res.exit_code == 0, res.output
     assert "3 memories" in res.output
 

@@ -104,7 +104,7 @@ def test_adapters_are_built_from_their_blocks_and_errors_name_the_key() -> None:
 
 
 def test_the_example_config_is_valid_for_gateway_and_workers() -> None:
-    from workers.settings import load_worker_settings
+    from gateway.config import load_worker_settings
 
     path = ROOT / "deploy" / "pynanoclaw.example.toml"
     cfg = load_config(path, env={})

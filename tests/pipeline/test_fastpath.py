@@ -16,14 +16,13 @@ import redis.asyncio as aioredis
 from rq import Queue
 from rq.job import Job
 
-from channels.keys import Keys
 from channels.models import Inbound
 from gateway.config import parse_config
 from gateway.inbox import DrainEnqueuer, Inbox
 from gateway.outbox import Outbox
+from gateway.queue import Keys
 from tests.pipeline.conftest import Valkey, write_config
 from workers.lock import GroupLock
-from workers.rqworker import PipelinedSimpleWorker
 
 K = Keys()
 
@@ -58,14 +57,14 @@ async def test_inbox_enqueues_the_job_rq_would(valkey: Valkey) -> None:
 
 @pytest.fixture
 def worker_env(tmp_path: Path, valkey: Valkey) -> Iterator[Path]:
-    from workers import drain
+    from workers import context
 
     path = write_config(tmp_path / "pnc.toml", valkey.url)
     old = os.environ.get("PYNANOCLAW_CONFIG")
     os.environ["PYNANOCLAW_CONFIG"] = str(path)
-    drain._settings = None
+    context.install(None)
     yield tmp_path / "data"
-    drain._settings = None
+    context.install(None)
     if old is None:
         os.environ.pop("PYNANOCLAW_CONFIG", None)
     else:
@@ -118,26 +117,6 @@ def test_group_lock_renewal_thread_keeps_a_held_lock(valkey: Valkey) -> None:
     lock.release()
     time.sleep(0.4)
     assert not sync.exists(K.lock("g"))
-    sync.close()
-
-
-def test_lean_heartbeat_writes_once_then_skips(valkey: Valkey) -> None:
-    sync = redis.Redis.from_url(valkey.url)
-    worker = PipelinedSimpleWorker([Queue("q", connection=sync)], connection=sync)
-    worker.heartbeat()
-    first = sync.hget(worker.key, "last_heartbeat")
-    assert first is not None and sync.ttl(worker.key) > 0
-    worker.heartbeat()  # within a second: skipped
-    assert sync.hget(worker.key, "last_heartbeat") == first
-    worker.heartbeat(timeout=30)  # a job-specific TTL always goes out
-    assert 0 < sync.ttl(worker.key) <= 30
-    worker.set_state("idle")
-    assert sync.hget(worker.key, "state") == b"idle"
-    sync.hset(worker.key, "state", "tampered")
-    worker.set_state("idle")  # already written by us: skipped
-    assert sync.hget(worker.key, "state") == b"tampered"
-    worker.set_state("busy")
-    assert sync.hget(worker.key, "state") == b"busy"
     sync.close()
 
 

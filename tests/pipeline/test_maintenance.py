@@ -14,13 +14,18 @@ import redis
 from rq import Queue, SimpleWorker
 from rq.registry import ScheduledJobRegistry
 
-from channels.keys import Keys
 from channels.models import Inbound
+from gateway.config import (
+    ConfigError,
+    WorkerSettings,
+    load_worker_settings,
+    settings_from_mapping,
+)
+from gateway.queue import CONSOLIDATE_JOB, Keys
 from memory_store import BaseMemory, open_memory
-from workers import drain
+from workers import context, drain
 from workers.agent import TurnError, clear_agent_cache
 from workers.maintenance import (
-    CONSOLIDATE_JOB,
     PENDING_TTL,
     consolidate_group,
     consolidation_due,
@@ -31,12 +36,6 @@ from workers.maintenance import (
     schedule_consolidation,
 )
 from workers.reflection import reflect_on_failure
-from workers.settings import (
-    ConfigError,
-    WorkerSettings,
-    load_worker_settings,
-    settings_from_mapping,
-)
 from workers.turn import turn_id_for
 
 from .conftest import ROOT, Stack, Valkey, write_config
@@ -81,11 +80,11 @@ def env(tmp_path: Path, valkey: Valkey, monkeypatch: pytest.MonkeyPatch) -> Iter
     monkeypatch.setenv("PYNANOCLAW_CONFIG", str(path))
     monkeypatch.setenv(KEY_ENV, FAKE_KEY)
     monkeypatch.setenv("PNC_TEST_REDIS_URL", valkey.url)
-    drain._settings = None
+    context.install(None)
     clear_agent_cache()
     r = redis.Redis.from_url(valkey.url)
     yield Env(valkey.url, r, path, tmp_path / "data")
-    drain._settings = None
+    context.install(None)
     clear_agent_cache()
     r.close()
 
@@ -285,11 +284,11 @@ async def test_reflection_scrubs_the_key_and_writes_once_per_turn(env: Env) -> N
     # as if a provider error slipped past the agent's scrubbing, key and all
     err = TurnError(f"AuthenticationError: key {FAKE_KEY} rejected", transient=False)
     async with env.memory() as mem:
-        first = await reflect_on_failure(env.r, K.turn(tid), mem, settings, group=GROUP,
+        first = await reflect_on_failure(env.r, mem, settings, group=GROUP,
                                          turn_id=tid, message_ids=["m1"], error=err, attempts=1)
-        again = await reflect_on_failure(env.r, K.turn(tid), mem, settings, group=GROUP,
+        again = await reflect_on_failure(env.r, mem, settings, group=GROUP,
                                          turn_id=tid, message_ids=["m1"], error=err, attempts=2)
-        dead = await reflect_on_failure(env.r, K.turn(tid), mem, settings, group=GROUP,
+        dead = await reflect_on_failure(env.r, mem, settings, group=GROUP,
                                         turn_id=tid, message_ids=["m1"], attempts=5, dead=True)
         lessons = mem.records({"kind": "reflection"})
     assert first is not None and again is None and dead is None
@@ -311,10 +310,10 @@ async def test_transient_failure_is_reflected_only_when_dead_lettered(env: Env) 
     tid = "turn-transient"
     err = TurnError("ModelHTTPError: status_code: 429, model_name: x", transient=True)
     async with env.memory() as mem:
-        assert await reflect_on_failure(env.r, K.turn(tid), mem, settings, group=GROUP,
+        assert await reflect_on_failure(env.r, mem, settings, group=GROUP,
                                         turn_id=tid, message_ids=["m1"], error=err) is None
         assert mem.records({"kind": "reflection"}) == []
-        lesson = await reflect_on_failure(env.r, K.turn(tid), mem, settings, group=GROUP,
+        lesson = await reflect_on_failure(env.r, mem, settings, group=GROUP,
                                           turn_id=tid, message_ids=["m1"], attempts=5,
                                           dead=True)
         rec = await mem.read(lesson or "-")
@@ -334,7 +333,7 @@ async def test_reflection_falls_back_to_the_rule_when_the_model_fails(
     r = redis.Redis.from_url(valkey.url)
     async with open_memory(tmp_path / "data", GROUP, backend="file") as mem:
         lesson = await reflect_on_failure(
-            r, K.turn("turn-x"), mem, settings, group=GROUP, turn_id="turn-x",
+            r, mem, settings, group=GROUP, turn_id="turn-x",
             message_ids=["m9"], error=TurnError(f"RuntimeError: boom {FAKE_KEY}",
                                                 transient=False))
         rec = await mem.read(lesson or "-")
@@ -369,7 +368,7 @@ async def test_reflection_never_raises(env: Env) -> None:
     broken = Broken.from_url(env.url)
     async with env.memory() as mem:
         assert await reflect_on_failure(
-            broken, K.turn("t"), mem, settings, group=GROUP, turn_id="t", message_ids=[],
+            broken, mem, settings, group=GROUP, turn_id="t", message_ids=[],
             error=TurnError("x", transient=False)) is None
     broken.close()
 

@@ -16,10 +16,10 @@ from aiohttp import web
 from rq import Queue
 
 from channels.base import Channel, Chunk, InboundSink
-from channels.keys import Keys
 from channels.models import Inbound, Outbound
 from gateway.config import GatewayConfig, parse_config
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
+from gateway.queue import Keys, parse_entry
 from gateway.redis_server import EmbeddedRedis, running_embedded_url, url_file
 from gateway.webhooks import WebServer, build_app
 from tests.pipeline.conftest import Valkey, write_config
@@ -52,7 +52,7 @@ async def parts(valkey: Valkey, cfg: GatewayConfig
 def test_drain_job_path_names_the_real_job() -> None:
     import importlib
 
-    from channels.keys import DRAIN_JOB
+    from gateway.queue import DRAIN_JOB
 
     module, _, name = DRAIN_JOB.rpartition(".")
     assert callable(getattr(importlib.import_module(module), name))
@@ -67,9 +67,9 @@ async def test_one_drain_job_per_group_however_many_messages(parts: tuple) -> No
     job = queue.jobs[0]
     assert job.kwargs["group"] == "local:c1" and job.timeout == 300 and job.retries_left == 3
     assert await r.llen(K.mailbox("local:c1")) == 5
-    entries = [json.loads(x) for x in await r.lrange(K.mailbox("local:c1"), 0, -1)]
-    assert [e["seq"] for e in entries] == [1, 2, 3, 4, 5]
-    assert [e["msg"]["message_id"] for e in entries] == [f"m{i}" for i in range(5)]
+    entries = [parse_entry(x) for x in await r.lrange(K.mailbox("local:c1"), 0, -1)]
+    assert [e.seq for e in entries] == [1, 2, 3, 4, 5]
+    assert [e.msg["message_id"] for e in entries] == [f"m{i}" for i in range(5)]
 
 
 async def test_unengaged_and_duplicate_and_dropped(parts: tuple, valkey: Valkey) -> None:  # type: ignore[type-arg]
@@ -104,14 +104,14 @@ async def test_sweeper_requeues_only_dead_drains(parts: tuple) -> None:  # type:
 
 @pytest.fixture
 def worker_env(tmp_path: Path, valkey: Valkey) -> Iterator[Path]:
-    from workers import drain
+    from workers import context
 
     path = write_config(tmp_path / "pnc.toml", valkey.url)
     old = os.environ.get("PYNANOCLAW_CONFIG")
     os.environ["PYNANOCLAW_CONFIG"] = str(path)
-    drain._settings = None
+    context.install(None)
     yield tmp_path / "data"
-    drain._settings = None
+    context.install(None)
     if old is None:
         os.environ.pop("PYNANOCLAW_CONFIG", None)
     else:

@@ -14,10 +14,10 @@ import redis.asyncio as aioredis
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.errors import FormattingRejected, NetworkError, PermanentError, RateLimited
-from channels.keys import OUTBOX_GROUP, Keys
 from channels.models import Outbound
 from channels.split import split_text
 from gateway.outbox import Outbox
+from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys
 from gateway.ratelimit import RateLimiter
 from tests.pipeline.conftest import Valkey
 
@@ -208,13 +208,12 @@ async def test_reply_for_unconfigured_channel_is_dropped_not_stuck(r: aioredis.R
 async def test_rate_limit_is_shared_across_limiters(r: aioredis.Redis, valkey: Valkey) -> None:
     other = aioredis.Redis.from_url(valkey.url)  # a second process, as far as Redis can tell
     try:
-        a, b = RateLimiter(r, K), RateLimiter(other, K)
+        b = RateLimiter(other, K)
         limits = ChannelLimits(max_message_len=10, per_chat_interval=60.0, burst=2)
-        script_a = a._script
-        key = K.rate("fake", "c1")
-        assert int(await script_a(keys=[key], args=[60_000, 2])) == 0
-        assert int(await b._script(keys=[key], args=[60_000, 2])) == 0  # the burst
-        wait = int(await script_a(keys=[key], args=[60_000, 2]))
+        qa, qb = GatewayQueue(r, K), GatewayQueue(other, K)  # the limiters' gcra.lua
+        assert await qa.rate_wait_ms("fake", "c1", 60_000, 2) == 0
+        assert await qb.rate_wait_ms("fake", "c1", 60_000, 2) == 0  # the burst
+        wait = await qa.rate_wait_ms("fake", "c1", 60_000, 2)
         assert 0 < wait <= 60_000  # the third send in a minute must wait, whoever sends it
         assert await b.acquire("fake", "other-chat", limits) == 0.0  # chats are separate
     finally:

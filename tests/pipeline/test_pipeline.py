@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from channels.keys import Keys
+from gateway.queue import Keys
 from memory_store import GroupDirectory
 from tests.pipeline.conftest import Stack, Valkey
 

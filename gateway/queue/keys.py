@@ -1,18 +1,15 @@
 """Redis key names of the message path, all under one prefix (default ``pnc:``).
 
-The queue layout is part of the envelope's contract: the gateway writes these keys and
-the workers read them, so it lives here, beside ``channels.models``, where both may
-import it (pure names, no platform SDK).
+Words used for one thing each: the *lease* (``drain:{group}``) says a drain job for the
+group is queued or running; the *lock* (``lock:{group}``) is held by the one worker
+running a turn (or a consolidation) of the group; *consolidating* says a consolidation
+job of the group is queued or running.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: RQ queue drain jobs are enqueued on, unless ``[queue] name`` says otherwise
-DEFAULT_QUEUE = "pnc-drain"
-#: import path of the drain job, as RQ resolves it inside a worker
-DRAIN_JOB = "workers.drain.drain_group"
 #: consumer group of gateways reading the outbox stream
 OUTBOX_GROUP = "gateway"
 
@@ -38,18 +35,15 @@ class Keys:
         return f"{self.prefix}seq:{group}"
 
     def dedupe(self, dedupe_id: str) -> str:
+        """Present for ``dedupe_ttl`` after a platform message was accepted."""
         return f"{self.prefix}dedupe:{dedupe_id}"
 
-    def status(self, dedupe_id: str) -> str:
-        """What the inbox did with a message (local channel clients read it)."""
-        return f"{self.prefix}status:{dedupe_id}"
-
     def lease(self, group: str) -> str:
-        """Present while a drain job for the group is queued or running."""
+        """Present while a drain job for the group is queued or running; holds its id."""
         return f"{self.prefix}drain:{group}"
 
     def lock(self, group: str) -> str:
-        """Held by the one worker running a turn for the group."""
+        """Held (a random token) by the one worker running a turn for the group."""
         return f"{self.prefix}lock:{group}"
 
     @property
@@ -58,7 +52,7 @@ class Keys:
         return f"{self.prefix}active"
 
     def turn(self, turn_id: str) -> str:
-        """Hash of one turn's progress: attempts, published, reply, written."""
+        """Hash of one turn's progress (fields: see ``gateway.queue.turns``)."""
         return f"{self.prefix}turn:{turn_id}"
 
     def dead(self, group: str) -> str:
@@ -67,17 +61,29 @@ class Keys:
 
     @property
     def outbox(self) -> str:
+        """Stream of typing/reply/done events, read by the gateways' consumer group."""
         return f"{self.prefix}outbox"
 
     def sent(self, reply_id: str, index: int) -> str:
+        """Set once chunk ``index`` of a reply was accepted by the platform."""
         return f"{self.prefix}sent:{reply_id}:{index}"
 
     def cursor(self, channel: str, account: str, name: str) -> str:
+        """A channel's poll position (Telegram offset, Discord last message id...)."""
         return f"{self.prefix}cursor:{channel}:{account}:{name}"
 
     def rate(self, channel: str, chat_id: str) -> str:
+        """GCRA bucket of one chat's sends."""
         return f"{self.prefix}rl:{channel}:{chat_id}"
 
     @property
     def gateway_alive(self) -> str:
         return f"{self.prefix}gateway:alive"
+
+    def consolidating(self, group: str) -> str:
+        """Present while a consolidation of the group is queued, rescheduled or running."""
+        return f"{self.prefix}consolidate:{group}"
+
+    def episodes(self, group: str) -> str:
+        """Episodes written for the group since its last consolidation."""
+        return f"{self.prefix}episodes:{group}"

@@ -1,4 +1,9 @@
-"""Keep bot tokens out of log output.
+"""The one secret redactor: keeps tokens and keys out of logs, errors and memory.
+
+``redact(text, *secrets)`` replaces each secret (and, for a long one, the prefix and
+suffix a provider may echo, like ``sk-ab...wxyz``) with ``***``. ``SecretRedactor`` is
+the same as a logging filter. It is pure (no SDK): the adapters and the workers (for the
+model key) both use it.
 
 A Telegram token is part of every Bot API URL, and both python-telegram-bot
 (``telegram.Bot`` logs its base URL at DEBUG) and httpx (``HTTP Request: POST <url>`` at
@@ -24,6 +29,19 @@ URL_LOGGERS = (
 )
 
 
+def redact(text: str, *secrets: str | None) -> str:
+    """``text`` with every occurrence of each secret, and of a long secret's first 12 and
+    last 8 characters, replaced by ``***``."""
+    for secret in secrets:
+        if not secret:
+            continue
+        text = text.replace(secret, "***")
+        if len(secret) >= 16:
+            for piece in (secret[:12], secret[-8:]):
+                text = text.replace(piece, "***")
+    return text
+
+
 class SecretRedactor(logging.Filter):
     """Replaces any registered secret in a record's message with ``***``."""
 
@@ -36,9 +54,7 @@ class SecretRedactor(logging.Filter):
             self._secrets.add(secret)
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, *self._secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if not self._secrets:
@@ -61,7 +77,7 @@ REDACTOR = SecretRedactor()
 
 
 def protect(secret: str) -> None:
-    """Redact ``secret`` from every URL-logging logger from now on."""
+    """Redact ``secret`` from every URL-logging logger (``URL_LOGGERS``) from now on."""
     REDACTOR.add(secret)
     for name in URL_LOGGERS:
         logger = logging.getLogger(name)

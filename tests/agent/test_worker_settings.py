@@ -1,4 +1,4 @@
-"""workers.settings: the worker's config sections, and errors that name the key."""
+"""gateway.config as a worker reads it: the model key, and errors that name the key."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.settings import ConfigError, load_worker_settings
+from gateway.config import ConfigError, load_worker_settings
 
 from .conftest import SECRET
 
@@ -46,7 +46,7 @@ backend = "hybrid"
 job_timeout = 60
 [policy]
 dm = "open"
-admins = ["telegram:42", 7]
+admins = ["telegram:42"]
 [engage]
 default = "mention"
 [channels.telegram]

@@ -1,0 +1,52 @@
+"""The discord.py client the adapter runs: the intents it asks for, and the events it
+forwards to its ``DiscordChannel``."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import discord
+
+if TYPE_CHECKING:
+    from channels.discord.channel import DiscordChannel
+
+log = logging.getLogger("channels.discord.channel")
+
+
+def intents() -> discord.Intents:
+    """Exactly what the adapter needs: guild and DM messages, their text (the
+    privileged Message Content intent), and guilds (channel and thread cache)."""
+    wanted = discord.Intents.none()
+    wanted.guilds = True
+    wanted.guild_messages = True
+    wanted.dm_messages = True
+    wanted.message_content = True
+    return wanted
+
+
+class Client(discord.Client):
+    """A discord.py client that forwards the events the adapter needs."""
+
+    def __init__(self, owner: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self._owner = owner
+
+    async def on_connect(self) -> None:
+        # every READY: the first one, and each new session after a failed resume
+        self._owner._on_ready()
+
+    async def on_resumed(self) -> None:
+        log.info("discord: gateway session resumed (missed events are replayed)")
+
+    async def on_disconnect(self) -> None:
+        log.info("discord: gateway disconnected; discord.py reconnects with backoff")
+
+    def dispatch(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        # Take MESSAGE_CREATE synchronously, inside the gateway's parse step: an
+        # ``on_message`` coroutine runs later as its own task, by which time a
+        # MESSAGE_UPDATE read from the socket may already have edited the cached
+        # Message in place, and tasks would not guarantee gateway order either.
+        if event == "message" and args and isinstance(args[0], discord.Message):
+            self._owner._enqueue(args[0])
+        super().dispatch(event, *args, **kwargs)

@@ -1,0 +1,82 @@
+"""The configuration: one TOML file plus environment variables, read by every process.
+
+The gateway, each worker and ``pynanoclaw memory`` call ``load_settings`` and read their
+slice of the same validated ``Settings``; a worker adds its model key with
+``with_model_key``. One error type (``ConfigError``), one place for each environment
+variable (``gateway.config.env``), one validation of the Redis URL. Imports only pydantic
+(and the standard library): workers import it as the contract it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
+from gateway.config.load import (
+    DEFAULT_MODEL_NAMES,
+    ConfigError,
+    config_path,
+    describe,
+    key_env_name,
+    load_settings,
+    parse_settings,
+    with_model_key,
+)
+from gateway.config.sections import (
+    Backend,
+    EngageConfig,
+    EngageMode,
+    GroupConfig,
+    HttpConfig,
+    MemoryConfig,
+    ModelConfig,
+    PolicyConfig,
+    Provider,
+    QueueConfig,
+    RedisConfig,
+    Settings,
+    WorkerConfig,
+)
+
+#: the gateway's and the workers' view are the same object
+GatewayConfig = Settings
+WorkerSettings = Settings
+
+
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None
+                ) -> Settings:
+    """The gateway's read of the file (no model key)."""
+    return load_settings(path, env)
+
+
+def parse_config(raw: Mapping[str, Any], *, source: Path | None = None,
+                 env: Mapping[str, str] | None = None) -> Settings:
+    return parse_settings(raw, source=source, env=env)
+
+
+def load_worker_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None
+                         ) -> Settings:
+    """A worker's read of the file: the same validation, plus the model key."""
+    return with_model_key(load_settings(path, env), env)
+
+
+def settings_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str], *,
+                          config_path: Path | None = None) -> Settings:
+    """``load_worker_settings`` of an already-parsed document."""
+    return with_model_key(parse_settings(raw, source=config_path, env=env), env)
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    return config_path(None, env)
+
+
+__all__ = [
+    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "REDIS_URL_ENV", "Backend",
+    "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
+    "MemoryConfig", "ModelConfig", "PolicyConfig", "Provider", "QueueConfig", "RedisConfig",
+    "Settings", "WorkerConfig", "WorkerSettings", "config_path", "default_config_path",
+    "describe", "key_env_name", "load_config", "load_settings", "load_worker_settings",
+    "parse_config", "parse_settings", "settings_from_mapping", "with_model_key",
+]

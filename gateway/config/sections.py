@@ -1,0 +1,228 @@
+"""The sections of the one config file, as pydantic models (``extra="forbid"``
+everywhere: a typo is an error naming the key, never silently ignored).
+
+``Settings`` is the whole file. Each process reads the slice it needs: the gateway its
+policy, channels, queue and http; a worker its model, memory and worker knobs; the
+memory CLI its data dir and backend. The validation is the same for all of them, so the
+same broken file gives the same error in every process.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+Provider = Literal["local", "anthropic", "openai", "function"]
+Backend = Literal["file", "vector", "hybrid"]
+EngageMode = Literal["mention", "trigger", "always"]
+
+#: schemes redis-py connects to (``valkey://`` is not one: a Valkey speaks redis://)
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _colon_key(item: str) -> bool:
+    channel, sep, rest = item.partition(":")
+    return bool(sep and channel and rest)
+
+
+class RedisConfig(Section):
+    """``[redis]``: an external server's URL, or (empty) an embedded Valkey under the
+    data dir with append-only persistence."""
+
+    url: str = ""
+    #: embedded server only: TCP port (0 = pick a free one)
+    port: int = Field(default=0, ge=0, le=65535)
+    #: embedded server only: AOF fsync policy ("always" is safest, "everysec" fastest
+    #: with at most one second of writes at risk on a power cut)
+    fsync: Literal["always", "everysec", "no"] = "everysec"
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, v: str) -> str:
+        if v and not v.startswith(REDIS_SCHEMES):
+            raise ValueError("must start with redis://, rediss:// or unix:// (or be empty "
+                             "for the embedded server)")
+        return v
+
+
+class PolicyConfig(Section):
+    """``[policy]``: who may talk to the bot."""
+
+    dm: Literal["open", "allowlist"] = "open"
+    groups: Literal["open", "allowlist"] = "open"
+    #: group keys (``channel:chat_id``) and/or user keys (``channel:user_id``)
+    allow: list[str] = Field(default_factory=list)
+    #: ``channel:user_id`` of operators; always allowed in DMs, most trusted
+    admins: list[str] = Field(default_factory=list)
+
+    @field_validator("allow", "admins")
+    @classmethod
+    def _keys(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if not _colon_key(item):
+                raise ValueError(f"{item!r} is not of the form 'channel:id' (e.g. 'telegram:42')")
+        return v
+
+
+class EngageConfig(Section):
+    """``[engage]``: when a group message makes the bot answer.
+
+    ``mention``: an @mention of the bot or one of ``trigger_words``; ``trigger``: only a
+    trigger word; ``always``: every message. DMs always engage. Messages that do not
+    engage are kept, all of them, as context for the group's next turn.
+    """
+
+    default: EngageMode = "mention"
+    trigger_words: list[str] = Field(default_factory=list)
+
+
+class GroupConfig(Section):
+    """``[groups."<channel:chat_id>"]``: per-group overrides."""
+
+    engage: EngageMode | None = None
+    trigger_words: list[str] | None = None
+
+
+class QueueConfig(Section):
+    """``[queue]``: pipeline tunables (defaults suit one machine)."""
+
+    #: the RQ queue drain jobs go to; every worker must listen on it
+    name: str = "pnc-drain"
+    #: seconds a drain lease lives without renewal; a dead worker's batch is retried
+    #: by the sweeper at most this long after it died
+    lease_ttl: float = Field(default=30.0, gt=0)
+    #: seconds the per-group turn lock lives without renewal
+    lock_ttl: float = Field(default=30.0, gt=0)
+    #: how often the gateway looks for groups whose drain job died
+    sweep_interval: float = Field(default=5.0, gt=0)
+    #: turns one drain job runs before handing the group to a fresh job (fairness)
+    max_turns_per_job: int = Field(default=20, ge=1)
+    #: seconds a platform message id is remembered for deduplication
+    dedupe_ttl: int = Field(default=7 * 24 * 3600, ge=60)
+    #: turns of one batch that fail before it is moved aside (dead-lettered)
+    max_attempts: int = Field(default=5, ge=1)
+    #: RQ ``Retry(max=...)`` of a failed drain job (0: none; the sweeper still retries
+    #: a dead worker's batch once its lease expires)
+    retries: int = Field(default=3, ge=0)
+    #: worker processes ``pynanoclaw run`` starts
+    workers: int = Field(default=1, ge=1, le=64)
+
+
+class HttpConfig(Section):
+    """``[http]``: the gateway's one web server (webhooks + ``/healthz``)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    #: None: serve only when a channel has webhook routes
+    enabled: bool | None = None
+
+
+class ModelConfig(Section):
+    """``[model]``: which model answers, and how it is reached."""
+
+    provider: Provider = "local"
+    name: str = ""
+    base_url: str = ""
+    api_key_env: str = ""
+    function: str = ""
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int = Field(default=1024, gt=0, le=200_000)
+    #: Seconds one model request may take before it fails (the RQ job timeout bounds the turn).
+    request_timeout: float = Field(default=120.0, gt=0)
+    #: Offer the memory tools to the model; turn off for endpoints or small models that
+    #: reject tool definitions (the local model never gets them).
+    tools: bool = True
+    #: Most model requests one turn may make (tool loops included).
+    max_requests: int = Field(default=8, gt=0, le=100)
+    #: Resolved from the environment by a worker, never from the file (an ``api_key``
+    #: key is rejected).
+    api_key: SecretStr | None = Field(default=None, exclude=True)
+
+
+class MemoryConfig(Section):
+    """``[memory]``: the backend and how much of it a turn sees."""
+
+    backend: Backend = "file"
+    #: Memory search results put into each turn's prompt.
+    search_k: int = Field(default=6, ge=0, le=50)
+    #: Bound on each core memory file (global CLAUDE.md, group CLAUDE.md, user_profile.md)
+    #: in the prompt; longer files are cut with a note saying so.
+    core_max_chars: int = Field(default=8000, ge=200)
+    #: Consolidate the group's memory (merge duplicate facts, supersede contradicted
+    #: ones, fold facts into entity files) after this many written episodes; 0 = never.
+    consolidate_every: int = Field(default=50, ge=0, le=1_000_000)
+
+
+class WorkerConfig(Section):
+    """``[worker]``: job and process knobs."""
+
+    #: RQ job timeout of a drain job, seconds (the gateway sets it when enqueueing).
+    job_timeout: int = Field(default=300, gt=0)
+    #: Bound on the message transcript shown to the model; the oldest *context*
+    #: messages are summarized as omitted first, engaged messages are always shown.
+    transcript_max_chars: int = Field(default=24_000, ge=1000)
+    #: Extra environment variables (names) ``pynanoclaw run`` passes to its workers,
+    #: beyond the built-in allowlist and the model key variable (e.g. a custom model's).
+    pass_env: list[str] = Field(default_factory=list)
+
+    @field_validator("pass_env")
+    @classmethod
+    def _names(cls, v: list[str]) -> list[str]:
+        for name in v:
+            if not ENV_NAME.fullmatch(name):
+                raise ValueError("must list NAMES of environment variables")
+        return v
+
+
+class Settings(Section):
+    """The whole config file."""
+
+    data_dir: Path = Path("data")
+    redis: RedisConfig = RedisConfig()
+    policy: PolicyConfig = PolicyConfig()
+    engage: EngageConfig = EngageConfig()
+    groups: dict[str, GroupConfig] = Field(default_factory=dict)
+    #: raw ``[channels.<name>]`` blocks; each adapter's ``from_config`` validates its own
+    channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    queue: QueueConfig = QueueConfig()
+    http: HttpConfig = HttpConfig()
+    model: ModelConfig = ModelConfig()
+    memory: MemoryConfig = MemoryConfig()
+    worker: WorkerConfig = WorkerConfig()
+    #: the file this was loaded from (None: built in code); not a key of the file
+    source: Path | None = Field(default=None, exclude=True)
+
+    @field_validator("groups")
+    @classmethod
+    def _group_keys(cls, v: dict[str, GroupConfig]) -> dict[str, GroupConfig]:
+        for key in v:
+            if not _colon_key(key):
+                raise ValueError(f"group key {key!r} must be 'channel:chat_id', "
+                                 f"e.g. [groups.\"telegram:-100123\"]")
+        return v
+
+    @property
+    def config_path(self) -> Path | None:
+        return self.source
+
+    @property
+    def redis_dir(self) -> Path:
+        """Where the embedded server keeps its data (and its ``url`` file)."""
+        return self.data_dir / "redis"
+
+    @property
+    def job_timeout(self) -> int:
+        return self.worker.job_timeout
+
+    @property
+    def admins(self) -> frozenset[str]:
+        """``channel:user_id`` of operators: their words rank highest."""
+        return frozenset(self.policy.admins)

@@ -1,0 +1,97 @@
+"""The queue: the contract between the gateway and the workers, in one place.
+
+It owns the Redis key layout (``keys``), every Lua script (``lua/*.lua``, read once) with
+its typed wrappers (``scripts``: ``GatewayQueue`` for the gateway, ``GroupQueue`` and
+``LockOps`` for workers) and the one way jobs are enqueued (``jobs``). It imports redis
+and rq only: no platform SDK, no other gateway module, nothing of ``workers`` (jobs are
+named by import path).
+
+The life of one group (``g``), and which script moves what::
+
+      inbound message (gateway, push.lua: dedupe:{id} SET NX, seq:{g} INCR)
+        │ not engaged                          │ engaged
+        ▼                                      ▼
+    context:{g} ──────────────┐           mailbox:{g}  + active ∋ g
+    (kept for the next turn)  │                │ lease drain:{g} SET NX  ─▶ enqueue_drain()
+                              │                │   (sweep.lua re-takes an expired lease:
+                              │                │    a killed worker's group is re-enqueued)
+                              ▼                ▼
+              take.lua (drain job): lock:{g} SET NX (+ lease extended),
+                       context + mailbox ──▶ processing:{g}   (all of it, in seq order)
+                                               │ turn_begin.lua: turn:{id}.attempts += 1,
+                                               │   typing event ─▶ outbox
+                                               │ attempts > max_attempts ─▶ dead:{g}
+                                               ▼
+              turn_publish.lua (only while lock:{g} is ours): reply + done ─▶ outbox,
+                       turn:{id}.published (a retried turn never publishes twice)
+                                               │ episode file written
+                                               ▼
+              finish.lua: turn:{id}.written, episodes:{g} += 1, DEL processing:{g};
+                       mailbox empty?  yes: DEL drain:{g}, lock:{g}, SREM active g
+                                       no:  next turn (take.lua) on the same job
+      outbox (stream, consumer group "gateway") ─▶ gateway sends, outbox_ack.lua,
+              sent:{reply}:{i} per chunk, gcra.lua paces each chat (rl:{channel}:{chat})
+
+Terms, one meaning each: the *lease* (``drain:{g}``, holds a job id) says a drain job is
+queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with the
+lease by ``lock_renew.lua``) says one worker runs the group now; *consolidating*
+(``consolidate:{g}``) says a consolidation job is queued or running. A consolidation
+takes the same lock, so it never overlaps a turn of its group.
+"""
+
+from __future__ import annotations
+
+from gateway.queue.jobs import (
+    CONSOLIDATE_JOB,
+    DEFAULT_QUEUE,
+    DRAIN_JOB,
+    DrainOptions,
+    enqueue_consolidation,
+    enqueue_drain,
+    enqueue_job,
+    job_queue,
+)
+from gateway.queue.keys import OUTBOX_GROUP, Keys
+from gateway.queue.scripts import (
+    DUPLICATE,
+    KEPT,
+    KEPT_ENQUEUE,
+    LOCK_BUSY,
+    LOCK_LOST,
+    TURN_STATE_TTL,
+    Entry,
+    GatewayQueue,
+    GroupQueue,
+    LockOps,
+    TurnRecord,
+    as_str,
+    encode_entry,
+    parse_entry,
+)
+
+__all__ = [
+    "CONSOLIDATE_JOB",
+    "DEFAULT_QUEUE",
+    "DRAIN_JOB",
+    "DUPLICATE",
+    "KEPT",
+    "KEPT_ENQUEUE",
+    "LOCK_BUSY",
+    "LOCK_LOST",
+    "OUTBOX_GROUP",
+    "TURN_STATE_TTL",
+    "DrainOptions",
+    "Entry",
+    "GatewayQueue",
+    "GroupQueue",
+    "Keys",
+    "LockOps",
+    "TurnRecord",
+    "as_str",
+    "encode_entry",
+    "enqueue_consolidation",
+    "enqueue_drain",
+    "enqueue_job",
+    "job_queue",
+    "parse_entry",
+]

@@ -1,0 +1,98 @@
+"""Enqueueing RQ jobs: one set of options for every job the pipeline queues.
+
+Jobs are named by import path (``workers.drain.drain_group``): the gateway never imports
+``workers``. Every job gets the JSON serializer, an explicit timeout, a ``Retry`` (when
+``retries`` > 0) and the same result/failure TTLs. RQ is used through its public API
+only (``Queue.enqueue_call``, ``Queue.enqueue_in``, ``Retry``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Any
+
+import redis
+from rq import Queue, Retry
+
+#: import path of the drain job, as RQ resolves it inside a worker
+DRAIN_JOB = "workers.drain.drain_group"
+#: import path of the consolidation job
+CONSOLIDATE_JOB = "workers.maintenance.consolidate_group"
+#: the RQ queue jobs go to unless ``[queue] name`` says otherwise
+DEFAULT_QUEUE = "pnc-drain"
+#: seconds between RQ's retries of a failed job (its scheduler runs them)
+RETRY_INTERVALS = [1, 5, 30]
+#: how long RQ keeps a finished job's result, and a failed job, seconds
+RESULT_TTL = 60
+FAILURE_TTL = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class DrainOptions:
+    """What a drain job needs to know of ``[queue]``/``[worker]``; travels as its kwargs."""
+
+    lease_ttl: float = 30.0
+    lock_ttl: float = 30.0
+    max_turns: int = 20
+    max_attempts: int = 5
+    queue: str = DEFAULT_QUEUE
+    job_timeout: int = 300
+    retries: int = 3
+    prefix: str = "pnc:"
+
+    def job_kwargs(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def job_queue(connection: redis.Redis, name: str = DEFAULT_QUEUE) -> Queue:
+    """The RQ queue ``name`` with the JSON serializer every job uses."""
+    return Queue(name, connection=connection, serializer="json")
+
+
+def enqueue_job(
+    queue: Queue,
+    func: str,
+    kwargs: dict[str, Any],
+    *,
+    timeout: int,
+    retries: int,
+    description: str,
+    job_id: str | None = None,
+    delay: timedelta | None = None,
+    pipeline: redis.client.Pipeline | None = None,
+) -> str:
+    """Enqueue ``func`` (an import path) with the one set of options; after ``delay``
+    (RQ's scheduler) when given. Returns the job id."""
+    options: dict[str, Any] = {
+        "job_id": job_id,
+        "kwargs": kwargs,
+        "timeout": timeout,
+        "retry": Retry(max=retries, interval=RETRY_INTERVALS) if retries > 0 else None,
+        "result_ttl": RESULT_TTL,
+        "failure_ttl": FAILURE_TTL,
+        "description": description,
+        "pipeline": pipeline,
+    }
+    if delay is not None:
+        options["job_timeout"] = options.pop("timeout")
+        options.pop("pipeline")
+        return str(queue.enqueue_in(delay, func, **options).id)
+    return str(queue.enqueue_call(func, **options).id)
+
+
+def enqueue_drain(queue: Queue, group: str, options: DrainOptions, job_id: str | None = None,
+                  pipeline: redis.client.Pipeline | None = None) -> str:
+    """Enqueue the drain job of ``group`` (its id is the one the lease holds)."""
+    return enqueue_job(queue, DRAIN_JOB, {"group": group, **options.job_kwargs()},
+                       timeout=options.job_timeout, retries=options.retries,
+                       description=f"drain {group}", job_id=job_id, pipeline=pipeline)
+
+
+def enqueue_consolidation(queue: Queue, group: str, kwargs: dict[str, Any], *, timeout: int,
+                          retries: int, job_id: str | None = None,
+                          delay: timedelta | None = None) -> str:
+    """Enqueue (or, with ``delay``, schedule) the consolidation job of ``group``."""
+    return enqueue_job(queue, CONSOLIDATE_JOB, {"group": group, **kwargs}, timeout=timeout,
+                       retries=retries, description=f"consolidate {group}", job_id=job_id,
+                       delay=delay)

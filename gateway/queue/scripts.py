@@ -1,0 +1,263 @@
+"""The queue's Lua scripts and their typed wrappers.
+
+The scripts live in ``lua/*.lua`` beside this file and are read from disk once per
+process; each client registers them (EVALSHA, with redis-py's fallback to EVAL).
+``GatewayQueue`` wraps what the gateway runs (accept a message, heal a group whose drain
+job died, ack outbox entries, pace sends) on an async client; ``GroupQueue`` and
+``LockOps`` what a worker runs (the batch, the lock, the turn record) on a sync client.
+The turn record's fields are written only here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+
+from gateway.queue.keys import OUTBOX_GROUP, Keys
+
+LUA_DIR = Path(__file__).with_name("lua")
+NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
+         "turn_begin", "turn_publish", "outbox_ack", "gcra")
+
+
+@functools.cache
+def source(name: str) -> str:
+    """The text of ``lua/<name>.lua`` (read once)."""
+    if name not in NAMES:
+        raise KeyError(f"no Lua script {name!r}")
+    return (LUA_DIR / f"{name}.lua").read_text(encoding="utf-8")
+
+
+class Scripts:
+    """The scripts registered on one client (sync or async); ``scripts[name]`` is
+    callable as ``(keys=[...], args=[...])``."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._registered: dict[str, Any] = {}
+
+    def __getitem__(self, name: str) -> Any:
+        script = self._registered.get(name)
+        if script is None:
+            script = self._registered[name] = self._client.register_script(source(name))
+        return script
+
+
+#: ``push`` results
+DUPLICATE = -1
+KEPT = 0
+KEPT_ENQUEUE = 1
+
+
+class GatewayQueue:
+    """Typed wrappers of the gateway's scripts."""
+
+    def __init__(self, client: aioredis.Redis, keys: Keys) -> None:
+        self.r = client
+        self.keys = keys
+        self._s = Scripts(client)
+
+    async def push(self, group: str, dedupe_id: str, entry: str, *, engaged: bool,
+                   dedupe_ttl: int, lease_ttl_ms: int, job_id: str) -> int:
+        """Dedupe and append ``entry`` to the group's mailbox (engaged) or context list;
+        for an engaged message take the lease for ``job_id`` if there is none.
+        ``DUPLICATE``, ``KEPT``, or ``KEPT_ENQUEUE`` (the caller enqueues ``job_id``)."""
+        k = self.keys
+        target = k.mailbox(group) if engaged else k.context(group)
+        return int(await self._s["push"](
+            keys=[k.dedupe(dedupe_id), k.seq(group), target, k.lease(group), k.active],
+            args=[dedupe_ttl, entry, "1" if engaged else "0", lease_ttl_ms, group, job_id]))
+
+    async def sweep(self, group: str, lease_ttl_ms: int, job_id: str) -> bool:
+        """Take the lease of ``group`` for ``job_id`` if work waits and no job holds it
+        (then the caller enqueues it); drop a group with nothing waiting from ``active``."""
+        k = self.keys
+        return int(await self._s["sweep"](
+            keys=[k.mailbox(group), k.processing(group), k.lease(group), k.active],
+            args=[lease_ttl_ms, job_id, group])) == 1
+
+    async def active_groups(self) -> list[str]:
+        return [as_str(g) for g in await self.r.smembers(self.keys.active)]  # type: ignore[misc]
+
+    async def lease(self, group: str) -> tuple[str | None, int]:
+        """(job id the lease stands for, ms left), or (None, -2)."""
+        async with self.r.pipeline(transaction=False) as pipe:
+            pipe.get(self.keys.lease(group))
+            pipe.pttl(self.keys.lease(group))
+            value, left = await pipe.execute()
+        return (None, -2) if value is None else (as_str(value), int(left))
+
+    async def extend_lease(self, group: str, ttl_ms: int) -> None:
+        await self.r.pexpire(self.keys.lease(group), ttl_ms)
+
+    async def outbox_ack(self, entry_ids: list[str]) -> None:
+        """Ack and delete handled outbox entries (at most a few hundred per call)."""
+        await self._s["outbox_ack"](keys=[self.keys.outbox], args=[OUTBOX_GROUP, *entry_ids])
+
+    async def rate_wait_ms(self, channel: str, chat_id: str, interval_ms: int, burst: int
+                           ) -> int:
+        """0 if a send to the chat may go now (recorded), else the ms to wait."""
+        return int(await self._s["gcra"](keys=[self.keys.rate(channel, chat_id)],
+                                          args=[interval_ms, burst]))
+
+
+def as_str(value: Any) -> str:
+    """A reply as ``str`` whether the client decodes responses or not."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+#: how long a turn's progress record outlives the turn (a retry comes much sooner)
+TURN_STATE_TTL = 7 * 24 * 3600
+
+#: ``take`` results besides a batch
+LOCK_LOST = -1
+LOCK_BUSY = -2
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One message in a mailbox/context/processing list."""
+
+    seq: int
+    engaged: bool
+    msg: dict[str, Any]
+    raw: str
+
+
+def encode_entry(msg_json: str, engaged: bool) -> str:
+    """The JSON the inbox stores (``push.lua`` puts the arrival number in front)."""
+    return json.dumps({"engaged": engaged, "msg": json.loads(msg_json)},
+                      separators=(",", ":"))
+
+
+def parse_entry(raw: str | bytes) -> Entry:
+    """Decode ``"<seq> <json>"`` (or an older ``{"seq": .., ...}`` entry). Raises
+    ``ValueError`` for anything else."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    head, sep, body = text.partition(" ")
+    if sep and head.isdigit():
+        seq, env = int(head), json.loads(body)
+    else:
+        env = json.loads(text)
+        seq = int(env["seq"]) if isinstance(env, dict) and "seq" in env else -1
+    if not isinstance(env, dict) or "msg" not in env or seq < 0:
+        raise ValueError("malformed mailbox entry")
+    return Entry(seq=seq, engaged=bool(env.get("engaged")), msg=env["msg"], raw=text)
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    """What ``turn_begin`` found of a turn."""
+
+    published: bool
+    reply: str | None
+    written: bool
+    attempts: int
+
+
+class LockOps:
+    """The group lock's scripts (a lock key, a lease key extended with it, a token)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._s = Scripts(client)
+
+    def lock_acquire(self, lock_key: str, lease_key: str, token: str, ttl_ms: int,
+                     lease_ttl_ms: int) -> bool:
+        return bool(int(self._s["lock_acquire"](keys=[lock_key, lease_key],
+                                                args=[token, ttl_ms, lease_ttl_ms])))
+
+    def lock_renew(self, lock_key: str, lease_key: str, token: str, ttl_ms: int,
+                   lease_ttl_ms: int) -> bool:
+        return bool(int(self._s["lock_renew"](keys=[lock_key, lease_key],
+                                              args=[token, ttl_ms, lease_ttl_ms])))
+
+    def lock_release(self, lock_key: str, token: str) -> bool:
+        return bool(int(self._s["lock_release"](keys=[lock_key], args=[token])))
+
+
+class GroupQueue:
+    """The scripts of one group's drain/consolidation job, on a sync client."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, group: str) -> None:
+        self.r = client
+        self.keys = keys
+        self.group = group
+        self._s = Scripts(client)
+
+    # -- batch --------------------------------------------------------------------------
+    def take(self, token: str, lock_ttl_ms: int, lease_ttl_ms: int, *, acquire: bool
+             ) -> list[str] | int:
+        """The next batch (``[]``: nothing waiting), ``LOCK_LOST`` or (``acquire``)
+        ``LOCK_BUSY``. With ``acquire`` the lock is taken in the same step."""
+        k, g = self.keys, self.group
+        out: Any = self._s["take"](
+            keys=[k.lock(g), k.lease(g), k.processing(g), k.context(g), k.mailbox(g)],
+            args=[token, lock_ttl_ms, lease_ttl_ms, "1" if acquire else "0"])
+        if isinstance(out, int):
+            return out
+        return [as_str(x) for x in out]
+
+    def finish(self, token: str, written_turn: str | None) -> tuple[int, int]:
+        """Clear the batch, marking ``written_turn``'s episode written and counting it.
+        Returns (1 more waiting | 0 drained, lease and lock released | ``LOCK_LOST``,
+        the group's episodes since its last consolidation; 0 without a turn)."""
+        k, g = self.keys, self.group
+        keys = [k.lock(g), k.processing(g), k.mailbox(g), k.lease(g), k.active]
+        if written_turn is not None:
+            keys += [k.turn(written_turn), k.episodes(g)]
+        status, episodes = self._s["finish"](keys=keys, args=[token, g])
+        return int(status), int(episodes)
+
+    def dead_letter(self, raw: list[str]) -> None:
+        self.r.rpush(self.keys.dead(self.group), *raw)
+
+    def hand_over(self, job_id: str, lease_ttl_ms: int) -> None:
+        """The lease now stands for the successor job ``job_id``."""
+        self.r.set(self.keys.lease(self.group), job_id, px=lease_ttl_ms)
+
+    # -- turn record --------------------------------------------------------------------
+    def turn_begin(self, turn_id: str, typing_event: dict[str, Any] | None,
+                   max_attempts: int) -> TurnRecord:
+        st: Any = self._s["turn_begin"](
+            keys=[self.keys.turn(turn_id), self.keys.outbox],
+            args=[TURN_STATE_TTL, json.dumps(typing_event) if typing_event else "",
+                  max_attempts])
+        published, reply, has_reply, written, attempts = (_str(x) for x in st)
+        return TurnRecord(published=bool(published),
+                          reply=reply if published and has_reply == "1" else None,
+                          written=bool(written), attempts=int(attempts or 0))
+
+    def turn_publish(self, turn_id: str, lock_key: str, token: str, reply_event: str | None,
+                     done_event: dict[str, Any], reply_text: str | None) -> int:
+        """Publish once under the lock: -1 lock lost, 0 already published, 1 now."""
+        return int(self._s["turn_publish"](
+            keys=[lock_key, self.keys.outbox, self.keys.turn(turn_id)],
+            args=[token, reply_event or "", json.dumps(done_event), reply_text or "",
+                  "1" if reply_text else "0", TURN_STATE_TTL]))
+
+    def mark_written(self, turn_id: str) -> None:
+        self.r.hset(self.keys.turn(turn_id), "written", "1")
+
+    def record_error(self, turn_id: str, error_class: str, message: str) -> None:
+        self.r.hset(self.keys.turn(turn_id),
+                    mapping={"last_error": message, "last_error_class": error_class})
+
+    def last_error(self, turn_id: str) -> tuple[str, str]:
+        cls, msg = self.r.hmget(self.keys.turn(turn_id), ["last_error_class", "last_error"])
+        return _str(cls), _str(msg)
+
+    def reflected(self, turn_id: str) -> bool:
+        return bool(self.r.hget(self.keys.turn(turn_id), "reflected"))
+
+    def mark_reflected(self, turn_id: str, lesson_id: str | None) -> None:
+        self.r.hset(self.keys.turn(turn_id), "reflected", lesson_id or "-")
+
+
+def _str(value: Any) -> str:
+    return "" if value is None else as_str(value)

@@ -1,0 +1,118 @@
+"""The worker context: what one worker process holds, built once, passed explicitly.
+
+``WorkerContext`` carries the settings (with the model key), the Redis client jobs use
+for the queue's scripts, the bounded cache of open group memories, and the process's
+event loop. ``python -m workers`` builds it before taking jobs and ``install``s it; a job
+(called by RQ by import path) finds it with ``current()``. Tests build their own with
+``WorkerContext(settings, client)`` and pass it to the job (``ctx=``), or ``install`` it.
+
+A forked child (RQ's forking worker) must not use its parent's event loop, watchers or
+connections: ``current()`` notices the new pid and builds a fresh context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections import OrderedDict
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import redis
+
+from gateway.config import REDIS_URL_ENV, WorkerSettings, load_worker_settings
+from memory_store import BaseMemory, GroupDirectory, open_group
+
+T = TypeVar("T")
+
+#: open group memories kept per worker process: opening and closing one costs more than
+#: a whole turn with a fast model; each may hold an inotify instance (a scarce resource)
+MEMORY_CACHE_SIZE = 16
+
+
+class WorkerContext:
+    """Settings, Redis, open memories and the event loop of one worker process."""
+
+    def __init__(self, settings: WorkerSettings, client: redis.Redis) -> None:
+        self.settings = settings
+        self.redis = client
+        self.pid = os.getpid()
+        self._memories: OrderedDict[tuple[str, str], BaseMemory] = OrderedDict()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def from_environment(cls, redis_url: str | None = None) -> WorkerContext:
+        """Read ``$PYNANOCLAW_CONFIG`` (and the model key); connect to ``redis_url``,
+        else the configured Redis URL."""
+        settings = load_worker_settings()
+        url = redis_url or settings.redis.url or os.environ.get(REDIS_URL_ENV, "")
+        if not url:
+            raise RuntimeError(f"no Redis: set [redis] url or {REDIS_URL_ENV}")
+        return cls(settings, redis.Redis.from_url(url))
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on this process's one event loop (not ``asyncio.run`` per job, so
+        clients the agent caches stay bound to a live loop)."""
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop.run_until_complete(coro)
+
+    def group_memory(self, group: str) -> tuple[GroupDirectory, BaseMemory]:
+        """The group's directory (ensured) and its open memory, from a small LRU.
+
+        Safe to keep open across turns: turns of one group never overlap (the group
+        lock), and the memory's index notices files other workers or people changed.
+        """
+        backend = self.settings.memory.backend
+        key = (group, backend)
+        memory = self._memories.get(key)
+        if memory is not None:
+            self._memories.move_to_end(key)
+            # the layout exists (checked once per open); only a deleted CLAUDE.md is re-made
+            gd = memory.group if memory.group.core_path.exists() else memory.group.ensure()
+            return gd, memory
+        gd = GroupDirectory(self.settings.data_dir, group).ensure()
+        memory = open_group(gd, backend)
+        self._memories[key] = memory
+        while len(self._memories) > MEMORY_CACHE_SIZE:
+            _, old = self._memories.popitem(last=False)
+            old.close()
+        return gd, memory
+
+    def close(self) -> None:
+        """Close open memories, the loop and the client (only in the process that made
+        them)."""
+        if self.pid != os.getpid():
+            return
+        while self._memories:
+            _, memory = self._memories.popitem()
+            memory.close()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.close()
+        self.redis.close()
+
+
+_installed: WorkerContext | None = None
+
+
+def install(ctx: WorkerContext | None) -> None:
+    """Make ``ctx`` the process's context (``None``: forget it, closing it)."""
+    global _installed
+    if _installed is not None and _installed is not ctx:
+        _installed.close()
+    _installed = ctx
+
+
+def current(redis_url: str | None = None) -> WorkerContext:
+    """The installed context of this process; built from the environment on first use
+    (a job called outside ``python -m workers``), or from the parent's settings with a
+    fresh connection in a forked child."""
+    global _installed
+    if _installed is None:
+        _installed = WorkerContext.from_environment(redis_url)
+    elif _installed.pid != os.getpid():
+        kwargs = _installed.redis.connection_pool.connection_kwargs
+        pool = redis.ConnectionPool(connection_class=_installed.redis.connection_pool
+                                    .connection_class, **kwargs)
+        _installed = WorkerContext(_installed.settings, redis.Redis(connection_pool=pool))
+    return _installed

@@ -131,6 +131,11 @@ class Gateway:
         self.outbox: Outbox | None = None
         self.failed_tasks: list[str] = []
 
+    @property
+    def web_port(self) -> int | None:
+        """The port the web server listens on (``[http] port = 0`` picks a free one)."""
+        return self._web.port if self._web else None
+
     async def start(self) -> None:
         self.channels = build_channels(self.config, self._env)
         # strings in, strings out: RQ (which needs bytes) has its own sync client

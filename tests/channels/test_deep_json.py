@@ -89,8 +89,11 @@ async def test_every_gateway_route_answers_400_with_a_log_line(
         assert response.status == 405
         response = await client.get("/healthz")
         assert response.status == 200
+    # Slack's adapter (on Bolt) rejects it itself with its own line; the gateway's net
+    # catches the route that does not
+    slack_lines = [r.getMessage() for r in caplog.records if r.name == "channels.slack.webhook"]
+    assert any("malformed JSON body (400): RecursionError" in line for line in slack_lines)
     lines = [r.getMessage() for r in caplog.records if r.name == "gateway.webhooks"]
-    assert any("/slack/events" in line and "nested too deeply" in line for line in lines)
     assert any("/naive/hook" in line and "nested too deeply" in line for line in lines)
 
 

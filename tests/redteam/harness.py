@@ -78,10 +78,10 @@ async def run_turn(root: Path, sc: Scenario, batch_msgs: tuple, index: int,
             reply = await agent.run(TurnRequest(group=group, turn_id=turn_id,
                                                 messages=list(batch_msgs),
                                                 core=gd.core_memory(), memory=mem, now=now))
-            text = reply.text
+            text, read_trust = reply.text, reply.read_trust
         except TurnError as exc:
             out.blocked.append(f"turn {index}: {exc}")
-            text = None
+            text, read_trust = None, 1.0
         batch = Batch(group=group, messages=list(batch_msgs),
                       engaged_ids=[m.message_id for m in batch_msgs if m.mentions_bot],
                       raw=[])
@@ -91,7 +91,7 @@ async def run_turn(root: Path, sc: Scenario, batch_msgs: tuple, index: int,
             "message_ids": [m.message_id for m in batch_msgs],
             "participants": sorted({f"{m.sender_name} ({m.channel}:{m.sender_id})"
                                     for m in batch_msgs}),
-            "trust": episode_trust(batch_msgs, sc.admins),
+            "trust": episode_trust(batch_msgs, sc.admins, reply=text, read_trust=read_trust),
             "created": now.isoformat(),
         })
     finally:

@@ -37,15 +37,17 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 _MESSAGE = re.compile(r"<message ([^>]*)>(.*?)</message>", re.S)
 _MEMORY = re.compile(r"<memory [^>]*>(.*?)</memory>", re.S)
 _ID_ATTR = re.compile(r'\bid="([^"]*)"')
-_END = r"(?=[.!;\n(]|\s--|$)"
+# A fact ends at a sentence end, not at a dot inside a word (URLs, e-mail addresses).
+_END = r"(?=[.!;](?:\s|$)|[\n(]|\s--|$)"
+_BODY = r"(?:[^.!;\n(]|[.!;](?!\s|$))+?"
 _REMEMBER = re.compile(
     r"(?:remember|note down|save|store|memori[sz]e|record|keep in mind|don't forget|"
-    r"add to (?:your )?memory)(?: that| this)?[:,]?\s+(?P<fact>[^.!;\n(]+?)" + _END,
+    r"add to (?:your )?memory)(?: that| this)?[:,]?\s+(?P<fact>" + _BODY + ")" + _END,
     re.I,
 )
 _STANDING = re.compile(
     r"(?:from now on|going forward|henceforth|new standing rule)[:,]?\s+"
-    r"(?P<fact>[^.!;\n(]+?)" + _END,
+    r"(?P<fact>" + _BODY + ")" + _END,
     re.I,
 )
 _CITE = re.compile(
@@ -60,7 +62,7 @@ _ABOUT = re.compile(
 )
 _SEARCH = re.compile(
     r"(?:search|look up|retrieve|dig up|find)(?: your)?(?: memory)?(?: for)?[:,]?\s+"
-    r"(?P<q>[^.!;\n(]+?)" + _END,
+    r"(?P<q>" + _BODY + ")" + _END,
     re.I,
 )
 

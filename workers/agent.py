@@ -79,6 +79,9 @@ class TurnReply:
     model: str = ""
     requests: int = 0
     memory_hits: tuple[str, ...] = field(default=())
+    #: Lowest trust of the memory the model was shown (1.0: none). The reply may repeat
+    #: any of it, so the episode that records the reply is stored at no more than this.
+    read_trust: float = 1.0
 
 
 class TurnError(Exception):
@@ -166,6 +169,7 @@ class TurnAgent:
             search_k=self.search_k,
             never_store=(secret,) if secret else (),
         )
+        deps.saw(results)
         result = await self._agent.run(
             prompt.user,
             deps=deps,
@@ -183,6 +187,7 @@ class TurnAgent:
             model=self.model.model_name,
             requests=result.usage.requests,
             memory_hits=tuple(r.id for r in results),
+            read_trust=deps.read_trust,
         )
 
     async def _search(self, req: TurnRequest, engaged: set[str]) -> list[MemoryRecord]:

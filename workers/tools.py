@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,7 +21,7 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
-from memory_store.protocol import Memory
+from memory_store.protocol import Memory, MemoryRecord
 from workers.prompt import QUOTED_TRUST, content_trust, render_record
 
 log = logging.getLogger(__name__)
@@ -45,6 +46,13 @@ class TurnDeps:
     written: list[str] = field(default_factory=list)
     #: Strings that must never reach a memory file (the model key); kept out of reprs.
     never_store: tuple[str, ...] = field(default=(), repr=False)
+    #: Lowest trust of the memory records shown to the model this turn (1.0: none yet).
+    #: Recalled text may carry instructions; what the model writes from it keeps its trust.
+    read_trust: float = 1.0
+
+    def saw(self, records: Sequence[MemoryRecord]) -> None:
+        """Note that the model was shown ``records``."""
+        self.read_trust = min([self.read_trust, *(r.trust for r in records)])
 
 
 def fact_id(turn_id: str, fact: str, about: str | None) -> str:
@@ -75,6 +83,28 @@ def source_of(deps: TurnDeps, message_id: str | None) -> tuple[str, list[str], l
     return source, ids, participants, trust
 
 
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.casefold()))
+
+
+def said_in_batch(deps: TurnDeps, fact: str) -> bool:
+    """Whether ``fact``'s words appear, in order, in some message of the batch (its text
+    or the text it quotes). When they do not, the fact may come from recalled memory."""
+    words = _words(fact)
+    return bool(words) and any(
+        words in _words(f"{m.text}\n{m.reply_to_text or ''}") for m in deps.messages
+    )
+
+
+def recall_capped(deps: TurnDeps, fact: str, trust: float) -> float:
+    """``trust`` capped at the trust of the memory the model read this turn, unless the
+    fact was said in the batch: a memory record (a planted trigger, stored tool output)
+    that tells the model to remember something cannot gain the asker's trust by it."""
+    if deps.read_trust < trust and not said_in_batch(deps, fact):
+        return deps.read_trust
+    return trust
+
+
 async def search_memory(ctx: RunContext[TurnDeps], query: str) -> str:
     """Search this chat's long-term memory (earlier conversations and remembered facts).
 
@@ -86,6 +116,7 @@ async def search_memory(ctx: RunContext[TurnDeps], query: str) -> str:
     if not query:
         return "Empty query: say what to look for."
     records = await deps.memory.search(query, k=max(deps.search_k, 1))
+    deps.saw(records)
     if not records:
         return "No memory matches that query."
     body = "\n".join(render_record(r) for r in records)
@@ -119,6 +150,7 @@ async def remember(
     if record_id in deps.written:
         return f"Already remembered ({record_id})."
     source, ids, participants, trust = source_of(deps, message_id)
+    trust = recall_capped(deps, fact, trust)
     metadata: dict[str, Any] = {
         "id": record_id,
         "source": source,

@@ -23,7 +23,7 @@ from gateway.queue import GroupQueue, parse_entry
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
 from workers.lock import GroupLock, LockLost
-from workers.prompt import content_trust
+from workers.prompt import QUOTED_TRUST, content_trust
 from workers.reflection import reflect_on_failure
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,14 @@ def episode_text(batch: Batch, reply: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def episode_trust(messages: Sequence[Inbound], admins: Collection[str] = ()) -> float:
+def episode_trust(messages: Sequence[Inbound], admins: Collection[str] = (), *,
+                  reply: str | None = None, read_trust: float = 1.0) -> float:
     """An episode is as trustworthy as the least trusted words it records: a forward or
-    a quote in the batch lowers it to quoted trust, whoever posted it."""
-    return min((content_trust(m, admins) for m in messages), default=0.0)
+    a quote in the batch lowers it to quoted trust, whoever posted it; and when it
+    records a ``reply``, the memory the model read (``read_trust``), which a fooled
+    model may repeat in its reply."""
+    trust = min((content_trust(m, admins) for m in messages), default=0.0)
+    return min(trust, read_trust) if reply else trust
 
 
 class TurnRunner:
@@ -147,6 +151,8 @@ class TurnRunner:
         outcome = "replayed"
         if state.published:
             reply_text = state.reply
+            # What the earlier attempt's model read is not kept: count it as quoted.
+            read_trust = QUOTED_TRUST
         else:
             if state.attempts > max_attempts:
                 self.dead_letter(batch, lock, f"{state.attempts - 1} attempts")
@@ -168,6 +174,7 @@ class TurnRunner:
                 raise
             lock.check()
             reply_text = reply.text if reply.text and reply.text.strip() else None
+            read_trust = reply.read_trust
             reply_event = None
             if reply_text is not None:
                 reply_event = Outbound(channel=anchor.channel, account=anchor.account,
@@ -190,7 +197,8 @@ class TurnRunner:
                 "message_ids": ids,
                 "participants": sorted({f"{m.sender_name} ({m.channel}:{m.sender_id})"
                                         for m in batch.messages}),
-                "trust": episode_trust(batch.messages, self._settings.admins),
+                "trust": episode_trust(batch.messages, self._settings.admins,
+                                       reply=reply_text, read_trust=read_trust),
                 "created": datetime.now(UTC).isoformat(),
             })
             if mark_written:

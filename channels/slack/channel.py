@@ -30,7 +30,9 @@ from channels.slack.normalize import (
     MalformedEvent,
     SlackContext,
     event_rule,
+    message_of,
     profile_name,
+    sender_of,
     to_inbound,
 )
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
@@ -237,12 +239,12 @@ class SlackChannel(Channel):
         if not rule.handle:
             log.debug("slack[%s]: skipped event: %s", self.account, rule.why)
             return None
-        user = str(event["user"])
-        name = profile_name(event)
+        user = sender_of(event)
+        name = profile_name(message_of(event))
         if name is not None:
             self._names.remember(user, name)
         else:
-            name = await self._names.lookup(user)
+            name = await self._names.lookup(user) if user else ""
         ctx = SlackContext(self.name, self.account, bot_user_id, self._bot_name)
         return to_inbound(event, ctx, name)
 

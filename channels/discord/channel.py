@@ -19,7 +19,14 @@ from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.discord import endpoint
 from channels.discord.cursors import LastSeen
 from channels.discord.errors import map_error
-from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
+from channels.discord.normalize import (
+    NAME,
+    Place,
+    deletion_to_inbound,
+    edit_to_inbound,
+    is_conversation,
+    to_inbound,
+)
 from channels.discord.render import MAX_MESSAGE_LEN, render
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import ServerAnswer, surfacing_trace
@@ -80,6 +87,8 @@ class _Client(discord.Client):
         # Message in place, and tasks would not guarantee gateway order either.
         if event == "message" and args and isinstance(args[0], discord.Message):
             self._owner._enqueue(args[0])
+        elif event in ("raw_message_edit", "raw_message_delete") and args:
+            self._owner._enqueue_change(args[0])
         super().dispatch(event, *args, **kwargs)
 
 
@@ -324,6 +333,38 @@ class DiscordChannel(Channel):
             log.exception("discord: skipped message %s that could not be normalized",
                           message.id)
             return
+        self._put(_Pending(inbound, message.channel.id, place is None))
+
+    def _enqueue_change(
+        self, event: discord.RawMessageUpdateEvent | discord.RawMessageDeleteEvent
+    ) -> None:
+        """Queue an edit or a deletion behind the messages before it (same order)."""
+        client = self._client
+        if self._stopping or client is None or client.user is None:
+            return
+        inbound: Inbound | None
+        try:
+            if isinstance(event, discord.RawMessageUpdateEvent):
+                place = self._place_now(event.message)
+                provisional = place or Place(str(event.channel_id), None, True)
+                inbound = edit_to_inbound(event.message, provisional, bot_id=client.user.id,
+                                          account=self.account)
+            else:
+                cached = event.cached_message
+                if cached is not None and not is_conversation(cached, client.user.id):
+                    return  # a bot's (or this bot's own) message went away
+                place = self._place_now(cached) if cached is not None else None
+                provisional = place or Place(str(event.channel_id), None,
+                                             event.guild_id is not None)
+                inbound = deletion_to_inbound(event.message_id, provisional,
+                                              account=self.account, cached=cached)
+        except Exception:
+            log.exception("discord: skipped a change to message %s", event.message_id)
+            return
+        if inbound is not None:
+            self._put(_Pending(inbound, event.channel_id, place is None))
+
+    def _put(self, pending: _Pending) -> None:
         if self._queue.qsize() >= self.settings.inbound_buffer:
             dropped = self._queue.get_nowait()
             self._queue.task_done()
@@ -332,7 +373,7 @@ class DiscordChannel(Channel):
                 "dropped message %s",
                 dropped.inbound.message_id,
             )
-        self._queue.put_nowait(_Pending(inbound, message.channel.id, place is None))
+        self._queue.put_nowait(pending)
 
     async def _pump(self) -> None:
         """Feed the sink one message at a time, in gateway order."""
@@ -348,7 +389,8 @@ class DiscordChannel(Channel):
                         "chat_name": place.chat_name,
                     })
                 await self._deliver(inbound)
-                await self._mark(pending.channel_id, int(inbound.message_id))
+                if inbound.kind == "message":  # the mark follows new messages only
+                    await self._mark(pending.channel_id, int(inbound.message_id))
             finally:
                 self._queue.task_done()
 

@@ -31,6 +31,7 @@ from rq.job import Job, JobStatus
 from channels.keys import DRAIN_JOB, Keys
 from channels.models import Inbound
 from gateway.config import GatewayConfig
+from gateway.frontdesk import FrontDesk
 from gateway.router import Disposition, Router
 
 log = logging.getLogger(__name__)
@@ -170,7 +171,9 @@ class Inbox:
         self._router = Router(config)
         self._enqueuer = enqueuer
         self._push = self._r.register_script(_PUSH)
-        self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0}
+        self.front = FrontDesk(config, redis_client, self._keys, self._router)
+        self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
+                                       "command": 0, "pairing": 0}
 
     @property
     def router(self) -> Router:
@@ -180,10 +183,14 @@ class Inbox:
         await self.accept(msg)
 
     async def accept(self, msg: Inbound) -> str:
-        """Like ``__call__`` but returns what happened: engage, context, drop, duplicate."""
-        route = self._router.route(msg)
+        """Like ``__call__`` but returns what happened: engage, context, drop, duplicate,
+        command or pairing (answered by the front desk, never seen by the model)."""
         k = self._keys
         status_key = k.status(msg.dedupe_id) if msg.channel in _STATUS_CHANNELS else ""
+        route = await self.front.triage(msg, status_key)  # pairing gate, chat commands
+        if isinstance(route, str):
+            self.counts[route] += 1
+            return route
         if route.disposition is Disposition.DROP:
             log.info("dropped message from %s in %s: %s", msg.sender_id, route.group, route.reason)
             if status_key:

@@ -26,7 +26,7 @@ class Exchange:
     """What happened to one message sent through the local channel."""
 
     message_id: str
-    status: str  # engage | context | drop | duplicate | timeout
+    status: str  # engage | context | drop | duplicate | command | pairing | timeout
     chunks: list[str] = field(default_factory=list)
     done: bool = False
 
@@ -110,7 +110,7 @@ class LocalClient:
                 if kind == "ack" and ev.get("message_id") == mid:
                     acked = True
                     ex.status = await self.status(chat_id, mid) or "duplicate"
-                    if ex.status != "engage":
+                    if ex.status not in ("engage", "command", "pairing"):  # these reply
                         return ex
                 elif kind == "chunk":
                     chunks.setdefault(ev["reply_id"], {})[int(ev["index"])] = ev["text"]

@@ -354,6 +354,10 @@ def _mount_memory() -> None:
 
 _mount_memory()
 
+from gateway.pair_cli import pair_app  # noqa: E402 (uses the helpers above)
+
+app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")
+
 
 def main() -> None:
     try:

@@ -64,33 +64,36 @@ class FrontDesk:
             return route
         return await self._answer(msg, reply, "command", status_key)
 
-    async def _pair(self, msg: Inbound, status_key: str) -> str:
-        if await self._r.exists(self._keys.dedupe(msg.dedupe_id)):
-            return "duplicate"
-        code = await self.pairing.request(msg)
-        if code is None:  # recently denied: say nothing
-            await self._r.set(self._keys.dedupe(msg.dedupe_id), "1",
-                              ex=self._cfg.queue.dedupe_ttl)
-            if status_key:
-                await self._r.set(status_key, "pairing", ex=3600)
-            return "pairing"
-        return await self._answer(msg, pairing_text(code), "pairing", status_key)
+    async def _duplicate(self, msg: Inbound, status_key: str) -> bool:
+        if not await self._r.exists(self._keys.dedupe(msg.dedupe_id)):
+            return False
+        if status_key:
+            await self._r.set(status_key, "duplicate", ex=3600)
+        return True
 
-    async def _answer(self, msg: Inbound, text: str, outcome: str, status_key: str) -> str:
+    async def _pair(self, msg: Inbound, status_key: str) -> str:
+        code = await self.pairing.request(msg)
+        # Recently denied: no answer at all (the "done" still tells a local client).
+        text = pairing_text(code) if code is not None else None
+        return await self._answer(msg, text, "pairing", status_key)
+
+    async def _answer(self, msg: Inbound, text: str | None, outcome: str,
+                      status_key: str) -> str:
         dedupe = self._keys.dedupe(msg.dedupe_id)
-        if await self._r.exists(dedupe):
+        if await self._duplicate(msg, status_key):
             return "duplicate"
         if status_key:
             await self._r.set(status_key, outcome, ex=3600)
         reply_id = "fd-" + hashlib.sha256(msg.dedupe_id.encode()).hexdigest()[:32]
-        # Not a quote of the message: a slash command has no message to quote.
-        out = Outbound(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
-                       thread_id=msg.thread_id, text=text, reply_id=reply_id)
         done = {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
                 "thread_id": msg.thread_id, "message_ids": [msg.message_id],
-                "reply_id": reply_id}
+                "reply_id": reply_id if text is not None else None}
         async with self._r.pipeline(transaction=True) as pipe:
-            pipe.xadd(self._keys.outbox, {"type": "reply", "data": out.model_dump_json()})
+            if text is not None:
+                # Not a quote of the message: a slash command has no message to quote.
+                out = Outbound(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
+                               thread_id=msg.thread_id, text=text, reply_id=reply_id)
+                pipe.xadd(self._keys.outbox, {"type": "reply", "data": out.model_dump_json()})
             pipe.xadd(self._keys.outbox, {"type": "done", "data": json.dumps(done)})
             await pipe.execute()
         await self._r.set(dedupe, "1", ex=self._cfg.queue.dedupe_ttl)

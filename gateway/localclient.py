@@ -117,6 +117,8 @@ class LocalClient:
                 elif kind == "done" and mid in json.loads(ev.get("message_ids", "[]")):
                     reply_id = ev.get("reply_id") or None
                     ex.done = True
+                    if not acked:  # a command's answer can overtake the channel's ack
+                        ex.status = await self.status(chat_id, mid) or ex.status
             if ex.done:
                 if reply_id:
                     parts = chunks.get(reply_id, {})

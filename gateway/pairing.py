@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.typing import EncodableT, FieldT
 
 from channels.models import Inbound
 
@@ -89,17 +90,22 @@ class PairingStore:
         return bool(await self._r.hexists(self._approved, user))
 
     async def request(self, msg: Inbound) -> str | None:
-        """Issue a code for the sender of ``msg``; None when they already have a live
-        code or were denied recently (the caller then answers nothing)."""
+        """The sender's pairing code: their live one, or a new one. None when they were
+        denied recently (the caller then answers nothing)."""
         user = user_key(msg)
         if await self._r.exists(self._denied(user)):
             return None
         code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
-        # NX: of two DMs racing, one issues the code, the other sees it pending.
+        # NX: of two DMs racing, one issues the code, the other gets the same one.
         if not await self._r.set(self._user(user), code, nx=True, ex=self._code_ttl):
-            return None
-        fields = {"user": user, "name": msg.sender_name, "channel": msg.channel,
-                  "account": msg.account, "chat_id": msg.chat_id, "created": str(time.time())}
+            live = await self._r.get(self._user(user))
+            if live is not None:
+                return _s(live)
+            return await self.request(msg)  # it expired in between: issue a new one
+        fields: dict[FieldT, EncodableT] = {
+            "user": user, "name": msg.sender_name, "channel": msg.channel,
+            "account": msg.account, "chat_id": msg.chat_id, "created": str(time.time()),
+        }
         async with self._r.pipeline(transaction=True) as pipe:
             pipe.hset(self._code(code), mapping=fields)
             pipe.expire(self._code(code), self._code_ttl)

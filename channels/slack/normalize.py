@@ -115,7 +115,8 @@ def _change_rule(event: dict[str, Any], rule: Rule, bot_user_id: str) -> Rule:
                "original_ts": event.get("deleted_ts")}
     if not msg:
         return Rule(False, "malformed: change event without its message", malformed=True)
-    if msg.get("bot_id") or msg.get("bot_profile") or (bot_user_id and msg.get("user") == bot_user_id):
+    own = bool(bot_user_id) and msg.get("user") == bot_user_id
+    if msg.get("bot_id") or msg.get("bot_profile") or own:
         return Rule(False, "a change to a bot's message (possibly this one's)")
     previous = event.get("previous_message")
     if event.get("subtype") == "message_changed" and isinstance(previous, dict) and \

@@ -33,6 +33,7 @@ from channels.slack.normalize import (
     message_of,
     profile_name,
     sender_of,
+    slash_to_inbound,
     to_inbound,
 )
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
@@ -108,6 +109,7 @@ class SlackChannel(Channel):
         self._app = build_app(
             web=self._web,
             process=self._process,
+            command=self._command,
             authorize=self._authorize,
             account=account,
             signing_secret=signing_secret.get_secret_value() if signing_secret else None,
@@ -227,6 +229,16 @@ class SlackChannel(Channel):
                 self._seen.add(key)
         if isinstance(event_id, str):
             self._seen.add(event_id)
+
+    async def _command(self, body: dict[str, Any]) -> None:
+        """Bolt's listener for a slash command: durable in the sink before the ack."""
+        sink = self._sink
+        if sink is None:
+            raise RuntimeError("slack channel not started")
+        user = body.get("user_id")
+        name = await self._names.lookup(user) if isinstance(user, str) and user else ""
+        ctx = SlackContext(self.name, self.account, self._bot_user_id or "", self._bot_name)
+        await sink(slash_to_inbound(body, ctx, name))
 
     async def normalize(self, event: dict[str, Any]) -> Inbound | None:
         """The Inbound for one Slack event, resolving the sender's name; None when the

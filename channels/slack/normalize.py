@@ -38,6 +38,7 @@ __all__ = [
     "mentions",
     "message_of",
     "sender_of",
+    "slash_to_inbound",
     "to_inbound",
 ]
 
@@ -344,4 +345,32 @@ def _change_inbound(
         mentions_bot=kind == "edit" and ctx.bot_user_id in mentions(msg),
         received_at=_timestamp(str(event["ts"])),
         raw=trim_raw(event),
+    )
+
+
+def slash_to_inbound(body: dict[str, Any], ctx: SlackContext, sender_name: str) -> Inbound:
+    """A slash command payload (``/claw status now``) as a command Inbound: ``command``
+    is the first word of the text ("help" when empty), ``text`` reads
+    ``/<command> <rest>``; ``message_id`` is Slack's ``trigger_id`` (a slash command is
+    not a message and has no ts). Raises ``MalformedEvent`` when a field is missing."""
+    for key in ("channel_id", "user_id", "trigger_id"):
+        if not isinstance(body.get(key), str) or not body.get(key):
+            raise MalformedEvent(f"slash command without {key}")
+    words = str(body.get("text") or "").split(maxsplit=1)
+    name = words[0].lstrip("/").lower() if words else "help"
+    rest = words[1] if len(words) == 2 else ""
+    channel = str(body["channel_id"])
+    return Inbound(
+        channel=ctx.channel,
+        account=ctx.account,
+        chat_id=channel,
+        chat_name=_str(body.get("channel_name")),
+        is_group=not channel.startswith("D"),
+        sender_id=str(body["user_id"]),
+        sender_name=sender_name,
+        message_id=str(body["trigger_id"]),
+        text=f"/{name} {rest}".strip(),
+        command=name,
+        mentions_bot=True,  # a slash command is addressed to this app
+        raw=trim_raw({k: v for k, v in body.items() if k not in ("token", "response_url")}),
     )

@@ -34,6 +34,11 @@ def pairing_text(code: str, ttl: int = CODE_TTL) -> str:
             f"approves it with: pynanoclaw pair approve {code}")
 
 
+#: Channels whose DMs skip the pairing gate: the local console is reachable only by
+#: someone who can write to the bot's Redis, i.e. the operator.
+UNGATED_CHANNELS = frozenset({"local"})
+
+
 class FrontDesk:
     """The pairing gate and the command layer, in front of the router's mailbox path."""
 
@@ -44,6 +49,7 @@ class FrontDesk:
         self._keys = keys
         self._router = router
         self.pairing = pairing or PairingStore(client, keys.prefix)
+        self.ungated = UNGATED_CHANNELS
 
     async def triage(self, msg: Inbound, status_key: str = "") -> Route | str:
         """The route for ``msg``, or the outcome when it was handled here.
@@ -53,7 +59,9 @@ class FrontDesk:
             return router.route(msg)
         paired = False
         if self._cfg.policy.dm == "pairing" and not msg.is_group and not router.allowed(msg):
-            paired = await self.pairing.is_approved(user_key(msg))
+            # the router alone would drop an ungated channel's DM: treat it as paired
+            paired = msg.channel in self.ungated or \
+                await self.pairing.is_approved(user_key(msg))
             if not paired:
                 return await self._pair(msg, status_key)
         route = router.route(msg, paired)

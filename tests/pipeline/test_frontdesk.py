@@ -30,9 +30,17 @@ CODE = re.compile(r"pairing code is ([A-Z0-9]{8})")
 async def paired_stack(tmp_path: Path, valkey: Valkey) -> AsyncIterator[Stack]:
     s = Stack(tmp_path, valkey, PAIRING)
     s.start_workers(1)
-    await s.start_gateway()
+    await gate_local(s)
     yield s
     await s.close()
+
+
+async def gate_local(s: Stack) -> None:
+    """Start the gateway with the local channel gated like a chat platform (it is the
+    operator's console and skips pairing otherwise), so the tests can play a stranger."""
+    gateway = await s.start_gateway()
+    assert gateway.inbox is not None
+    gateway.inbox.front.ungated = frozenset()
 
 
 def turn_ids(stack: Stack) -> list[str]:
@@ -102,7 +110,7 @@ async def test_pairing_code_then_approval_then_restart(
     valkey.stop()
     valkey.start()
     s.start_workers(1)
-    await s.start_gateway()
+    await gate_local(s)
     after = await s.ask("zed", "zed", "still me", message_id="p5")
     assert after.status == "engage" and after.reply == "ack p5"
     assert pair(s, "approve", code).returncode == 1
@@ -121,6 +129,17 @@ async def test_denied_stranger_gets_nothing_more(paired_stack: Stack) -> None:
     # the operator's own DMs and group messages are not gated
     op = await s.ask("op", "op", "hi", message_id="d3")
     assert op.status == "engage"
+
+
+async def test_the_local_console_skips_pairing(tmp_path: Path, valkey: Valkey) -> None:
+    s = Stack(tmp_path, valkey, PAIRING)
+    try:
+        s.start_workers(1)
+        await s.start_gateway()
+        me = await s.ask("me", "me", "hello", message_id="l1")
+        assert me.status == "engage" and me.reply == "ack l1"
+    finally:
+        await s.close()
 
 
 async def test_an_expired_code_approves_nothing(valkey: Valkey) -> None:

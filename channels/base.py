@@ -124,6 +124,12 @@ class Channel(abc.ABC):
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
         """Show a typing indicator where the platform has one; default: nothing."""
 
+    async def register_commands(self, commands: list[tuple[str, str]]) -> None:  # noqa: B027
+        """Publish the chat commands ((name, description), names without "/") in the
+        platform's command registry where it has one the bot can write at run time
+        (Telegram ``setMyCommands``). Default: nothing (Slack's slash commands live in
+        the app manifest). Called once after ``start``; a failure is logged, not fatal."""
+
     async def turn_done(  # noqa: B027
         self, chat_id: str, thread_id: str | None, message_ids: list[str], reply_id: str | None
     ) -> None:

@@ -7,9 +7,9 @@ Fields are JSON-only so a message crosses Redis and RQ's JSON serializer unchang
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: Raw payloads are kept for debugging only; anything bigger is cut so one noisy
 #: platform event cannot bloat a mailbox.
@@ -33,8 +33,18 @@ class Attachment(BaseModel):
     url: str | None = None
 
 
+#: What an inbound event is: a new message, an edit of an earlier one (``text`` is the
+#: new text), or a deletion of an earlier one (``text`` is empty).
+InboundKind = Literal["message", "edit", "deletion"]
+
+
 class Inbound(BaseModel):
-    """One message received from a platform, normalized."""
+    """One message received from a platform, normalized.
+
+    For an edit or a deletion, ``original_id`` is the platform id of the message that
+    was changed, and ``message_id`` names this event (unique per edit, so the dedupe key
+    never collides with the original message's).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -48,6 +58,14 @@ class Inbound(BaseModel):
     sender_name: str
     message_id: str  # the platform's id; the dedupe key
     text: str
+    kind: InboundKind = "message"
+    original_id: str | None = None  # the edited/deleted message's id (kind != "message")
+    #: A command in the platform's own form, recognised by the adapter from structure
+    #: (a Telegram ``bot_command`` entity addressed to this bot, a Slack slash command
+    #: event, a Discord application command): its name, lowercase, without "/" or
+    #: "@bot". ``text`` then reads "/<command> <arguments>". None: no native command;
+    #: the gateway may still parse plain "/cmd" text (gateway/commands.py).
+    command: str | None = None
     reply_to_id: str | None = None
     reply_to_text: str | None = None
     #: Set when the message re-posts somebody else's content (a Telegram forward, a
@@ -62,6 +80,12 @@ class Inbound(BaseModel):
     attachments: list[Attachment] = Field(default_factory=list)
     received_at: datetime = Field(default_factory=_now)
     raw: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _edits_name_their_original(self) -> Inbound:
+        if self.kind != "message" and not self.original_id:
+            raise ValueError(f"an inbound {self.kind} needs original_id")
+        return self
 
     @property
     def group(self) -> str:

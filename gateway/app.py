@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
+from gateway.commands import registry_entries
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
@@ -103,6 +104,16 @@ def build_channels(
     return out
 
 
+async def register_commands(ch: Channel) -> None:
+    """Publish the chat commands in the platform's registry; a failure costs only the
+    platform's command menu, so it is logged and the channel keeps running."""
+    try:
+        await ch.register_commands(registry_entries())
+    except Exception as err:
+        log.warning("channel %s (%s): could not register chat commands: %s",
+                    ch.name, ch.account, err)
+
+
 class Gateway:
     """The always-on process. ``await start()``, then ``await stop()``."""
 
@@ -161,6 +172,7 @@ class Gateway:
             await ch.start(self.inbox)
             self._started.append(ch)
             log.info("channel %s (%s) started", ch.name, ch.account)
+            await register_commands(ch)
         chans = list(self.channels.values())
         http = self.config.http
         if http.enabled or (http.enabled is None and has_routes(chans)):

@@ -374,6 +374,10 @@ def _memory_settings(config: Path | None) -> tuple[Path, str]:
 app.add_typer(build_memory_app(_memory_settings), name="memory",
               help="inspect and edit group memory")
 
+from gateway.pair_cli import pair_app  # noqa: E402 (uses the helpers above)
+
+app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")
+
 
 def main() -> None:
     try:

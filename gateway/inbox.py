@@ -29,6 +29,7 @@ from rq.job import Job, JobStatus
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
+from gateway.frontdesk import FrontDesk
 from gateway.queue import (
     DUPLICATE,
     KEPT_ENQUEUE,
@@ -100,7 +101,9 @@ class Inbox:
         self._q = GatewayQueue(redis_client, keys or Keys())
         self._router = Router(config)
         self._enqueuer = enqueuer
-        self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0}
+        self.front = FrontDesk(config, redis_client, self._q.keys, self._router)
+        self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
+                                       "command": 0, "pairing": 0}
 
     @property
     def router(self) -> Router:
@@ -110,9 +113,13 @@ class Inbox:
         return await self.accept(msg)
 
     async def accept(self, msg: Inbound) -> str:
-        """Route, dedupe and store ``msg``; returns what happened: engage, context, drop
-        or duplicate. Raises ``redis.RedisError`` when it could not be made durable."""
-        route = self._router.route(msg)
+        """Route, dedupe and store ``msg``; returns what happened: engage, context, drop,
+        duplicate, or command / pairing (answered by the front desk, never seen by the
+        model). Raises ``redis.RedisError`` when it could not be made durable."""
+        route = await self.front.triage(msg)  # pairing gate, chat commands
+        if isinstance(route, str):
+            self.counts[route] += 1
+            return route
         if route.disposition is Disposition.DROP:
             log.info("dropped message from %s in %s: %s", msg.sender_id, route.group, route.reason)
             self.counts["drop"] += 1

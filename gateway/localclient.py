@@ -25,7 +25,7 @@ class Exchange:
     """What happened to one message sent through the local channel."""
 
     message_id: str
-    status: str  # engage | context | drop | duplicate | timeout
+    status: str  # engage | context | drop | duplicate | command | pairing | timeout
     chunks: list[str] = field(default_factory=list)
     done: bool = False
 
@@ -99,14 +99,15 @@ class LocalClient:
                 if kind == "ack" and ev.get("message_id") == mid:
                     acked = True
                     ex.status = ev.get("status") or "duplicate"
-                    if ex.status != "engage":
+                    if ex.status not in ("engage", "command", "pairing"):  # these reply
                         return ex
                 elif kind == "chunk":
                     chunks.setdefault(ev["reply_id"], {})[int(ev["index"])] = ev["text"]
                 elif kind == "done" and mid in json.loads(ev.get("message_ids", "[]")):
                     reply_id = ev.get("reply_id") or None
                     ex.done = True
-            if ex.done:
+            # a command's answer can overtake the channel's ack, which carries the status
+            if ex.done and acked:
                 if reply_id:
                     parts = chunks.get(reply_id, {})
                     ex.chunks = [parts[i] for i in sorted(parts)]

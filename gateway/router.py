@@ -6,7 +6,10 @@ word, ``trigger`` = a trigger word only, ``always`` = every message. A group mes
 that does not engage is still kept (as context for the group's next turn).
 Policies (``[policy] dm`` / ``groups``): ``open`` lets everyone in; ``allowlist`` only
 the keys in ``allow`` (group keys for groups; group or user keys for DMs; admins are
-always let in for DMs).
+always let in for DMs); ``pairing`` is ``allowlist`` plus the people the operator
+approved in the pairing store (gateway/pairing.py, Redis): the caller looks that up
+and passes ``paired``, so a missing lookup fails closed. Edits and deletions
+(``Inbound.kind``) are dropped here, before any of that.
 """
 
 from __future__ import annotations
@@ -56,14 +59,16 @@ class Router:
     def user_key(self, msg: Inbound) -> str:
         return f"{msg.channel}:{msg.sender_id}"
 
-    def allowed(self, msg: Inbound) -> bool:
+    def allowed(self, msg: Inbound, paired: bool = False) -> bool:
+        """``paired``: the pairing store approved this sender (only it can know)."""
         policy = self._cfg.policy
         group = msg.group
         if not msg.is_group:
             if policy.dm == "open":
                 return True
             user = self.user_key(msg)
-            return user in self._admins or user in self._allow or group in self._allow
+            listed = user in self._admins or user in self._allow or group in self._allow
+            return listed or (policy.dm == "pairing" and paired)
         return policy.groups == "open" or group in self._allow
 
     def engages(self, msg: Inbound) -> tuple[bool, str]:
@@ -86,9 +91,15 @@ class Router:
             return True, "mention"
         return False, "not addressed"
 
-    def route(self, msg: Inbound) -> Route:
+    def route(self, msg: Inbound, paired: bool = False) -> Route:
         group = msg.group
-        if not self.allowed(msg):
+        if msg.kind != "message":
+            # The one place edits and deletions are stopped: they must never start a turn
+            # or join the context as if they were new words. Replacing a waiting
+            # message's text and recording changes for memory come with the mailbox work.
+            return Route(group, Disposition.DROP, f"{msg.kind} of {msg.original_id}: "
+                         "edits and deletions are not acted on yet")
+        if not self.allowed(msg, paired):
             kind = "group" if msg.is_group else "dm"
             return Route(group, Disposition.DROP, f"{kind} not in [policy] allow")
         engaged, reason = self.engages(msg)

@@ -15,6 +15,7 @@ from pydantic import SecretStr
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.discord import endpoint
+from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, intents
 from channels.discord.cursors import LastSeen
 from channels.discord.errors import CALL_ERRORS, map_error
@@ -278,6 +279,26 @@ class DiscordChannel(Channel):
             log.exception("discord: skipped message %s that could not be normalized",
                           message.id)
             return
+        self._put(_Pending(inbound, message.channel.id, place is None))
+
+    def _enqueue_change(
+        self, event: discord.RawMessageUpdateEvent | discord.RawMessageDeleteEvent
+    ) -> None:
+        """Queue an edit or a deletion behind the messages before it (same order)."""
+        client = self._client
+        if self._stopping or client is None or client.user is None:
+            return
+        try:
+            change = change_to_inbound(event, self._places, bot_id=client.user.id,
+                                       account=self.account)
+        except Exception:
+            log.exception("discord: skipped a change to message %s", event.message_id)
+            return
+        if change is not None:
+            inbound, resolved = change
+            self._put(_Pending(inbound, event.channel_id, not resolved))
+
+    def _put(self, pending: _Pending) -> None:
         if self._queue.qsize() >= self.settings.inbound_buffer:
             dropped = self._queue.get_nowait()
             self._queue.task_done()
@@ -286,7 +307,7 @@ class DiscordChannel(Channel):
                 "dropped message %s",
                 dropped.inbound.message_id,
             )
-        self._queue.put_nowait(_Pending(inbound, message.channel.id, place is None))
+        self._queue.put_nowait(pending)
 
     async def _pump(self) -> None:
         """Feed the sink one message at a time, in gateway order."""
@@ -302,7 +323,8 @@ class DiscordChannel(Channel):
                         "chat_name": place.chat_name,
                     })
                 await self._deliver(inbound)
-                await self._mark(pending.channel_id, int(inbound.message_id))
+                if inbound.kind == "message":  # the mark follows new messages only
+                    await self._mark(pending.channel_id, int(inbound.message_id))
             finally:
                 self._queue.task_done()
 

@@ -49,4 +49,6 @@ class Client(discord.Client):
         # Message in place, and tasks would not guarantee gateway order either.
         if event == "message" and args and isinstance(args[0], discord.Message):
             self._owner._enqueue(args[0])
+        elif event in ("raw_message_edit", "raw_message_delete") and args:
+            self._owner._enqueue_change(args[0])
         super().dispatch(event, *args, **kwargs)

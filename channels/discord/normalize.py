@@ -1,12 +1,13 @@
 """discord.py ``Message`` -> ``Inbound``.
 
-Only gateway MESSAGE_CREATE is normalized. Deliberately ignored, so the bot never
-acts twice on one message nor on something nobody said to it:
+Gateway MESSAGE_CREATE becomes a ``kind="message"`` Inbound. MESSAGE_UPDATE with an
+``edited_timestamp`` becomes ``kind="edit"`` (the new text; ``original_id`` = the
+message id, ``message_id`` = ``<id>:edit:<edited_timestamp>`` so each edit has its own
+dedupe key); an update without one is Discord filling in embeds, not an edit, and is
+ignored. MESSAGE_DELETE becomes ``kind="deletion"`` (``original_id``, empty text; the
+sender only when discord.py still had the message cached). The gateway decides what
+edits and deletions do (gateway/router.py). Deliberately ignored:
 
-* MESSAGE_UPDATE (edits): the original was already handled; re-running a turn on an
-  edit would answer twice, and the edit is not new conversation.
-* MESSAGE_DELETE: memory keeps what was said (with its message id) and the operator
-  can remove it from the group's files; the gateway has no unsay.
 * messages by bots (this one included) and system messages (joins, pins, thread
   created, boosts ...): they are not conversation.
 
@@ -217,4 +218,44 @@ def to_inbound(
             "channel_id": str(message.channel.id),
             "type": message.type.value,
         },
+    )
+
+
+def edit_to_inbound(
+    message: discord.Message, place: Place, *, bot_id: int, account: str
+) -> Inbound | None:
+    """A MESSAGE_UPDATE as an edit; None when it is not a person's text edit."""
+    if message.edited_at is None or not is_conversation(message, bot_id):
+        return None
+    inbound = to_inbound(message, place, bot_id=bot_id, account=account)
+    stamp = int(message.edited_at.timestamp() * 1000)
+    return inbound.model_copy(update={
+        "kind": "edit",
+        "original_id": inbound.message_id,
+        "message_id": f"{inbound.message_id}:edit:{stamp}",
+    })
+
+
+def deletion_to_inbound(
+    message_id: int,
+    place: Place,
+    *,
+    account: str,
+    cached: discord.Message | None = None,
+) -> Inbound:
+    """A MESSAGE_DELETE as a deletion of ``message_id`` (sender known only if cached)."""
+    author = cached.author if cached is not None else None
+    return Inbound(
+        channel=NAME,
+        account=account,
+        chat_id=place.chat_id,
+        chat_name=place.chat_name,
+        thread_id=place.thread_id,
+        is_group=place.is_group,
+        sender_id=str(author.id) if author is not None else "",
+        sender_name=author.display_name if author is not None else "",
+        message_id=f"{message_id}:deleted",
+        text="",
+        kind="deletion",
+        original_id=str(message_id),
     )

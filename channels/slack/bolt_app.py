@@ -16,9 +16,13 @@ What is ours, and why:
 * ``Triage`` (Bolt's ``before_authorize`` slot, after its signature check) answers what
   no listener should see: an ``event_callback`` without an event object is malformed
   (400 over HTTP; acked and logged in Socket Mode, since a redelivery cannot fix it),
-  so is a ``url_verification`` without a challenge (400); other payload types (slash
-  commands, interactivity, ``app_rate_limited``: not used by this bot) are acked and
-  ignored instead of Bolt's 404, so Slack does not redeliver them.
+  so is a ``url_verification`` without a challenge (400); slash commands go to the
+  command listener; other payload types (interactivity, ``app_rate_limited``: not
+  used by this bot) are acked and ignored instead of Bolt's 404, so Slack does not
+  redeliver them.
+* the command listener hands a slash command payload to ``command`` and acks it (with
+  an empty body: the answer comes through the outbox, like every reply) once the
+  command is durable; a sink failure is not acked (Slack shows the user an error).
 * the error handler maps the listener's outcome onto answers (see ``_on_error``).
 """
 
@@ -29,7 +33,7 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from slack_bolt.async_app import AsyncApp
+from slack_bolt.async_app import AsyncAck, AsyncApp
 from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.logger.messages import (
     warning_client_prioritized_and_token_skipped,
@@ -94,6 +98,8 @@ class Triage(AsyncMiddleware):
             return BoltResponse(status=400, body="missing challenge")
         if kind in _BOLT_HANDLED:
             return await next()
+        if kind is None and isinstance(req.body.get("command"), str):
+            return await next()  # a slash command payload has no "type"
         if kind != "event_callback":
             log.info("slack[%s]: ignoring payload type %r", self._account, kind)
             return BoltResponse(status=200, body="")
@@ -113,6 +119,7 @@ def build_app(
     *,
     web: AsyncWebClient,
     process: Process,
+    command: Process,
     authorize: Authorize,
     account: str,
     signing_secret: str | None,
@@ -144,11 +151,16 @@ def build_app(
         # Returns once the message is durable (or deliberately skipped); Bolt acks after.
         await process(body)
 
+    async def on_command(body: dict[str, Any], ack: AsyncAck) -> None:
+        await command(body)  # raises if not durable: no ack, Bolt answers an error
+        await ack()
+
     async def on_error(error: Exception, request: AsyncBoltRequest) -> BoltResponse:
         return _answer(error, request, account)
 
     # One listener for every event type; the normalization table decides what counts.
     app.event(re.compile(".*"))(on_event)
+    app.command(re.compile(".*"))(on_command)
     app.error(on_error)
     return app
 

@@ -30,7 +30,10 @@ from channels.slack.normalize import (
     MalformedEvent,
     SlackContext,
     event_rule,
+    message_of,
     profile_name,
+    sender_of,
+    slash_to_inbound,
     to_inbound,
 )
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
@@ -106,6 +109,7 @@ class SlackChannel(Channel):
         self._app = build_app(
             web=self._web,
             process=self._process,
+            command=self._command,
             authorize=self._authorize,
             account=account,
             signing_secret=signing_secret.get_secret_value() if signing_secret else None,
@@ -226,6 +230,16 @@ class SlackChannel(Channel):
         if isinstance(event_id, str):
             self._seen.add(event_id)
 
+    async def _command(self, body: dict[str, Any]) -> None:
+        """Bolt's listener for a slash command: durable in the sink before the ack."""
+        sink = self._sink
+        if sink is None:
+            raise RuntimeError("slack channel not started")
+        user = body.get("user_id")
+        name = await self._names.lookup(user) if isinstance(user, str) and user else ""
+        ctx = SlackContext(self.name, self.account, self._bot_user_id or "", self._bot_name)
+        await sink(slash_to_inbound(body, ctx, name))
+
     async def normalize(self, event: dict[str, Any]) -> Inbound | None:
         """The Inbound for one Slack event, resolving the sender's name; None when the
         normalization table ignores the event (logged at debug with the reason).
@@ -237,12 +251,12 @@ class SlackChannel(Channel):
         if not rule.handle:
             log.debug("slack[%s]: skipped event: %s", self.account, rule.why)
             return None
-        user = str(event["user"])
-        name = profile_name(event)
+        user = sender_of(event)
+        name = profile_name(message_of(event))
         if name is not None:
             self._names.remember(user, name)
         else:
-            name = await self._names.lookup(user)
+            name = await self._names.lookup(user) if user else ""
         ctx = SlackContext(self.name, self.account, bot_user_id, self._bot_name)
         return to_inbound(event, ctx, name)
 

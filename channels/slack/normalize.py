@@ -36,6 +36,9 @@ __all__ = [
     "decode_text",
     "event_rule",
     "mentions",
+    "message_of",
+    "sender_of",
+    "slash_to_inbound",
     "to_inbound",
 ]
 
@@ -70,14 +73,13 @@ EVENT_TABLE: dict[tuple[str, str | None], Rule] = {
         True, "the bot was mentioned; same channel+ts as the message event, so one dedupe id"
     ),
     ("message", "message_changed"): Rule(
-        False,
-        "edits are ignored: the original already went through a turn, and replaying an "
-        "edit would start a second turn for one message",
+        True,
+        "an edit: kind='edit', the new text, original_id = the edited message's ts, "
+        "message_id = the event's ts (unique per edit); a change that leaves the text as "
+        "it was (a link unfurl) is ignored",
     ),
     ("message", "message_deleted"): Rule(
-        False,
-        "deletions are ignored: the message may already be in memory; forgetting it needs "
-        "a memory redaction path, not a new turn",
+        True, "a deletion: kind='deletion', original_id = deleted_ts, empty text"
     ),
     ("message", "bot_message"): Rule(
         False, "other bots' messages are ignored so two bots cannot talk in a loop"
@@ -86,6 +88,45 @@ EVENT_TABLE: dict[tuple[str, str | None], Rule] = {
 
 _GROUP_CHANNEL_TYPES = {"channel", "group", "mpim"}
 _TOKEN = re.compile(r"<([^<>]+)>")
+
+
+#: subtypes that change an earlier message -> ``Inbound.kind``
+_CHANGES = {"message_changed": "edit", "message_deleted": "deletion"}
+
+
+def message_of(event: dict[str, Any]) -> dict[str, Any]:
+    """The message an event is about: the event itself, or for an edit the message as
+    it now is, for a deletion the message as it was (``previous_message``), with the
+    event's channel and ts. Empty for a change event missing that message."""
+    subtype = event.get("subtype")
+    if subtype not in _CHANGES:
+        return event
+    inner = event.get("message" if subtype == "message_changed" else "previous_message")
+    if not isinstance(inner, dict):
+        return {}
+    return {**inner, "channel": event.get("channel"), "channel_type": event.get("channel_type"),
+            "ts": event.get("ts"), "original_ts": inner.get("ts")}
+
+
+def _change_rule(event: dict[str, Any], rule: Rule, bot_user_id: str) -> Rule:
+    msg = message_of(event)
+    if event.get("subtype") == "message_deleted" and not msg:
+        # Slack may omit previous_message; the deletion is still worth passing on.
+        msg = {"user": "", "channel": event.get("channel"), "ts": event.get("ts"),
+               "original_ts": event.get("deleted_ts")}
+    if not msg:
+        return Rule(False, "malformed: change event without its message", malformed=True)
+    own = bool(bot_user_id) and msg.get("user") == bot_user_id
+    if msg.get("bot_id") or msg.get("bot_profile") or own:
+        return Rule(False, "a change to a bot's message (possibly this one's)")
+    previous = event.get("previous_message")
+    if event.get("subtype") == "message_changed" and isinstance(previous, dict) and \
+            previous.get("text") == msg.get("text"):
+        return Rule(False, "a change that kept the text (an unfurl or a reaction count)")
+    for key in ("channel", "ts", "original_ts"):
+        if not isinstance(msg.get(key), str) or not msg.get(key):
+            return Rule(False, f"malformed: missing {key}", malformed=True)
+    return rule
 
 
 def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
@@ -97,6 +138,8 @@ def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
         return Rule(False, f"not handled: type={kind!r} subtype={subtype!r}")
     if not rule.handle:
         return rule
+    if subtype in _CHANGES:
+        return _change_rule(event, rule, bot_user_id)
     if event.get("bot_id") or event.get("bot_profile"):
         return Rule(False, "sent by a bot (possibly this one): ignored to avoid loops")
     if event.get("user") == bot_user_id:
@@ -243,6 +286,9 @@ def to_inbound(event: dict[str, Any], ctx: SlackContext, sender_name: str) -> In
     """The Inbound for a message-like event, or None when the table says ignore it."""
     if not event_rule(event, ctx.bot_user_id).handle:
         return None
+    change = _CHANGES.get(str(event.get("subtype")))
+    if change is not None:
+        return _change_inbound(event, change, ctx, sender_name)
     ts = str(event["ts"])
     thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
     raw_files = event.get("files")
@@ -269,4 +315,62 @@ def to_inbound(event: dict[str, Any], ctx: SlackContext, sender_name: str) -> In
         attachments=attachments,
         received_at=_timestamp(ts),
         raw=trim_raw(event),
+    )
+
+
+def sender_of(event: dict[str, Any]) -> str:
+    """The user id behind a message-like event ("" for a deletion Slack sent without
+    the deleted message)."""
+    return str(message_of(event).get("user") or "")
+
+
+def _change_inbound(
+    event: dict[str, Any], kind: str, ctx: SlackContext, sender_name: str
+) -> Inbound:
+    msg = message_of(event) or {"ts": event.get("ts"), "original_ts": event.get("deleted_ts")}
+    thread_ts = msg.get("thread_ts") if isinstance(msg.get("thread_ts"), str) else None
+    text = decode_text(str(msg.get("text") or ""), ctx) if kind == "edit" else ""
+    return Inbound(
+        channel=ctx.channel,
+        account=ctx.account,
+        chat_id=str(event["channel"]),
+        thread_id=thread_ts,
+        is_group=_is_group(event),
+        sender_id=str(msg.get("user") or ""),
+        sender_name=sender_name,
+        message_id=str(event["ts"]),
+        text=text,
+        kind="edit" if kind == "edit" else "deletion",
+        original_id=str(msg["original_ts"]),
+        mentions_bot=kind == "edit" and ctx.bot_user_id in mentions(msg),
+        received_at=_timestamp(str(event["ts"])),
+        raw=trim_raw(event),
+    )
+
+
+def slash_to_inbound(body: dict[str, Any], ctx: SlackContext, sender_name: str) -> Inbound:
+    """A slash command payload (``/claw status now``) as a command Inbound: ``command``
+    is the first word of the text ("help" when empty), ``text`` reads
+    ``/<command> <rest>``; ``message_id`` is Slack's ``trigger_id`` (a slash command is
+    not a message and has no ts). Raises ``MalformedEvent`` when a field is missing."""
+    for key in ("channel_id", "user_id", "trigger_id"):
+        if not isinstance(body.get(key), str) or not body.get(key):
+            raise MalformedEvent(f"slash command without {key}")
+    words = str(body.get("text") or "").split(maxsplit=1)
+    name = words[0].lstrip("/").lower() if words else "help"
+    rest = words[1] if len(words) == 2 else ""
+    channel = str(body["channel_id"])
+    return Inbound(
+        channel=ctx.channel,
+        account=ctx.account,
+        chat_id=channel,
+        chat_name=_str(body.get("channel_name")),
+        is_group=not channel.startswith("D"),
+        sender_id=str(body["user_id"]),
+        sender_name=sender_name,
+        message_id=str(body["trigger_id"]),
+        text=f"/{name} {rest}".strip(),
+        command=name,
+        mentions_bot=True,  # a slash command is addressed to this app
+        raw=trim_raw({k: v for k, v in body.items() if k not in ("token", "response_url")}),
     )

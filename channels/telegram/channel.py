@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 from pydantic import SecretStr
-from telegram import Bot, ReplyParameters
+from telegram import Bot, BotCommand, ReplyParameters
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
@@ -187,6 +187,13 @@ class TelegramChannel(Channel):
             self._task = None
         with contextlib.suppress(TelegramError):
             await self._bot.shutdown()
+
+    async def register_commands(self, commands: list[tuple[str, str]]) -> None:
+        """``setMyCommands`` (default scope): Telegram's "/" menu shows these."""
+        try:
+            await self._bot.set_my_commands([BotCommand(n, d) for n, d in commands])
+        except TelegramError as error:
+            raise map_error(error, self._secrets()) from None
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, self.limits.max_message_len)

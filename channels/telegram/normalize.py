@@ -2,9 +2,13 @@
 
 Deliberate choices (each covered by a fixture in tests/channels/fixtures/telegram):
 
-* ``edited_message`` / ``edited_channel_post`` are dropped. An edit keeps its
-  ``message_id``, so passing it on would hit the inbox's dedupe anyway; a second turn
-  for a typo fix is not what people expect. (Telegram sends no deletion events to bots.)
+* ``edited_message`` / ``edited_channel_post`` become ``kind="edit"`` with the new text,
+  ``original_id`` = the edited message's id and ``message_id`` = ``<id>:edit:<edit_date>``
+  (an edit keeps Telegram's ``message_id``; the suffix keeps each edit's dedupe key
+  apart from the original's). Telegram delivers no deletion events to bots, so no
+  ``kind="deletion"`` ever comes from this adapter.
+* A ``bot_command`` entity at the start of the text addressed to this bot (``/cmd`` or
+  ``/cmd@thisbot``) fills ``command``; ``/cmd@otherbot`` is another bot's and does not.
 * Service messages (members joined, pinned, topic created ...) carry no text or media
   and are dropped.
 * In forum topics every message "replies" to the topic's creation message; that is
@@ -55,17 +59,24 @@ def _channel_post(update: Update) -> Message | None:
     return update.channel_post
 
 
-def _dropped(update: Update) -> Message | None:
-    return None
+def _edited_message(update: Update) -> Message | None:
+    return update.edited_message
+
+
+def _edited_channel_post(update: Update) -> Message | None:
+    return update.edited_channel_post
 
 
 #: update type -> how to get the message to normalize (None: dropped on purpose)
 UPDATE_TABLE: dict[str, Callable[[Update], Message | None]] = {
     "message": _message,
     "channel_post": _channel_post,
-    "edited_message": _dropped,
-    "edited_channel_post": _dropped,
+    "edited_message": _edited_message,
+    "edited_channel_post": _edited_channel_post,
 }
+
+#: update types that carry a new version of an earlier message
+_EDITS = frozenset({"edited_message", "edited_channel_post"})
 
 
 def update_type(update: Update) -> str | None:
@@ -95,7 +106,17 @@ def normalize_update(update: Update, bot: BotIdentity, account: str = "default")
     message = handler(update) if handler else None
     if message is None:
         return None
-    return normalize_message(message, bot, account, raw=update.to_dict())
+    inbound = normalize_message(message, bot, account, raw=update.to_dict())
+    if inbound is None or kind not in _EDITS:
+        return inbound
+    stamp = int(message.edit_date.timestamp()) if message.edit_date else update.update_id
+    return inbound.model_copy(
+        update={
+            "kind": "edit",
+            "original_id": inbound.message_id,
+            "message_id": f"{inbound.message_id}:edit:{stamp}",
+        }
+    )
 
 
 def normalize_message(
@@ -133,6 +154,7 @@ def normalize_message(
         # A mention inside forwarded text is the origin's, not the forwarder's.
         mentions_bot=message.forward_origin is None and mentions_bot(message, bot),
         is_admin=is_admin,
+        command=command_of(message, bot) if message.forward_origin is None else None,
         attachments=attachments,
         received_at=message.date,
         raw=trim_raw(dict(raw or message.to_dict())),
@@ -218,6 +240,20 @@ def mentions_bot(message: Message, bot: BotIdentity) -> bool:
         if entity.type == MessageEntity.BOT_COMMAND and value.lower().endswith(handle):
             return True
     return False
+
+
+def command_of(message: Message, bot: BotIdentity) -> str | None:
+    """The command this message gives this bot, from a ``bot_command`` entity at offset
+    0: ``/cmd`` or ``/cmd@<this bot>``, lowercased without "/" and "@bot". A command
+    addressed to another bot (``/cmd@otherbot``) is None."""
+    for entity, value in message.parse_entities([MessageEntity.BOT_COMMAND]).items():
+        if entity.offset != 0:
+            continue
+        name, _, addressee = value[1:].partition("@")
+        if addressee and addressee.lower() != bot.username.lower():
+            return None
+        return name.lower() or None
+    return None
 
 
 def attachments_of(message: Message) -> list[Attachment]:

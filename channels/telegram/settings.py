@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-#: What the adapter asks Telegram for; edits are requested only so they can be dropped
-#: deliberately (see ``normalize``), which keeps the choice visible and testable.
+#: What the adapter asks Telegram for; edits become ``kind="edit"`` inbounds (see
+#: ``normalize``). Telegram has no deletion update for bots.
 DEFAULT_ALLOWED_UPDATES = ["message", "edited_message", "channel_post", "edited_channel_post"]
 
 

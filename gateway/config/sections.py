@@ -56,7 +56,7 @@ class RedisConfig(Section):
 class PolicyConfig(Section):
     """``[policy]``: who may talk to the bot."""
 
-    dm: Literal["open", "allowlist"] = "open"
+    dm: Literal["open", "allowlist", "pairing"] = "open"
     groups: Literal["open", "allowlist"] = "open"
     #: group keys (``channel:chat_id``) and/or user keys (``channel:user_id``)
     allow: list[str] = Field(default_factory=list)

@@ -11,7 +11,9 @@ A platform joins the contract suite (tests/channels/test_contract.py) by adding
   Slack ``event_callback``, a Discord ``MESSAGE_CREATE`` dispatch ...);
 * ``tests/channels/fixtures/<platform>/expected.json``: the normalization table,
   ``{"<fixture name>": {<Inbound field>: <value>, ...} | null}``. ``null`` means the
-  adapter deliberately drops that event (edits, deletions, the bot's own messages);
+  adapter deliberately drops that event (the bot's own messages, service events);
+  edits and deletions are delivered with ``kind`` and ``original_id`` and every
+  platform that has them carries a fixture of each;
   fields not listed are not checked; ``attachments`` is a list of per-attachment
   field subsets, compared in order;
 * a line in ``tests/channels/conftest.py: HARNESS_MODULES``.

@@ -135,7 +135,9 @@ async def test_admin_flag_comes_from_guild_permissions(rig: DiscordRig) -> None:
     assert got.sender_name == "Boss"  # the guild nickname is the display name
 
 
-async def test_bots_system_messages_edits_and_deletes_are_ignored(rig: DiscordRig) -> None:
+async def test_bots_and_system_messages_are_ignored_edits_and_deletes_kept(
+    rig: DiscordRig,
+) -> None:
     other_bot = user_json(snowflake(), "otherbot", bot=True)
     await rig.say(rig.general, "my own echo", author=rig.bot)
     await rig.say(rig.general, "beep", author=other_bot)
@@ -148,11 +150,16 @@ async def test_bots_system_messages_edits_and_deletes_are_ignored(rig: DiscordRi
     await rig.fake.dispatch("MESSAGE_DELETE", {"id": original["id"],
                                                "channel_id": rig.general["id"],
                                                "guild_id": rig.guild["id"]})
+    # an update without edited_timestamp is Discord adding embeds, not an edit
+    await rig.fake.dispatch("MESSAGE_UPDATE", {**original, "edited_timestamp": None})
     last = await rig.say(rig.general, "done")
     # events are handled in order, so once "done" arrived everything before it was seen
-    await rig.next_inbound(2)
-    assert [m.text for m in rig.received] == ["typo", "done"]
-    assert rig.received[1].message_id == last["id"]
+    await rig.next_inbound(4)
+    assert [(m.kind, m.text) for m in rig.received] == [
+        ("message", "typo"), ("edit", "fixed"), ("deletion", ""), ("message", "done")]
+    assert rig.received[1].original_id == rig.received[2].original_id == original["id"]
+    assert rig.received[2].sender_id == rig.received[0].sender_id  # cached: sender known
+    assert rig.received[3].message_id == last["id"]
 
 
 async def test_sink_failure_is_retried_in_order(rig: DiscordRig) -> None:

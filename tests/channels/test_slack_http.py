@@ -223,7 +223,10 @@ async def test_ignored_subtypes_are_acked_and_not_sunk(
     edited = {"type": "message", "subtype": "message_changed", "channel": "C0GENERAL1",
               "ts": "1700000004.000100", "hidden": True,
               "message": {"type": "message", "user": "U0ALICE01", "text": "edited",
-                          "ts": "1700000003.000100"}}
+                          "ts": "1700000003.000100"},
+              # the text did not change: a link unfurl, not an edit
+              "previous_message": {"type": "message", "user": "U0ALICE01", "text": "edited",
+                                   "ts": "1700000003.000100"}}
     bot = message_event("beep", subtype="bot_message", bot_id="B0OTHER01")
     for event in (edited, bot):
         assert (await post(client, event_callback(event))).status == 200

@@ -22,7 +22,7 @@ def test_scopes_are_exactly_the_documented_set() -> None:
     scopes = set(load()["oauth_config"]["scopes"]["bot"])
     assert scopes == {
         "app_mentions:read", "channels:history", "groups:history", "im:history",
-        "mpim:history", "chat:write", "users:read", "files:read",
+        "mpim:history", "chat:write", "users:read", "files:read", "commands",
     }
 
 

@@ -80,8 +80,8 @@ async def test_offset_is_persisted_after_each_delivered_update(polling: Telegram
 
     await eventually(persisted)
     # dropped updates move the cursor too, or Telegram would resend them forever
-    await polling.inject("edited_message")
-    edited = polling.update_ids["edited_message"]
+    await polling.inject("new_members")
+    edited = polling.update_ids["new_members"]
 
     async def moved() -> bool:
         return await polling.cursors.get(OFFSET_KEY) == str(edited + 1)

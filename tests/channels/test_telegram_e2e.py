@@ -162,3 +162,24 @@ async def test_redelivered_update_is_answered_once(stack: Stack) -> None:
     await eventually(voice_answered, timeout=90)
     targets = [s["reply_parameters"]["message_id"] for s in stack.fake.sent]
     assert targets == [41, 515]
+
+
+async def test_commands_are_answered_by_the_gateway_and_registered(stack: Stack) -> None:
+    assert [c["command"] for c in stack.fake.commands][:3] == ["help", "whoami", "status"]
+    await stack.inject("command_other_bot")  # /status@other_bot: not ours, only context
+    await stack.inject("command_plain")  # /forget from a member: refused, no model
+    await _replies(stack.fake, 1)
+    refusal = stack.fake.sent[0]
+    assert refusal["chat_id"] == GROUP_ID
+    assert refusal["text"].startswith("Not allowed: /forget needs one of")
+    await stack.inject("group_mention")
+
+    async def mention_answered() -> bool:
+        return any(s.get("reply_parameters", {}).get("message_id") == 501
+                   for s in stack.fake.sent)
+
+    await eventually(mention_answered, timeout=90)
+    [turn] = [s for s in stack.fake.sent if s.get("reply_parameters")]
+    # the model saw the other bot's command as group context, never our /forget
+    assert "530" in turn["text"] and "531" not in turn["text"]
+    assert len(stack.fake.sent) == 2

@@ -11,7 +11,7 @@ Wire format as documented at https://core.telegram.org/bots/api#making-requests:
 Methods: getMe, getUpdates (long polling, offset confirmation, 409 while a webhook is
 set or when a newer getUpdates takes over), setWebhook, deleteWebhook, getWebhookInfo,
 sendMessage (validates Telegram's HTML subset, the 4096 UTF-16 limit after entity
-parsing, reply targets, forum topics, blocked chats), sendChatAction.
+parsing, reply targets, forum topics, blocked chats), sendChatAction, setMyCommands.
 
 The fake can also play Telegram's webhook side: ``deliver_webhook`` POSTs an update to
 the registered URL with the ``X-Telegram-Bot-Api-Secret-Token`` header and remembers
@@ -52,6 +52,8 @@ _OBJECT_PARAMS = {
     "entities",
     "allowed_updates",
     "link_preview_options",
+    "commands",
+    "scope",
 }
 _INT_PARAMS = {"offset", "limit", "timeout", "message_thread_id", "max_connections"}
 _BOOL_PARAMS = {"drop_pending_updates", "disable_notification", "protect_content"}
@@ -206,6 +208,8 @@ class FakeTelegram:
         self._webhook_updates: dict[int, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []
         self.actions: list[dict[str, Any]] = []
+        #: what setMyCommands stored: [{"command", "description"}]
+        self.commands: list[dict[str, str]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, deque[ApiFailure]] = defaultdict(deque)
         self.stall_polls = 0  # hold this many getUpdates forever (a dead connection)
@@ -363,6 +367,22 @@ class FakeTelegram:
     # ------------------------------------------------------------------ methods
     async def _m_getme(self, params: dict[str, Any]) -> dict[str, Any]:
         return self.bot
+
+    async def _m_setmycommands(self, params: dict[str, Any]) -> bool:
+        """Bot API rules: at most 100 commands; ``command`` 1-32 chars of a-z, 0-9 and
+        "_"; ``description`` 1-256 chars."""
+        commands = params.get("commands")
+        if not isinstance(commands, list) or len(commands) > 100:
+            raise _bad("Bad Request: commands must be a list of at most 100")
+        for c in commands:
+            name, text = c.get("command", ""), c.get("description", "")
+            if not re.fullmatch(r"[a-z0-9_]{1,32}", name):
+                raise _bad("Bad Request: BOT_COMMAND_INVALID")
+            if not 1 <= len(text) <= 256:
+                raise _bad("Bad Request: BOT_COMMAND_DESCRIPTION_INVALID")
+        self.commands = [{"command": c["command"], "description": c["description"]}
+                         for c in commands]
+        return True
 
     async def _m_setwebhook(self, params: dict[str, Any]) -> bool:
         url = params.get("url", "")

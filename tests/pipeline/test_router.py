@@ -62,3 +62,24 @@ def test_allowlists() -> None:
     # an allowed group does not let its members DM the bot
     assert r.route(msg(is_group=False, chat_id="7", sender_id="7")).disposition \
         is Disposition.DROP
+
+
+def test_edits_and_deletions_never_engage_or_join_the_context() -> None:
+    r = router({"engage": {"default": "always"}})
+    for kind in ("edit", "deletion"):
+        for is_group in (True, False):
+            m = msg(kind=kind, original_id="1", message_id="1:x", is_group=is_group,
+                    chat_id="-100" if is_group else "7", mentions_bot=True)
+            assert r.route(m).disposition is Disposition.DROP, (kind, is_group)
+
+
+def test_pairing_admits_listed_and_paired_dms_only() -> None:
+    r = router({"policy": {"dm": "pairing", "allow": ["telegram:8"]}})
+    stranger = msg(is_group=False, chat_id="7")
+    assert r.route(stranger).disposition is Disposition.DROP  # fails closed by default
+    assert r.route(stranger, paired=True).disposition is Disposition.ENGAGE
+    listed = msg(is_group=False, chat_id="8", sender_id="8")
+    assert r.route(listed).disposition is Disposition.ENGAGE
+    # "paired" means nothing under the other policies
+    strict = router({"policy": {"dm": "allowlist"}})
+    assert strict.route(stranger, paired=True).disposition is Disposition.DROP

@@ -1,0 +1,110 @@
+"""The chat command layer: parsing, the permission table, honest handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from channels.models import Inbound
+from gateway import commands
+from gateway.commands import COMMANDS, Role, Where, parse, roles_of
+from gateway.config import GatewayConfig, parse_config
+
+OPERATOR = "telegram:1"
+
+
+def cfg(**policy: Any) -> GatewayConfig:
+    return parse_config({"policy": {"admins": [OPERATOR], **policy}}, env={})
+
+
+def msg(text: str, **kw: Any) -> Inbound:
+    base: dict[str, Any] = {"channel": "telegram", "chat_id": "-100", "is_group": True,
+                            "sender_id": "7", "sender_name": "Ann", "message_id": "1",
+                            "text": text}
+    return Inbound(**{**base, **kw})
+
+
+def test_plain_text_commands_parse_with_arguments() -> None:
+    assert parse(msg("/Forget  everything please")) == commands.ParsedCommand(
+        "forget", "everything please")
+    assert parse(msg("/help")) == commands.ParsedCommand("help", "")
+
+
+def test_ordinary_text_and_unknown_commands_are_not_commands() -> None:
+    for text in ("hello /help", "/usr/bin/env", "/shrug", "/", "help"):
+        assert parse(msg(text)) is None, text
+
+
+def test_command_addressed_to_a_named_bot_in_plain_text_is_left_alone() -> None:
+    assert parse(msg("/help@otherbot")) is None
+    # the adapter resolves its own bot's name: Telegram sets Inbound.command
+    assert parse(msg("/help@claw_bot", command="help")) == commands.ParsedCommand("help", "")
+
+
+def test_forwarded_commands_and_edits_are_not_commands() -> None:
+    assert parse(msg("/forget confirm", forwarded_from="Eve (telegram user 9)")) is None
+    assert parse(msg("/forget confirm", kind="edit", original_id="1")) is None
+
+
+def test_roles_come_from_structure() -> None:
+    c = cfg()
+    assert roles_of(msg("x"), c) == {Role.MEMBER}
+    assert roles_of(msg("x", is_admin=True), c) == {Role.MEMBER, Role.CHAT_ADMIN}
+    assert roles_of(msg("x", is_group=False, chat_id="7"), c) == {Role.MEMBER, Role.DM_OWNER}
+    assert Role.OPERATOR in roles_of(msg("x", sender_id="1"), c)
+    # the same user id on another platform is somebody else
+    assert Role.OPERATOR not in roles_of(msg("x", channel="slack", sender_id="1"), c)
+
+
+def test_a_member_cannot_forget_group_memory_an_operator_and_chat_admin_can() -> None:
+    c = cfg()
+    refused = commands.run(msg("/forget confirm"), c)
+    assert refused is not None and refused.startswith("Not allowed")
+    for who in ({"sender_id": "1"}, {"is_admin": True}):
+        answer = commands.run(msg("/forget confirm", **who), c)
+        assert answer is not None and "not available yet" in answer, who
+        assert "nothing was deleted" in answer
+
+
+def test_forget_needs_confirmation_first() -> None:
+    answer = commands.run(msg("/forget", sender_id="1"), cfg())
+    assert answer is not None and "needs confirmation" in answer
+    assert "/forget confirm" in answer
+
+
+def test_where_a_command_runs_is_enforced_even_for_operators() -> None:
+    c = cfg()
+    group_link = commands.run(msg("/link confirm", sender_id="1"), c)
+    assert group_link is not None and "works in a DM only" in group_link
+    dm_share = commands.run(msg("/share confirm", sender_id="1", is_group=False, chat_id="1"), c)
+    assert dm_share is not None and "works in a group only" in dm_share
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_answers_an_operator_in_a_place_it_allows(name: str) -> None:
+    spec = COMMANDS[name]
+    dm = Where.DM in spec.where
+    m = msg(f"/{name} confirm" if spec.confirm else f"/{name}", sender_id="1",
+            is_group=not dm, chat_id="1" if dm else "-100")
+    answer = commands.run(m, cfg())
+    assert answer and not answer.startswith("Not allowed"), answer
+
+
+def test_help_lists_only_what_the_sender_may_run_here() -> None:
+    member = commands.run(msg("/help"), cfg())
+    assert member is not None
+    assert "/whoami" in member and "/forget" not in member and "/link" not in member
+    operator = commands.run(msg("/help", sender_id="1"), cfg())
+    assert operator is not None and "/forget" in operator and "/share" in operator
+
+
+def test_whoami_reports_identity_and_roles() -> None:
+    answer = commands.run(msg("/whoami", is_admin=True), cfg())
+    assert answer == ("You are Ann (telegram:7) in telegram:-100; your roles here: "
+                      "chat admin, member.")
+
+
+def test_registry_names_fit_telegram_rules() -> None:
+    for name, description in commands.registry_entries():
+        assert commands._NAME.fullmatch(name) and 3 <= len(description) <= 256

@@ -57,8 +57,8 @@ class SecretRedactor(logging.Filter):
         return redact(text, *self._secrets)
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self._secrets:
-            return True
+        # no early return without secrets: a subclass's ``redact`` may mask more
+        # (channels.email.redact: IMAP auth arguments)
         try:
             message = record.getMessage()
         except (TypeError, ValueError):

@@ -10,7 +10,7 @@ State machine of one mailbox::
            sink(inbound)  (raises: back off, retry the same UID; cursor unchanged)
            cursor := (UIDVALIDITY, UID)      <- only now
       -> IDLE until the server announces mail (or poll_interval without IDLE) -> repeat
-    network trouble anywhere: reconnect with jittered exponential backoff
+    network trouble anywhere: reconnect with jittered exponential backoff (channels.retry)
 
 The cursor is ``"<UIDVALIDITY>:<UID>:<YYYY-MM-DD>"``. When the server's UIDVALIDITY no
 longer matches (the folder was recreated or renumbered), the stored UIDs mean nothing:
@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -39,6 +38,7 @@ from channels.email.parse import BadMail, parse
 from channels.email.settings import EmailSettings
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
+from channels.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -114,9 +114,10 @@ class Receiver:
             await self._cursors.set(key, value)
 
     async def run(self, first: ImapSession | None = None) -> None:
-        delay = self.settings.backoff_initial
+        backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)
         session = first
         while True:
+            problem = "connection ended"
             try:
                 if session is None:
                     session = self._new_session()
@@ -125,19 +126,20 @@ class Receiver:
             except PermanentError:
                 raise  # a refused login or revoked token: the operator must act
             except (NetworkError, _SinkFailed) as err:
-                log.warning("email[%s]: %s; retrying in %.1fs", self._account, err, delay)
+                problem = str(err)
             except Exception as err:  # e.g. the cursor store (Redis) is unreachable
-                log.warning("email[%s]: receive loop error %s: %s; retrying in %.1fs",
-                            self._account, type(err).__name__, err, delay)
+                problem = f"receive loop error {type(err).__name__}: {err}"
             finally:
                 self.idling.clear()
                 if session is not None:
                     await session.close()
                     session = None
             if self._served:  # the last connection worked: start the backoff afresh
-                delay, self._served = self.settings.backoff_initial, False
-            await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-            delay = min(delay * 2, self.settings.backoff_max)
+                backoff.reset()
+                self._served = False
+            delay = backoff.next_delay()
+            log.warning("email[%s]: %s; retrying in %.1fs", self._account, problem, delay)
+            await asyncio.sleep(delay)
 
     async def _start_cursor(self, session: ImapSession) -> tuple[Cursor, list[int]]:
         """The cursor to continue from, and UIDs to re-deliver after a UIDVALIDITY change."""
@@ -168,18 +170,18 @@ class Receiver:
                 await self._deliver(session, cursor, uid, persist=False)
             cursor = Cursor(cursor.uidvalidity, cursor.uid, _today())
             await self._set(CURSOR_KEY, cursor.encode())
-        delay = self.settings.backoff_initial
+        backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)
         idle = self.settings.idle and session.client.has_capability("IDLE")
         while True:
             try:
                 for uid in await session.uids_after(cursor.uid):
                     cursor = await self._deliver(session, cursor, uid)
             except _SinkFailed as err:
+                delay = backoff.next_delay()
                 log.warning("email[%s]: %s; retrying in %.2fs", self._account, err, delay)
-                await asyncio.sleep(delay * random.uniform(0.5, 1.0))
-                delay = min(delay * 2, self.settings.backoff_max)
+                await asyncio.sleep(delay)
                 continue
-            delay = self.settings.backoff_initial
+            backoff.reset()
             self._served = True
             self.idling.set()
             if idle:

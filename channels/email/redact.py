@@ -1,16 +1,20 @@
-"""Keep credentials out of aioimaplib's debug log.
+"""Keep credentials out of aioimaplib's debug log: the one redactor
+(``channels.redact.SecretRedactor``) plus what only IMAP needs.
 
 aioimaplib logs every line it sends at DEBUG. It masks a LOGIN password only when the
 password is sent verbatim (a quoted one with escapes slips through) and masks the raw
-token of AUTHENTICATE XOAUTH2, but not the base64 SASL string that carries it. This
-filter rewrites both commands' arguments and any registered secret before a record
-is emitted. (aiosmtplib does not log.)
+token of AUTHENTICATE XOAUTH2, but not the base64 SASL string that carries it. That
+string is no registered secret (it is built per login), so the arguments of both
+commands are masked by pattern, then every registered secret as everywhere else.
+(aiosmtplib does not log.)
 """
 
 from __future__ import annotations
 
 import logging
 import re
+
+from channels.redact import SecretRedactor
 
 IMAP_LOGGER = "aioimaplib.aioimaplib"
 #: "<tag> LOGIN <user> <password>" and "<tag> AUTHENTICATE <mechanism> <initial response>"
@@ -20,34 +24,20 @@ _AUTH = re.compile(
 )
 
 
-class _Redactor(logging.Filter):
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets: set[str] = set()
+class ImapRedactor(SecretRedactor):
+    """``SecretRedactor`` that also masks the arguments of IMAP's auth commands."""
 
     def redact(self, text: str) -> str:
-        text = _AUTH.sub(lambda m: m.group(1) + "***", text)
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        try:
-            message = record.getMessage()
-        except (TypeError, ValueError):
-            message = str(record.msg)
-        cleaned = self.redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
-        return True
+        return super().redact(_AUTH.sub(lambda m: m.group(1) + "***", text))
 
 
-REDACTOR = _Redactor()
+REDACTOR = ImapRedactor()
 
 
 def protect(*secrets: str) -> None:
     """Mask ``secrets`` (and IMAP auth arguments) in aioimaplib's log from now on."""
-    REDACTOR.secrets.update(s for s in secrets if s)
+    for secret in secrets:
+        REDACTOR.add(secret)
     logger = logging.getLogger(IMAP_LOGGER)
     if REDACTOR not in logger.filters:
         logger.addFilter(REDACTOR)

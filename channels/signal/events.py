@@ -27,14 +27,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import aiohttp
+from tenacity import AsyncRetrying
 
 from channels.base import CursorStore, InboundSink
 from channels.models import Inbound
+from channels.retry import Backoff, retrying
 from channels.signal.errors import UNTRUSTED_IDENTITY, Problem
 from channels.signal.health import SignalHealth
 from channels.signal.normalize import BotIdentity, normalize_event
@@ -90,11 +91,17 @@ class EventStream:
         self._account = account
         self._headers = dict(headers or {})
         self.connected = asyncio.Event()
-        self.failures = 0
+        #: reconnect backoff (``channels.retry``); reset once a stream is open again
+        self._backoff = Backoff(settings.backoff_initial, settings.backoff_max)
         #: last moment the stream was known open; None before the first connection
         self.alive_at: datetime | None = None
         self._saved_alive = 0.0
         self._held: Inbound | None = None
+
+    @property
+    def failures(self) -> int:
+        """Consecutive failed connections since the stream was last open."""
+        return self._backoff.failures
 
     def __repr__(self) -> str:
         return f"EventStream(connected={self.connected.is_set()}, failures={self.failures})"
@@ -115,7 +122,7 @@ class EventStream:
                     lost_at, why = self.alive_at, reason
                     self.connected.clear()
                 self._health.stream_down(reason)
-                await self._backoff()
+                await self._backoff.sleep()
         finally:
             if self._held is not None:
                 log.error("signal (%s): message %s was never made durable and is lost "
@@ -138,7 +145,8 @@ class EventStream:
             now = _now()
             if lost_at is not None and self._settings.receive_mode == "on-start":
                 self._health.gap(lost_at, now, why)
-            self.alive_at, self.failures = now, 0
+            self.alive_at = now
+            self._backoff.reset()
             self.connected.set()
             self._health.stream_up()
             await self._save_alive(force=True)
@@ -180,32 +188,32 @@ class EventStream:
     async def _deliver(self, inbound: Inbound) -> None:
         """Sink it, retrying until it is durable: signal-cli will not send it again."""
         self._held = inbound
-        attempt = 0
-        while True:
-            try:
+        retries = 0
+
+        def note(error: BaseException, delay: float) -> None:
+            nonlocal retries
+            retries += 1
+            (log.warning if retries == 1 else log.debug)(
+                "signal (%s): inbox unavailable (%s); holding message %s and retrying",
+                self._account, type(error).__name__, inbound.message_id)
+
+        async for attempt in self._retrying(note):
+            with attempt:
                 await self._sink(inbound)
-                break
-            except Exception as error:
-                attempt += 1
-                (log.warning if attempt == 1 else log.debug)(
-                    "signal (%s): inbox unavailable (%s); holding message %s and retrying",
-                    self._account, type(error).__name__, inbound.message_id)
-                await self._sleep(attempt)
         self._held = None
 
     async def _load_alive(self) -> datetime | None:
         if self._cursors is None:
             return None
-        attempt = 0
-        while True:  # without it a gap across the restart would go unreported
-            try:
+        def note(error: BaseException, delay: float) -> None:
+            log.warning("signal (%s): cursor store unavailable (%s); retrying",
+                        self._account, type(error).__name__)
+
+        stored: str | None = None
+        # without it a gap across the restart would go unreported: retried until it answers
+        async for attempt in self._retrying(note):
+            with attempt:
                 stored = await self._cursors.get(ALIVE_KEY)
-                break
-            except Exception as error:
-                attempt += 1
-                log.warning("signal (%s): cursor store unavailable (%s); retrying",
-                            self._account, type(error).__name__)
-                await self._sleep(attempt)
         try:
             return datetime.fromisoformat(stored) if stored else None
         except ValueError:
@@ -230,11 +238,8 @@ class EventStream:
             log.warning("signal (%s): could not store %s (%s)", self._account, key,
                         type(error).__name__)
 
-    async def _backoff(self) -> None:
-        self.failures += 1
-        await self._sleep(self.failures)
-
-    async def _sleep(self, attempt: int) -> None:
-        ceiling = min(self._settings.backoff_max,
-                      self._settings.backoff_initial * 2 ** min(attempt - 1, 30))
-        await asyncio.sleep(ceiling * random.uniform(0.5, 1.0))
+    def _retrying(self, on_retry: Callable[[BaseException, float], None]) -> AsyncRetrying:
+        """Retry a call (any ``Exception``) until it works, on the adapters' one policy."""
+        return retrying(initial=self._settings.backoff_initial,
+                        maximum=self._settings.backoff_max,
+                        retry_if=lambda error: isinstance(error, Exception), on_retry=on_retry)

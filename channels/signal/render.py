@@ -23,6 +23,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
+from channels.mdwalk import BlockWalker
 from channels.split import split_text, utf16_len
 
 #: signal-cli ServiceConfig.MAX_MESSAGE_SIZE_BYTES
@@ -45,22 +46,19 @@ class SignalChunk(Chunk):
     styles: tuple[str, ...] = ()
 
 
-class _Styler:
+class _Styler(BlockWalker):
     """Walks markdown-it tokens into plain text and style ranges."""
 
     def __init__(self) -> None:
-        self.out: list[str] = []
+        super().__init__()
         self.pos = 0  # UTF-16 units written so far
         self.open: list[tuple[str, int]] = []
         self.ranges: list[tuple[int, int, str]] = []
-        self.lists: list[list[int]] = []  # per open list: [next number] or [] for bullets
-        self.fresh = True  # nothing written since the last block break
 
     def emit(self, text: str) -> None:
         if text:
-            self.out.append(text)
+            super().emit(text)
             self.pos += utf16_len(text)
-            self.fresh = False
 
     def start(self, style: str) -> None:
         self.open.append((style, self.pos))
@@ -73,17 +71,8 @@ class _Styler:
                     self.ranges.append((begin, self.pos - begin, style))
                 return
 
-    def gap(self, newlines: int) -> None:
-        if self.fresh:
-            return
-        tail = "".join(self.out[-3:])
-        have = len(tail) - len(tail.rstrip("\n"))
-        if have < newlines:
-            self.emit("\n" * (newlines - have))
-
     def render(self, tokens: Sequence[Token]) -> tuple[str, list[str]]:
-        for token in tokens:
-            self.block(token)
+        self.walk(tokens)
         text = "".join(self.out)
         body = text.rstrip("\n")
         size = utf16_len(body)
@@ -94,55 +83,16 @@ class _Styler:
                 styles.append(f"{begin}:{length}:{style}")
         return body, styles
 
-    def block(self, t: Token) -> None:
-        kind = t.type
-        if kind == "inline":
-            self.inline(t.children or [])
-        elif kind in ("paragraph_open", "paragraph_close"):
-            self.gap(1 if self.lists else 2)
-        elif kind == "heading_open":
-            self.gap(2)
-            self.start("BOLD")
-        elif kind == "heading_close":
-            self.end("BOLD")
-            self.gap(2)
-        elif kind in ("bullet_list_open", "ordered_list_open"):
-            self.gap(1 if self.lists else 2)
-            first = t.attrGet("start")
-            self.lists.append([int(first) if first else 1] if kind == "ordered_list_open" else [])
-        elif kind in ("bullet_list_close", "ordered_list_close"):
-            self.lists.pop()
-            self.gap(1 if self.lists else 2)
-        elif kind == "list_item_open":
-            self.gap(1)
-            numbering = self.lists[-1] if self.lists else []
-            self.emit("  " * (len(self.lists) - 1) + (f"{numbering[0]}. " if numbering else "• "))
-            if numbering:
-                numbering[0] += 1
-            self.fresh = True
-        elif kind == "list_item_close":
-            self.fresh = False
-            self.gap(1)
-        elif kind == "blockquote_open":
-            self.gap(2)
-            self.start("ITALIC")
-        elif kind == "blockquote_close":
-            self.end("ITALIC")
-            self.gap(2)
-        elif kind in ("fence", "code_block"):
-            self.gap(2)
-            self.start("MONOSPACE")
-            self.emit(t.content.rstrip("\n"))
-            self.end("MONOSPACE")
-            self.gap(2)
-        elif kind == "hr":
-            self.gap(2)
-            self.emit("———")
-            self.gap(2)
-        elif kind == "html_block":
-            self.gap(2)
-            self.emit(t.content.rstrip("\n"))
-            self.gap(2)
+    def heading(self, opening: bool) -> None:
+        (self.start if opening else self.end)("BOLD")
+
+    def quote(self, opening: bool) -> None:
+        (self.start if opening else self.end)("ITALIC")
+
+    def code_block(self, t: Token) -> None:
+        self.start("MONOSPACE")
+        self.emit(t.content.rstrip("\n"))
+        self.end("MONOSPACE")
 
     def inline(self, children: Sequence[Token]) -> None:
         links: list[str] = []

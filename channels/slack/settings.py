@@ -8,6 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from channels.envsecret import read_secret
+
 __all__ = ["SlackSecrets", "SlackSettings", "load_secrets"]
 
 
@@ -54,20 +56,14 @@ class SlackSecrets:
         return "SlackSecrets(**redacted**)"
 
 
-def _read(env: Mapping[str, str], name: str, why: str) -> SecretStr:
-    value = env.get(name, "").strip()
-    if not value:
-        raise ValueError(f"set {name} in the environment: {why}")
-    return SecretStr(value)
-
-
 def load_secrets(settings: SlackSettings, env: Mapping[str, str]) -> SlackSecrets:
     """Read the secrets this mode needs; the error names the variable to set."""
-    bot = _read(env, settings.bot_token_env, "the Slack bot token (xoxb-…)")
+    bot = read_secret(env, settings.bot_token_env, "the Slack bot token (xoxb-…)")
     if settings.mode == "socket":
-        app = _read(env, settings.app_token_env, "the Slack app-level token (xapp-…)")
+        app = read_secret(env, settings.app_token_env, "the Slack app-level token (xapp-…)")
         return SlackSecrets(bot_token=bot, app_token=app)
-    secret = _read(env, settings.signing_secret_env, "the Slack signing secret for the Events API")
+    secret = read_secret(env, settings.signing_secret_env,
+                         "the Slack signing secret for the Events API")
     return SlackSecrets(bot_token=bot, signing_secret=secret)
 
 

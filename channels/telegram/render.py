@@ -21,6 +21,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
+from channels.mdwalk import BlockWalker
 from channels.split import split_text, utf16_len
 
 #: Telegram's sendMessage text limit, in UTF-16 code units after entity parsing
@@ -41,14 +42,12 @@ _INLINE_TAGS = {
 }
 
 
-class _Walker:
+class _Walker(BlockWalker):
     """Renders markdown-it tokens as Telegram HTML (``tags=True``) or plain text."""
 
     def __init__(self, tags: bool) -> None:
+        super().__init__()
         self.tags = tags
-        self.out: list[str] = []
-        self.lists: list[list[int]] = []  # per open list: [next number] or [] for bullets
-        self.fresh = True  # at a point where block separators are not needed
         self.in_heading = False  # headings are bold already; Telegram dislikes <b><b>
 
     def esc(self, text: str) -> str:
@@ -58,91 +57,34 @@ class _Walker:
         if self.tags:
             self.out.append(markup)
 
-    def emit(self, text: str) -> None:
-        if text:
-            self.out.append(text)
-            self.fresh = False
-
-    def gap(self, newlines: int) -> None:
-        """End the current block with up to ``newlines`` line breaks."""
-        if self.fresh:
-            return
-        have = len("".join(self.out[-3:])) - len("".join(self.out[-3:]).rstrip("\n"))
-        if have < newlines:
-            self.out.append("\n" * (newlines - have))
-
-    def block_gap(self) -> int:
-        return 1 if self.lists else 2
-
     def render(self, tokens: Sequence[Token]) -> str:
-        for token in tokens:
-            self.block(token)
+        self.walk(tokens)
         return "".join(self.out).strip("\n")
 
-    def block(self, t: Token) -> None:
-        kind = t.type
-        if kind == "inline":
-            self.inline(t.children or [])
-        elif kind == "paragraph_open" or kind == "paragraph_close":
-            self.gap(self.block_gap())
-        elif kind == "heading_open":
-            self.gap(2)
-            self.tag("<b>")
-            self.in_heading = True
-        elif kind == "heading_close":
-            self.tag("</b>")
-            self.in_heading = False
-            self.gap(2)
-        elif kind in ("bullet_list_open", "ordered_list_open"):
-            self.gap(1 if self.lists else 2)
-            start = t.attrGet("start")
-            self.lists.append([int(start) if start else 1] if kind == "ordered_list_open" else [])
-        elif kind in ("bullet_list_close", "ordered_list_close"):
-            self.lists.pop()
-            self.gap(1 if self.lists else 2)
-        elif kind == "list_item_open":
-            self.gap(1)
-            numbering = self.lists[-1] if self.lists else []
-            marker = f"{numbering[0]}. " if numbering else "• "
-            if numbering:
-                numbering[0] += 1
-            self.emit("  " * (len(self.lists) - 1) + marker)
-            self.fresh = True
-        elif kind == "list_item_close":
-            self.fresh = False
-            self.gap(1)
-        elif kind == "blockquote_open":
-            self.gap(2)
+    def heading(self, opening: bool) -> None:
+        self.tag("<b>" if opening else "</b>")
+        self.in_heading = opening
+
+    def quote(self, opening: bool) -> None:
+        if opening:
             self.tag("<blockquote>")
             self.fresh = True
-        elif kind == "blockquote_close":
-            while self.out and self.out[-1].strip("\n") == "":
-                self.out.pop()
-            if self.out:
-                self.out[-1] = self.out[-1].rstrip("\n")
-            self.tag("</blockquote>")
-            self.fresh = False
-            self.gap(2)
-        elif kind in ("fence", "code_block"):
-            self.gap(2)
-            language = (t.info or "").split()[0] if t.info else ""
-            if self.tags:
-                css = f' class="language-{html.escape(language)}"' if language else ""
-                self.out.append(
-                    f"<pre><code{css}>{self.esc(t.content.rstrip(chr(10)))}</code></pre>"
-                )
-            else:
-                self.out.append(t.content.rstrip("\n"))
-            self.fresh = False
-            self.gap(2)
-        elif kind == "hr":
-            self.gap(2)
-            self.emit("———")
-            self.gap(2)
-        elif kind == "html_block":
-            self.gap(2)
-            self.emit(self.esc(t.content.rstrip("\n")))
-            self.gap(2)
+            return
+        while self.out and self.out[-1].strip("\n") == "":
+            self.out.pop()
+        if self.out:
+            self.out[-1] = self.out[-1].rstrip("\n")
+        self.tag("</blockquote>")
+        self.fresh = False
+
+    def code_block(self, t: Token) -> None:
+        language = (t.info or "").split()[0] if t.info else ""
+        if self.tags:
+            css = f' class="language-{html.escape(language)}"' if language else ""
+            self.out.append(f"<pre><code{css}>{self.esc(t.content.rstrip(chr(10)))}</code></pre>")
+        else:
+            self.out.append(t.content.rstrip("\n"))
+        self.fresh = False
 
     def inline(self, children: Sequence[Token]) -> None:
         links: list[str | None] = []

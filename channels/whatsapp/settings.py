@@ -9,6 +9,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pywa.types.templates import TemplateLanguage
 
+from channels.envsecret import read_secret
+
 __all__ = ["TemplateSettings", "WhatsAppSecrets", "WhatsAppSettings", "load_secrets"]
 
 #: Meta retries an unanswered webhook "with decreasing frequency ... for up to 7 days"
@@ -79,20 +81,13 @@ class WhatsAppSecrets:
         return "WhatsAppSecrets(**redacted**)"
 
 
-def _read(env: Mapping[str, str], name: str, why: str) -> SecretStr:
-    value = env.get(name, "").strip()
-    if not value:
-        raise ValueError(f"set {name} in the environment: {why}")
-    return SecretStr(value)
-
-
 def load_secrets(settings: WhatsAppSettings, env: Mapping[str, str]) -> WhatsAppSecrets:
     """Read the three secrets; the error names the variable to set."""
     return WhatsAppSecrets(
-        token=_read(env, settings.token_env, "the Cloud API access token (system user)"),
-        app_secret=_read(env, settings.app_secret_env,
+        token=read_secret(env, settings.token_env, "the Cloud API access token (system user)"),
+        app_secret=read_secret(env, settings.app_secret_env,
                          "the Meta app secret that signs webhook deliveries"),
-        verify_token=_read(env, settings.verify_token_env,
+        verify_token=read_secret(env, settings.verify_token_env,
                            "the verify token you typed in the app's webhook settings"),
     )
 

@@ -30,6 +30,7 @@ from tests.channels.kit import (
     fences_balanced,
     load_fixture,
 )
+from tests.channels.redelivery import Redelivery
 from tests.fakes.slack_api import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -115,28 +116,23 @@ class HttpHarness(_SlackHarness):
     def __init__(self, fake: FakeSlack, channel: SlackChannel, client: TestClient[Any, Any]):
         super().__init__(fake, channel)
         self.client = client
-        self.pending: list[str] = []
-        self.answered: dict[str, int] = {}
+        self.deliveries = Redelivery(self._post)
 
-    async def _post(self, fixture: str) -> None:
+    async def _post(self, fixture: str) -> int:
         body = json.dumps(load_fixture("slack", fixture)).encode()
         response = await self.client.post(
             self.slack.webhook_path, data=body, headers=signed_headers(body)
         )
-        self.answered[fixture] = response.status
-        if response.status >= 500:
-            self.pending.append(fixture)
+        return response.status
 
     async def inject(self, fixture: str) -> None:
-        await self._post(fixture)
+        await self.deliveries.deliver(fixture)
 
     async def redeliver_pending(self) -> None:
-        pending, self.pending = self.pending, []
-        for fixture in pending:
-            await self._post(fixture)
+        await self.deliveries.redeliver_pending()
 
     async def acked(self, fixture: str) -> bool | None:
-        status = self.answered.get(fixture)
+        status = self.deliveries.answered.get(fixture)
         return status is not None and 200 <= status < 300
 
 

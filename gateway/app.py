@@ -120,7 +120,7 @@ class Gateway:
         self.keys = Keys()
         self._env = dict(os.environ if env is None else env)
         self._env[REDIS_URL_ENV] = redis_url
-        self._env.setdefault("PYNANOCLAW_DATA_DIR", str(config.data_dir))  # adapters' own files
+        self._env["PYNANOCLAW_DATA_DIR"] = str(config.data_dir)  # where adapters keep files
         self._consumer = consumer
         self.channels: dict[tuple[str, str], Channel] = {}
         self._stop = asyncio.Event()

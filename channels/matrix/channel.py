@@ -17,7 +17,7 @@ from nio.exceptions import LocalProtocolError, SendRetryError
 from pydantic import SecretStr
 
 from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
-from channels.errors import PermanentError
+from channels.errors import PermanentError, TransientError
 from channels.matrix.errors import map_error, network_error
 from channels.matrix.normalize import BotIdentity
 from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks, utf8_len
@@ -41,6 +41,8 @@ MATRIX_LIMITS = ChannelLimits(
 )
 #: how long ``start`` waits for the first sync before returning anyway (the loop goes on)
 FIRST_SYNC_WAIT = 60.0
+#: how long ``stop`` waits for the sync loop and the HTTP session to close
+STOP_WAIT = 10.0
 
 
 def transaction_id(reply_id: str, index: int) -> str:
@@ -133,6 +135,7 @@ class MatrixChannel(Channel):
         """Log in (or restore the stored device), then run the sync loop; returns after
         the first sync. Raises PermanentError when the homeserver refuses the
         credentials, NetworkError when it cannot be reached."""
+        self.store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             session = await self._login()
         except (ClientError, TimeoutError, OSError) as error:
@@ -189,10 +192,13 @@ class MatrixChannel(Channel):
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # bounded: a stop must never hang the gateway's shutdown
+            _, pending = await asyncio.wait({self._task}, timeout=STOP_WAIT)
+            if pending:
+                log.warning("matrix: the sync loop did not stop within %.0fs", STOP_WAIT)
             self._task = None
-        await self._client.close()
+        with contextlib.suppress(ClientError, OSError):
+            await asyncio.wait_for(self._client.close(), STOP_WAIT)
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, self.limits.max_message_len)
@@ -230,8 +236,10 @@ class MatrixChannel(Channel):
             )
         except (ClientError, TimeoutError, OSError) as error:
             raise network_error(error) from None
-        except LocalProtocolError as error:  # nio: an encrypted room we are not in
-            raise PermanentError("unknown_room", f"matrix: {error}") from None
+        except LocalProtocolError as error:
+            # nio encrypts only for rooms its sync has shown it (members, encryption
+            # state); a room joined moments ago appears after the next sync: retry then
+            raise TransientError(f"matrix: room not synced yet ({error})") from None
         except SendRetryError as error:
             raise PermanentError("encryption", f"matrix: {error}") from None
         if isinstance(answer, RoomSendResponse):

@@ -172,11 +172,12 @@ class Syncer:
         sink failed, so the same sync is fetched again."""
         for room_id, info in response.rooms.join.items():
             events = list(info.timeline.events)
-            if info.timeline.limited and self.token is not None:
+            start = _joined_at(events, self._identity.user_id)
+            if info.timeline.limited and self.token is not None and start == 0:
                 log.warning("matrix: room %s had more than %d new events since the last sync; "
                             "older ones were skipped", room_id, self._settings.timeline_limit)
             view = room_view(self._client, room_id)
-            for event in events[_joined_at(events, self._identity.user_id):]:
+            for event in events[start:]:
                 if isinstance(event, MegolmEvent):
                     self._report_undecryptable(room_id, event)
                     continue

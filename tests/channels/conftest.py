@@ -21,6 +21,7 @@ HARNESS_MODULES: list[tuple[str, str]] = [
     ("channels.telegram", "tests.channels.harness_telegram"),
     ("channels.slack", "tests.channels.harness_slack"),
     ("channels.discord", "tests.channels.harness_discord"),
+    ("channels.matrix", "tests.channels.harness_matrix"),
 ]
 
 

@@ -147,6 +147,11 @@ class Syncer:
                 sync_filter=self.sync_filter(),
             )
         except (ClientError, TimeoutError, OSError) as error:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                # aiohttp can turn a cancel that races its own timeout into a
+                # TimeoutError; swallowing it would keep a stopped loop running
+                raise asyncio.CancelledError from None
             log.warning("matrix: sync failed (%s); backing off", type(error).__name__)
             await self._backoff()
             return None

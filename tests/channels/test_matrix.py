@@ -150,3 +150,21 @@ def test_reply_fallback_is_stripped() -> None:
     )
     plain = strip_reply_fallback("> not a fallback without the blank line\nstill text")
     assert plain.text.startswith("> not") and plain.quoted is None
+
+
+async def test_invites_follow_the_policy_and_a_kick_is_logged_and_forgotten(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="channels.matrix")
+    async with matrix_harness(invite_allow=["@alice:example.org"]) as h:
+        for fixture in ("invite_from_alice", "invite_from_stranger", "kicked", "dm_text"):
+            await h.inject(fixture)
+        await h.sink.wait_for(1)  # the marker after them: they were all handled
+        assert h.fake.memberships == [
+            ("join", "!new1:example.org"),
+            ("leave", "!new2:elsewhere.org"),
+            ("forget", "!group:example.org"),
+        ]
+    kicks = [r.getMessage() for r in caplog.records if "removed from room" in r.getMessage()]
+    assert kicks == ["matrix: removed from room !group:example.org by @alice:example.org "
+                     "(too chatty)"]

@@ -79,6 +79,8 @@ class FakeMatrix:
         #: every accepted send: room id, event type, txn id, content, event id
         self.sent: list[dict[str, Any]] = []
         self.typing: list[tuple[str, bool]] = []
+        #: join/leave/forget calls, as (action, room id)
+        self.memberships: list[tuple[str, str]] = []
         self.syncs: list[dict[str, str]] = []
         self._txns: dict[tuple[str, str], str] = {}
         self._failures: list[web.Response] = []
@@ -96,7 +98,8 @@ class FakeMatrix:
             web.put(f"{base}/rooms/{{room}}/send/{{type}}/{{txn}}", self._send),
             web.put(f"{base}/rooms/{{room}}/typing/{{user}}", self._typing),
             web.post(f"{base}/join/{{room}}", self._join),
-            web.post(f"{base}/rooms/{{room}}/leave", self._ok),
+            web.post(f"{base}/rooms/{{room}}/leave", self._membership),
+            web.post(f"{base}/rooms/{{room}}/forget", self._membership),
         ])  # fmt: skip
         self._runner = web.AppRunner(app, handle_signals=False)
         await self._runner.setup()
@@ -137,10 +140,12 @@ class FakeMatrix:
     async def _displayname(self, request: web.Request) -> web.Response:
         return web.json_response({"displayname": BOT_NAME})
 
-    async def _ok(self, request: web.Request) -> web.Response:
+    async def _membership(self, request: web.Request) -> web.Response:
+        self.memberships.append((request.path.rsplit("/", 1)[-1], request.match_info["room"]))
         return web.json_response({})
 
     async def _join(self, request: web.Request) -> web.Response:
+        self.memberships.append(("join", request.match_info["room"]))
         return web.json_response({"room_id": request.match_info["room"]})
 
     async def _typing(self, request: web.Request) -> web.Response:

@@ -12,7 +12,7 @@ import pytest
 
 from channels.errors import RateLimited
 from channels.matrix import MatrixChannel, MatrixSettings, transaction_id
-from channels.matrix.normalize import strip_reply_fallback
+from channels.matrix.normalize import BotIdentity, RoomView, normalize_event, strip_reply_fallback
 from channels.matrix.session import SESSION_FILE, load_session
 from channels.matrix.syncer import TOKEN_KEY, Syncer
 from channels.models import Outbound
@@ -168,3 +168,27 @@ async def test_invites_follow_the_policy_and_a_kick_is_logged_and_forgotten(
     kicks = [r.getMessage() for r in caplog.records if "removed from room" in r.getMessage()]
     assert kicks == ["matrix: removed from room !group:example.org by @alice:example.org "
                      "(too chatty)"]
+
+
+async def test_a_rate_limited_sync_waits_and_loses_nothing(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="channels.matrix")
+    async with matrix_harness() as h:
+        h.fake.fail_next_sync(failure_for(429, 0.2))
+        h.fake.fail_next_sync(failure_for(500))
+        await h.inject("dm_text")
+        [got] = await h.sink.wait_for(1)
+        assert got.message_id == "$d1"
+    assert any("waiting 0.2s as asked" in r.getMessage() for r in caplog.records)
+
+
+def test_is_group_comes_from_membership_not_the_name() -> None:
+    event = load_fixture("matrix", "dm_text")["rooms"]["join"][DM]["timeline"]["events"][0]
+    bot = BotIdentity(BOT, "Claw")
+    named_pair = RoomView(DM, "Project X", members=2)
+    unnamed_trio = RoomView(DM, None, members=3)
+    pair = normalize_event(event, named_pair, bot)
+    trio = normalize_event(event, unnamed_trio, bot)
+    assert pair is not None and pair.is_group is False and pair.chat_name == "Project X"
+    assert trio is not None and trio.is_group is True

@@ -84,6 +84,7 @@ class FakeMatrix:
         self.syncs: list[dict[str, str]] = []
         self._txns: dict[tuple[str, str], str] = {}
         self._failures: list[web.Response] = []
+        self._sync_failures: list[web.Response] = []
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
         self.base_url = ""
@@ -133,6 +134,9 @@ class FakeMatrix:
     def fail_next_send(self, response: web.Response) -> None:
         self._failures.append(response)
 
+    def fail_next_sync(self, response: web.Response) -> None:
+        self._sync_failures.append(response)
+
     # --- endpoints
     async def _whoami(self, request: web.Request) -> web.Response:
         return web.json_response({"user_id": BOT, "device_id": DEVICE})
@@ -175,6 +179,8 @@ class FakeMatrix:
         since = request.query.get("since")
         full_state = request.query.get("full_state") == "true"
         self.syncs.append(dict(request.query))
+        if self._sync_failures:
+            return self._sync_failures.pop(0)
         if since is None:  # initial sync: state, and history that is not news
             rooms = {
                 room_id: {"state": {"events": room.state()},

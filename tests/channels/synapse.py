@@ -81,7 +81,7 @@ class SynapseServer:
              "--server-name", SERVER_NAME, "--config-path", str(self.config_path),
              "--data-directory", str(self.directory), "--report-stats=no",
              "--generate-config"],
-            check=True, capture_output=True, timeout=120,
+            check=True, capture_output=True, timeout=120, cwd=self.directory,
         )  # fmt: skip
         config: dict[str, Any] = yaml.safe_load(self.config_path.read_text(encoding="utf-8"))
         config["listeners"] = [

@@ -44,8 +44,7 @@ class MatrixSettings(BaseModel):
     # --- sync
     #: long-poll duration asked from the homeserver, seconds
     sync_timeout: int = Field(default=30, ge=0, le=120)
-    #: events per room one sync may carry; a room with more while the gateway was away
-    #: is logged (its oldest events are skipped)
+    #: events per room one sync (or one read-back page) may carry; more are read back
     timeline_limit: int = Field(default=100, ge=1, le=1000)
     #: backoff after an error: jittered exponential from initial to max, seconds
     backoff_initial: float = Field(default=1.0, gt=0)

@@ -11,7 +11,9 @@ Promises:
   room history is not replayed as new messages. A room the bot just joined starts after
   the bot's own join event, for the same reason.
 * A restart syncs with the stored token and ``full_state`` (room members and names are
-  not kept between runs). A room with more new events than ``timeline_limit`` is logged.
+  not kept between runs). A room with more new events than one sync carries
+  (``limited``) is read back with /messages from the timeline's start to the stored
+  token, so a long absence loses nothing either.
 * Invites are joined by policy (``auto_join``/``invite_allow``) and declined otherwise;
   a kick or ban is logged once and the room forgotten.
 * An encrypted message that cannot be decrypted (no E2E support, or no key) is reported
@@ -29,7 +31,7 @@ import random
 from typing import Any
 
 from aiohttp import ClientError
-from nio import AsyncClient, MegolmEvent, SyncError, SyncResponse
+from nio import AsyncClient, MegolmEvent, RoomMessagesResponse, SyncError, SyncResponse
 
 from channels.base import CursorStore, InboundSink
 from channels.errors import PermanentError, RateLimited
@@ -40,6 +42,12 @@ from channels.matrix.settings import MatrixSettings
 log = logging.getLogger(__name__)
 
 TOKEN_KEY = "next_batch"  # noqa: S105 (a cursor name)
+#: read-back bound after a long absence: pages of ``timeline_limit`` events per room
+MAX_BACKFILL_PAGES = 50
+
+
+class BackfillFailed(Exception):
+    """/messages refused while reading back a room's missed events."""
 
 
 def room_view(client: AsyncClient, room_id: str) -> RoomView:
@@ -179,8 +187,13 @@ class Syncer:
             events = list(info.timeline.events)
             start = _joined_at(events, self._identity.user_id)
             if info.timeline.limited and self.token is not None and start == 0:
-                log.warning("matrix: room %s had more than %d new events since the last sync; "
-                            "older ones were skipped", room_id, self._settings.timeline_limit)
+                try:
+                    events = await self._backfill(room_id, info.timeline.prev_batch) + events
+                except (ClientError, TimeoutError, OSError, BackfillFailed) as error:
+                    log.warning("matrix: reading back %s failed (%s); the sync will be fetched "
+                                "again", room_id, error or type(error).__name__)
+                    await self._backoff()
+                    return False
             view = room_view(self._client, room_id)
             for event in events[start:]:
                 if isinstance(event, MegolmEvent):
@@ -208,6 +221,29 @@ class Syncer:
                     await self._backoff()
                     return False
         return True
+
+    async def _backfill(self, room_id: str, prev_batch: str | None) -> list[Any]:
+        """The events between the stored token and the start of a ``limited`` timeline
+        (more arrived than one sync carries), oldest first, read back with /messages."""
+        older: list[Any] = []
+        cursor = prev_batch
+        for _ in range(MAX_BACKFILL_PAGES):
+            if cursor is None:
+                break
+            page = await self._client.room_messages(
+                room_id, start=cursor, end=self.token, limit=self._settings.timeline_limit
+            )
+            if not isinstance(page, RoomMessagesResponse):
+                raise BackfillFailed(str(map_error(page)))
+            older.extend(page.chunk)
+            if not page.chunk or not page.end or page.end == cursor:
+                break
+            cursor = page.end
+        else:
+            log.warning("matrix: room %s had more than %d pages of new events; older ones were "
+                        "skipped", room_id, MAX_BACKFILL_PAGES)
+        older.reverse()
+        return older
 
     def _report_undecryptable(self, room_id: str, event: MegolmEvent) -> None:
         if room_id in self.reported:

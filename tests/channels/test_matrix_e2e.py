@@ -277,3 +277,25 @@ async def test_without_e2e_an_encrypted_room_is_reported_once_and_skipped(
     assert ann.messages_from(stack.bot.user_id, secret_room) == []
     for record in caplog.records:
         assert stack.bot.password not in record.getMessage()
+
+
+async def test_a_long_absence_is_read_back_beyond_one_syncs_timeline(stack: Stack) -> None:
+    stack.configure(timeline_limit=2)  # one sync carries 2 events; the rest must be read back
+    await stack.start_gateway()
+    ann = stack.human(stack.ann)
+    room = await ann.create_room([stack.bot.user_id])
+    await ann.wait_joined(room, stack.bot.user_id)
+    await ann.say(room, "before")
+    await ann.wait_for_messages(stack.bot.user_id, 1, room)
+    await stack.stop_gateway()
+    missed = [await ann.say(room, f"missed {i}") for i in range(5)]
+    await stack.start_gateway()
+    last = await ann.say(room, "after the restart")
+
+    def acked() -> str:
+        return " ".join(m["content"]["body"] for m in ann.messages_from(stack.bot.user_id, room))
+
+    while last not in acked():
+        await ann.wait_for_messages(stack.bot.user_id, len(ann.messages_from(
+            stack.bot.user_id, room)) + 1, room)
+    assert all(event_id in acked() for event_id in missed)

@@ -138,15 +138,15 @@ class MatrixChannel(Channel):
         self.store_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
             session = await self._login()
+            self._client.restore_login(session.user_id, session.device_id,
+                                       session.access_token.get_secret_value())
+            profile: Any = await self._client.get_displayname(self.settings.user_id)
         except (ClientError, TimeoutError, OSError) as error:
             await self._client.close()
             raise network_error(error) from None
         except PermanentError:
             await self._client.close()
             raise
-        self._client.restore_login(session.user_id, session.device_id,
-                                   session.access_token.get_secret_value())
-        profile: Any = await self._client.get_displayname(self.settings.user_id)
         name = getattr(profile, "displayname", None)
         self.identity = BotIdentity(self.settings.user_id, name if isinstance(name, str) else None)
         self.syncer = Syncer(self._client, self.settings, self.identity, sink,
@@ -157,6 +157,9 @@ class MatrixChannel(Channel):
         await asyncio.wait({ready, self._task}, timeout=FIRST_SYNC_WAIT,
                            return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
+        if self.syncer.fatal is not None:
+            await self.stop()
+            raise PermanentError(self.syncer.fatal, "matrix: the homeserver refused the session")
 
     async def _login(self) -> Session:
         """The device to use: the stored one if its token still matches the configured
@@ -169,14 +172,18 @@ class MatrixChannel(Channel):
             configured is None or configured.get_secret_value() == stored.access_token
             .get_secret_value()
         ):
-            return stored
+            if await self._device_of(stored.access_token) == stored.device_id:
+                return stored
+            if self._password is None:
+                raise PermanentError("unauthorized", "matrix: the stored session was refused; "
+                                     f"set {settings.password_env} or a new access token")
+            log.warning("matrix: the stored session was refused; logging in again")
+            configured = None
         if configured is not None:
-            self._client.access_token = configured.get_secret_value()
-            who = await self._client.whoami()
-            if not isinstance(who, WhoamiResponse) or not who.device_id:
-                raise PermanentError("unauthorized", "matrix: the access token was refused "
-                                     f"({map_error(who)})")
-            session = Session(settings.homeserver, settings.user_id, who.device_id, configured)
+            device = await self._device_of(configured)
+            if device is None:
+                raise PermanentError("unauthorized", "matrix: the access token was refused")
+            session = Session(settings.homeserver, settings.user_id, device, configured)
         elif self._password is not None:
             answer = await self._client.login(self._password.get_secret_value(),
                                               device_name=settings.device_name)
@@ -188,6 +195,17 @@ class MatrixChannel(Channel):
             raise PermanentError("unauthorized", "matrix: no access token, password or session")
         save_session(self.store_dir, session)
         return session
+
+    async def _device_of(self, token: SecretStr) -> str | None:
+        """The device a token belongs to (whoami), None when the homeserver refuses it."""
+        self._client.access_token = token.get_secret_value()
+        who = await self._client.whoami()
+        self._client.access_token = ""
+        if isinstance(who, WhoamiResponse) and who.device_id:
+            return str(who.device_id)
+        if getattr(who, "status_code", None) not in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"):
+            raise map_error(who)  # not a verdict on the token (rate limit, server error)
+        return None
 
     async def stop(self) -> None:
         if self._task is not None:

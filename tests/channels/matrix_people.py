@@ -35,6 +35,8 @@ class Human:
         self.client.restore_login(account.user_id, account.device_id, account.access_token)
         #: every m.room.message seen, as (room id, event source), in order
         self.seen: list[tuple[str, dict[str, Any]]] = []
+        #: ids of the events in ``seen`` that arrived encrypted and were decrypted
+        self.decrypted: set[str] = set()
 
     async def sync(self, timeout_ms: int = 0) -> None:
         answer = await self.client.sync(timeout=timeout_ms)
@@ -44,6 +46,8 @@ class Human:
                 source = getattr(event, "source", {})
                 if source.get("type") == "m.room.message":
                     self.seen.append((room_id, source))
+                    if getattr(event, "decrypted", False):  # it came as m.room.encrypted
+                        self.decrypted.add(str(source.get("event_id")))
         if self.client.olm is not None:
             if self.client.should_upload_keys:
                 await self.client.keys_upload()

@@ -256,7 +256,8 @@ async def test_encrypted_room_is_answered_encrypted(stack: Stack) -> None:
     await ann.wait_joined(room, stack.bot.user_id)
     asked = await ann.say(room, "a secret question")
     [reply] = await ann.wait_for_messages(stack.bot.user_id, 1, room)
-    # nio decrypted it for Ann: the reply went out encrypted and names the question
+    # the reply went out encrypted, nio decrypted it for Ann, and it names the question
+    assert reply["event_id"] in ann.decrypted
     assert asked in reply["content"]["body"]
     assert reply["content"]["m.relates_to"]["m.in_reply_to"]["event_id"] == asked
     store_files = list(stack.channel.store_dir.glob("*.db"))

@@ -39,6 +39,7 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "signal": "channels.signal:SignalChannel",
     "email": "channels.email:EmailChannel",
     "whatsapp": "channels.whatsapp:WhatsAppChannel",
+    "matrix": "channels.matrix:MatrixChannel",
 }
 HEARTBEAT_TTL = 10
 
@@ -130,6 +131,7 @@ class Gateway:
         self.keys = Keys()
         self._env = dict(os.environ if env is None else env)
         self._env[REDIS_URL_ENV] = redis_url
+        self._env["PYNANOCLAW_DATA_DIR"] = str(config.data_dir)  # where adapters keep files
         self._consumer = consumer
         self.channels: dict[tuple[str, str], Channel] = {}
         self._stop = asyncio.Event()

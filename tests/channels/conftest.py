@@ -24,6 +24,7 @@ HARNESS_MODULES: list[tuple[str, str]] = [
     ("channels.signal", "tests.channels.harness_signal"),
     ("channels.email", "tests.channels.harness_email"),
     ("channels.whatsapp", "tests.channels.harness_whatsapp"),
+    ("channels.matrix", "tests.channels.harness_matrix"),
 ]
 
 

@@ -174,6 +174,7 @@ class TurnAgent:
             messages=req.messages,
             now=req.now,
             admins=self.admins,
+            engaged=engaged,
             search_k=self.search_k,
             never_store=(secret,) if secret else (),
         )

@@ -37,7 +37,9 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import UsageLimits
 
 from channels.models import Inbound
+from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
+from workers.core_rules import core_tools
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.settings import ConfigError, ModelConfig, WorkerSettings
 from workers.tools import TurnDeps, agent_tools
@@ -128,7 +130,7 @@ class TurnAgent:
             model,
             deps_type=TurnDeps,
             output_type=str,
-            tools=agent_tools() if with_tools else [],
+            tools=[*agent_tools(), *core_tools()] if with_tools else [],
             retries=1,
             name="pynanoclaw",
         )
@@ -175,6 +177,7 @@ class TurnAgent:
             now=req.now,
             admins=self.admins,
             engaged=engaged,
+            group_dir=req.memory.group if isinstance(req.memory, BaseMemory) else None,
             search_k=self.search_k,
             never_store=(secret,) if secret else (),
         )

@@ -159,7 +159,9 @@ _TOOL_RULES = """\
 - Use search_memory(query) to look up what this group told you before.
 - Use remember(fact, about, message_id) for durable facts worth keeping (preferences, \
 names, decisions, dates), citing the id of the message the fact came from. Do not \
-remember secrets or passwords."""
+remember secrets or passwords.
+- Use update_core(fact, file, message_id, about) only for a standing instruction of this \
+chat ("instructions") or what a person says about themselves ("profile")."""
 
 
 def build_prompt(

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
+from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory
 from workers.attribution import attribute
 from workers.prompt import render_record
@@ -45,6 +46,8 @@ class TurnDeps:
     #: Ids of the messages that engaged the bot (``None``: ``engaged_ids``' default).
     engaged: Collection[str] | None = None
     search_k: int = 6
+    #: The group's directory, for the core-memory tool (``None``: not offered).
+    group_dir: GroupDirectory | None = None
     #: Ids of the records this turn wrote, in order, without repeats.
     written: list[str] = field(default_factory=list)
     #: Strings that must never reach a memory file (the model key); kept out of reprs.

@@ -28,6 +28,9 @@ from workers.prompt import CoreTexts, render_record
 CORE_SHARE = 0.25
 #: Tokens kept free for the cut note when a core file is cut.
 _NOTE_TOKENS = 24
+#: Tokens kept free for what wraps the memory part in the prompt (the core blocks' and
+#: the results block's tags, the left-out note), so the whole part stays within budget.
+WRAPPER_TOKENS = 100
 
 
 @functools.lru_cache(maxsize=1)
@@ -99,6 +102,7 @@ def fit_memory(
 ) -> MemoryContext:
     """Core memory then ``results`` (best first) within ``budget`` tokens."""
     cap = int(budget * core_share)
+    room = budget - WRAPPER_TOKENS
     used = 0
     texts: list[str] = []
     for text, what in ((core.global_md, "global CLAUDE.md"), (core.group_md, "CLAUDE.md"),
@@ -116,7 +120,7 @@ def fit_memory(
         seen_ids.add(rec.id)
         seen_text.add(_key(rec))
         n = count_tokens(render(rec))
-        if used + n > budget:
+        if used + n > room:
             omitted += 1  # a shorter, lower-ranked record may still fit
             continue
         kept.append(rec)

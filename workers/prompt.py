@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 from xml.sax.saxutils import escape
@@ -250,10 +250,16 @@ def render_record(rec: MemoryRecord, limit: int = RESULT_MAX_CHARS) -> str:
     """One memory record as a ``<memory>`` data element carrying its source and trust."""
     attrs = (
         f"id={_attr(rec.id)} kind={_attr(rec.kind)} source={_attr(rec.source)} "
-        f'trust="{rec.trust:.2f}" created={_attr(rec.created.isoformat(timespec="seconds"))}'
+        f'trust="{rec.trust:.2f}" created={_attr(_when(rec.created))}'
     )
     body = escape(truncate(rec.content.strip(), limit, f"memory {rec.id}"))
     return f"<memory {attrs}>\n{body}\n</memory>"
+
+
+def _when(moment: datetime) -> str:
+    # Minutes in UTC: the seconds and offset of an ISO stamp cost a third of a record's
+    # tag in tokens, and the prompt budget is shared with the records themselves.
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _left_out(omitted: int) -> list[str]:

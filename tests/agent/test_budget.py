@@ -7,9 +7,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bench.context import memory_part
 from memory_store import BaseMemory, GroupDirectory, MemoryRecord
 from workers.agent import TurnAgent, TurnRequest, _make_agent
-from workers.budget import count_tokens, fit_memory
+from workers.budget import WRAPPER_TOKENS, count_tokens, fit_memory
 from workers.prompt import build_prompt, render_record
 from workers.settings import ModelConfig, settings_from_mapping
 
@@ -53,7 +54,7 @@ def test_records_by_score_deduplicated_within_budget_and_counted_when_left_out()
     records = [rec(1, "Deploys happen on Friday", 0.9), rec(2, "deploys  happen on friday", 0.8),
                rec(1, "Deploys happen on Friday", 0.7)]
     records += [rec(i, f"fact number {i} " + "padding " * 30, 0.5) for i in range(3, 20)]
-    budget = sum(count_tokens(render_record(records[i])) for i in (0, 3, 4, 5))
+    budget = WRAPPER_TOKENS + sum(count_tokens(render_record(records[i])) for i in (0, 3, 4, 5))
     ctx = fit_memory(Core(), records, budget=budget)
     assert [r.id for r in ctx.records] == ["m1", "m3", "m4", "m5"]
     assert ctx.omitted == 14  # 17 long ones, 3 fit; duplicates are not "left out"
@@ -86,6 +87,8 @@ async def test_turn_prompt_respects_the_budget(
     shown = user.count("<memory ")
     assert 3 <= shown < 40
     assert "more matching memory records left out to fit the prompt budget" in user
+    # The whole memory part as sent (core blocks, results block, tags) is within budget.
+    assert count_tokens(memory_part(script.seen_instructions[0], user)) <= 600
 
 
 @pytest.mark.parametrize(("provider", "expected"), [("function", 2000), ("local", 400)])

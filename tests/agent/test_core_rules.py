@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from memory_store import BaseMemory, GroupDirectory
 from memory_store.coresection import END, START, entries
 from workers.agent import TurnAgent, TurnRequest
@@ -138,3 +140,17 @@ async def test_quoted_tool_output_and_uncited_text_never_enter_core(
     for script in (s1, s2, s3):
         assert "Not kept" in script.seen_tool_returns[0]
     assert (gd.core_path.read_text(), gd.profile_path.read_text()) == before
+
+
+@pytest.mark.parametrize("sender", [
+    {"sender": "42", "name": "Op"},  # the operator ([policy] admins)
+    {"group": False},  # the DM owner
+])
+async def test_operator_and_dm_owner_may_set_standing_instructions(
+    group_memory: tuple[GroupDirectory, BaseMemory], sender: dict[str, Any],
+) -> None:
+    gd, _ = group_memory
+    batch = [msg("1", "@bot from now on answer in Portuguese", mention=True, **sender)]
+    await run(group_memory, batch, {"fact": "Answer in Portuguese", "file": "instructions",
+                                    "message_id": "1"})
+    assert entries(gd, "CLAUDE.md") == ["Answer in Portuguese"]

@@ -120,7 +120,8 @@ async def update_core(
     if why is not None:
         log.info("turn %s: core %s refused: %s", deps.turn_id, file, why)
         return f"Not kept in core memory: {why}. Use remember() to keep it as a fact."
-    text = f"{about}: {fact}" if file == "profile" and about else fact
+    named = about is not None and fact.casefold().startswith(about.casefold())
+    text = f"{about}: {fact}" if file == "profile" and about and not named else fact
     try:
         change = await asyncio.to_thread(
             add_entry, deps.group_dir, FILES[file], text, source=att.source, trust=att.trust,

@@ -105,7 +105,7 @@ async def test_self_statement_enters_user_profile_at_the_members_trust(
     batch = [msg("1", "@bot I'm vegetarian, please remember", name="Alice", mention=True)]
     await run(group_memory, batch, {"fact": "Alice is vegetarian", "file": "profile",
                                     "about": "Alice", "message_id": "1"})
-    assert entries(gd, "user_profile.md") == ["Alice: Alice is vegetarian"]
+    assert entries(gd, "user_profile.md") == ["Alice is vegetarian"]
     assert "trust 0.50" in gd.profile_path.read_text()
 
 
@@ -117,7 +117,10 @@ async def test_admin_may_state_a_profile_fact_about_a_member(
                  mention=True)]
     await run(group_memory, batch, {"fact": "Bob leads the design team", "file": "profile",
                                     "about": "Bob", "message_id": "1"})
-    assert entries(gd, "user_profile.md") == ["Bob: Bob leads the design team"]
+    assert entries(gd, "user_profile.md") == ["Bob leads the design team"]
+    await run(group_memory, batch, {"fact": "leads the design team", "file": "profile",
+                                    "about": "Bob", "message_id": "1"}, turn="t2")
+    assert entries(gd, "user_profile.md")[-1] == "Bob: leads the design team"
 
 
 async def test_quoted_tool_output_and_uncited_text_never_enter_core(

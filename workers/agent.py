@@ -39,7 +39,10 @@ from pydantic_ai.usage import UsageLimits
 from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import ConfigError, ModelConfig, WorkerSettings
+from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
+from workers.budget import fit_memory
+from workers.core_rules import core_tools
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.tools import TurnDeps, agent_tools
 
@@ -48,6 +51,10 @@ log = logging.getLogger(__name__)
 #: The local model's prompt is cut harder: its context is small and so is its attention.
 LOCAL_CORE_MAX_CHARS = 800
 LOCAL_TRANSCRIPT_MAX_CHARS = 2500
+#: The local model's memory budget, tokens: its context window is 2048 (SmolLM2).
+LOCAL_MEMORY_BUDGET = 400
+#: Candidates fetched for the prompt; the token budget decides how many fit.
+PROMPT_CANDIDATES = 50
 #: Memory search query built from the engaged messages is cut to this length.
 QUERY_MAX_CHARS = 500
 
@@ -107,6 +114,7 @@ class TurnAgent:
         core_max_chars: int = 8000,
         transcript_max_chars: int = 24_000,
         admins: Collection[str] = (),
+        memory_budget: int = 2000,
     ) -> None:
         self.model = model
         self.with_tools = with_tools
@@ -115,12 +123,13 @@ class TurnAgent:
         self.core_max_chars = core_max_chars
         self.transcript_max_chars = transcript_max_chars
         self.admins = frozenset(admins)
+        self.memory_budget = memory_budget
         self._config = config
         self._agent: Agent[TurnDeps, str] = Agent(
             model,
             deps_type=TurnDeps,
             output_type=str,
-            tools=agent_tools() if with_tools else [],
+            tools=[*agent_tools(), *core_tools()] if with_tools else [],
             retries=1,
             name="pynanoclaw",
         )
@@ -145,12 +154,15 @@ class TurnAgent:
 
     async def _run(self, req: TurnRequest, secret: str | None) -> TurnReply:
         engaged = engaged_ids(req.messages, req.engaged_ids)
-        results = await self._search(req, engaged)
+        found = await self._search(req, engaged)
+        fitted = fit_memory(req.core, found, self.memory_budget)
+        results = fitted.records
         prompt = build_prompt(
             group=req.group,
             messages=req.messages,
-            core=req.core,
+            core=fitted.core,
             results=results,
+            records_omitted=fitted.omitted,
             now=req.now,
             admins=self.admins,
             engaged=engaged,
@@ -166,6 +178,8 @@ class TurnAgent:
             messages=req.messages,
             now=req.now,
             admins=self.admins,
+            engaged=engaged,
+            group_dir=req.memory.group if isinstance(req.memory, BaseMemory) else None,
             search_k=self.search_k,
             never_store=(secret,) if secret else (),
         )
@@ -197,7 +211,9 @@ class TurnAgent:
         if not query:
             return []
         try:
-            return await req.memory.search(query[:QUERY_MAX_CHARS], k=self.search_k)
+            # More candidates than search_k: the token budget decides how many fit.
+            k = max(self.search_k, PROMPT_CANDIDATES)
+            return await req.memory.search(query[:QUERY_MAX_CHARS], k=k)
         except Exception as exc:
             # A broken index must not silence the bot: answer from core memory alone.
             log.warning("memory search for %s failed, answering without it: %r", req.group, exc)
@@ -328,4 +344,9 @@ def _make_agent(settings: WorkerSettings) -> TurnAgent:
             else settings.worker.transcript_max_chars
         ),
         admins=settings.admins,
+        memory_budget=(
+            min(settings.memory.budget_tokens, LOCAL_MEMORY_BUDGET)
+            if local
+            else settings.memory.budget_tokens
+        ),
     )

@@ -2,10 +2,11 @@
 
 Kept small on purpose. Both act only on the ``Memory`` opened for the turn's group, so a
 turn cannot reach another group's files. ``remember`` writes a record whose source is
-the chat message and whose trust comes from the sender's role, never from the text; it
-never touches ``CLAUDE.md`` or ``user_profile.md`` (promotion into core memory is a
-separate, corroborated step). Its ids derive from the turn id and the content, so a
-retried turn writes nothing twice.
+the chat message and whose trust comes from structure (``workers.attribution``: the
+askers, and the cited message only when the fact's words are in it), never from the
+model's citation; it never touches ``CLAUDE.md`` or ``user_profile.md`` (promotion into
+core memory is the separate ``update_core`` tool, under its own rules). Its ids derive
+from the turn id and the content, so a retried turn writes nothing twice.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
+from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory, MemoryRecord
-from workers.prompt import QUOTED_TRUST, content_trust, render_record
+from workers.attribution import attribute
+from workers.prompt import render_record
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,11 @@ class TurnDeps:
     messages: Sequence[Inbound]
     now: datetime
     admins: Collection[str] = ()
+    #: Ids of the messages that engaged the bot (``None``: ``engaged_ids``' default).
+    engaged: Collection[str] | None = None
     search_k: int = 6
+    #: The group's directory, for the core-memory tool (``None``: not offered).
+    group_dir: GroupDirectory | None = None
     #: Ids of the records this turn wrote, in order, without repeats.
     written: list[str] = field(default_factory=list)
     #: Strings that must never reach a memory file (the model key); kept out of reprs.
@@ -61,26 +68,6 @@ def fact_id(turn_id: str, fact: str, about: str | None) -> str:
         "\x1f".join([turn_id, (about or "").strip().lower(), " ".join(fact.split())]).encode()
     ).hexdigest()
     return f"fact-{digest[:24]}"
-
-
-def source_of(deps: TurnDeps, message_id: str | None) -> tuple[str, list[str], list[str], float]:
-    """(source, message_ids, participants, trust) for a fact citing ``message_id``.
-
-    An uncited fact (or one citing an id not in this turn) is attributed to every message
-    of the batch and gets the lowest trust among them: the model's say-so cannot raise
-    trust. A cited message that quotes other text, or is a forward (somebody else's words
-    re-posted, even by an admin), counts at quoted trust, since the fact may have come
-    from the quote or the forward.
-    """
-    cited = [m for m in deps.messages if message_id is not None and m.message_id == message_id]
-    pool = cited or list(deps.messages)
-    if not pool:
-        return (f"{deps.group}:turn/{deps.turn_id}", [], [], QUOTED_TRUST)
-    trust = min(content_trust(m, deps.admins) for m in pool)
-    ids = [m.message_id for m in pool]
-    participants = sorted({f"{m.channel}:{m.sender_id}" for m in pool})
-    source = f"{deps.group}:msg/{','.join(ids)}"
-    return source, ids, participants, trust
 
 
 def _words(text: str) -> str:
@@ -149,13 +136,15 @@ async def remember(
     record_id = fact_id(deps.turn_id, fact, about)
     if record_id in deps.written:
         return f"Already remembered ({record_id})."
-    source, ids, participants, trust = source_of(deps, message_id)
-    trust = recall_capped(deps, fact, trust)
+    att = attribute(group=deps.group, turn_id=deps.turn_id, messages=deps.messages,
+                    fact=fact, cited=message_id, about=about, engaged=deps.engaged,
+                    admins=deps.admins)
+    trust = recall_capped(deps, fact, att.trust)
     metadata: dict[str, Any] = {
         "id": record_id,
-        "source": source,
-        "message_ids": ids,
-        "participants": participants,
+        "source": att.source,
+        "message_ids": att.message_ids,
+        "participants": att.participants,
         "trust": trust,
         "turn_id": deps.turn_id,
         "created": deps.now.isoformat(),

@@ -156,6 +156,9 @@ class MemoryConfig(Section):
     #: Bound on each core memory file (global CLAUDE.md, group CLAUDE.md, user_profile.md)
     #: in the prompt; longer files are cut with a note saying so.
     core_max_chars: int = Field(default=8000, ge=200)
+    #: Token budget of the memory part of each prompt (core files, then search results
+    #: by score); the local model gets at most 400 (``workers.agent``).
+    budget_tokens: int = Field(default=2000, ge=100, le=200_000)
     #: Consolidate the group's memory (merge duplicate facts, supersede contradicted
     #: ones, fold facts into entity files) after this many written episodes; 0 = never.
     consolidate_every: int = Field(default=50, ge=0, le=1_000_000)

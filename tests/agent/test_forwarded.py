@@ -179,7 +179,7 @@ async def test_remember_citing_a_forward_gets_quoted_trust(
     trust: float,
 ) -> None:
     gd, mem = group_memory
-    args: dict[str, Any] = {"fact": "some fact"}
+    args: dict[str, Any] = {"fact": "We ship Fridays"}  # found only in message 2
     if cite is not None:
         args["message_id"] = cite
     reply = await agent_for(Script([[("remember", args)], "ok"]), admins={"telegram:42"}).run(

@@ -239,7 +239,8 @@ async def test_openai_compatible_turn_with_tool_call_over_http(
     assert system and "We call the bot Clawd." in system[0]["content"]
     user = next(m for m in first["messages"] if m["role"] == "user")["content"]
     assert "so the launch is on Tuesday" in str(user)
-    assert {t["function"]["name"] for t in first["tools"]} == {"search_memory", "remember"}
+    tools = {t["function"]["name"] for t in first["tools"]}
+    assert tools == {"search_memory", "remember", "update_core"}
     # The key went to the endpoint, and nowhere else.
     assert openai_stub.headers[0]["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in caplog.text

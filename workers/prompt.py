@@ -13,9 +13,9 @@ text is XML-escaped, so no message can close its element and pose as the operato
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 from xml.sax.saxutils import escape
@@ -161,6 +161,21 @@ names, decisions, dates), citing the id of the message the fact came from. Do no
 remember secrets or passwords."""
 
 
+def undelivered_note(undelivered: Mapping[str, str]) -> str | None:
+    """The system note for a group whose previous reply failed for good (the
+    ``undelivered:{group}`` record: reply_id, reason, at), so the agent never assumes it
+    was heard. The reason is the platform's or the adapter's words, cut short."""
+    if not undelivered.get("reply_id"):
+        return None
+    at = undelivered.get("at", "")
+    when = (datetime.fromtimestamp(int(at), UTC).isoformat(timespec="seconds")
+            if at.isdigit() else "recently")
+    reason = " ".join(undelivered.get("reason", "").split())[:200] or "no reason given"
+    return (f"System note: your previous reply in this chat (sent {when}) was NOT "
+            f"delivered ({reason}). Nobody here has seen it; do not refer to it as if "
+            "they had.")
+
+
 def build_prompt(
     *,
     group: str,
@@ -174,9 +189,11 @@ def build_prompt(
     transcript_max_chars: int = 24_000,
     with_tools: bool = True,
     compact: bool = False,
+    notes: Sequence[str] = (),
 ) -> Prompt:
     """The prompt for one turn of ``group`` over ``messages`` (oldest first). ``compact``
-    shortens the rules for a small local model."""
+    shortens the rules for a small local model; ``notes`` are the system's own short
+    notices (``undelivered_note``)."""
     parts = [_COMPACT_RULES if compact else _RULES]
     if with_tools:
         parts.append(_TOOL_RULES)
@@ -192,6 +209,7 @@ def build_prompt(
                 parts.append(f"{title}:\n{body}")
             else:
                 parts.append(f"<{tag} source={_attr(source)}>\n{body}\n</{tag}>")
+    parts.extend(note.strip() for note in notes if note.strip())
     # Last, so the stable part above stays a cacheable prefix. Left out for the tiny
     # model, which drifts off-topic on timestamps and ids.
     if not compact:

@@ -57,7 +57,8 @@ class WhatsAppChannel(Channel):
 
     Typing: the Cloud API's typing indicator also marks the user's message as read,
     which an operator may not want from a bot that only listens, so ``typing`` does
-    nothing. Delivery statuses go to ``outcome(reply_id)`` and ``health()``.
+    nothing. Delivery statuses go to ``outcome(reply_id)`` and ``health()``; a ``failed``
+    one is also reported to the gateway's delivery record (``outcome_sink``).
     """
 
     name = "whatsapp"

@@ -8,8 +8,8 @@ took (or one never seen, e.g. sent before the bot joined) is appended to
 
 The decision is atomic (``gateway/queue/lua/amend.lua``): Python finds the waiting
 entry and builds its replacement, the script swaps it only if that exact entry is still
-waiting, else it records the change. A turn taking the entry in between therefore turns
-the edit into a recorded change, never a lost one.
+waiting. If it is not (a turn took it, or another edit replaced it meanwhile) Python
+reads again, and a change whose message is no longer waiting is recorded: never lost.
 
 Only the author's edit replaces a message (platforms let nobody else edit, and this
 keeps a forged edit event from rewriting someone else's words); a deletion may come from
@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 #: most recorded changes kept per group until the memory layer consumes them
 CHANGES_CAP = 1000
+#: ``amend`` result: the entry read changed before the script ran (read again)
+STALE = 2
+#: reads before a change whose entry keeps changing underneath is recorded instead
+READ_ATTEMPTS = 3
 
 
 def find_waiting(raw_entries: list[str], change: Inbound) -> Entry | None:
@@ -74,10 +78,15 @@ async def apply_change(q: GatewayQueue, change: Inbound, group: str, *, dedupe_t
     """Apply ``change`` to the group's waiting messages or record it. Returns
     ``edited`` / ``deleted`` (a waiting message changed), ``recorded`` or ``duplicate``.
     Raises ``redis.RedisError`` when it could not be made durable."""
-    entry = find_waiting(await q.waiting(group), change)
-    new = replacement(entry, change) if entry is not None else None
-    result = await q.amend(group, change.dedupe_id, entry.raw if entry else None, new,
-                           change_record(change), dedupe_ttl=dedupe_ttl, cap=CHANGES_CAP)
+    result = STALE
+    for attempt in range(READ_ATTEMPTS):
+        entry = find_waiting(await q.waiting(group), change)
+        new = replacement(entry, change) if entry is not None else None
+        result = await q.amend(group, change.dedupe_id, entry.raw if entry else None, new,
+                               change_record(change), dedupe_ttl=dedupe_ttl, cap=CHANGES_CAP,
+                               final=entry is None or attempt == READ_ATTEMPTS - 1)
+        if result != STALE:
+            break
     if result == DUPLICATE:
         return "duplicate"
     if result == 1:

@@ -144,14 +144,15 @@ class GatewayQueue:
         return [as_str(x) for x in [*mailbox, *context]]
 
     async def amend(self, group: str, dedupe_id: str, old: str | None, new: str | None,
-                    change: str, *, dedupe_ttl: int, cap: int) -> int:
+                    change: str, *, dedupe_ttl: int, cap: int, final: bool) -> int:
         """Replace (``new``) or remove (``new`` None) the waiting entry ``old``; if it is
         no longer waiting, append ``change`` to ``changes:{group}`` (the newest ``cap``
-        kept). 1 applied, 0 recorded, ``DUPLICATE``."""
+        kept), or with ``final`` False do nothing and return 2 (read again).
+        1 applied, 0 recorded, 2 stale, ``DUPLICATE``."""
         k = self.keys
         return int(await self._s["amend"](
             keys=[k.dedupe(dedupe_id), k.mailbox(group), k.context(group), k.changes(group)],
-            args=[dedupe_ttl, old or "", new or "", change, cap]))
+            args=[dedupe_ttl, old or "", new or "", change, cap, "1" if final else "0"]))
 
 
 def as_str(value: Any) -> str:

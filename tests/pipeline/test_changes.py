@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import redis.asyncio as aioredis
+
 from channels.models import Inbound
-from tests.pipeline.conftest import Stack
+from gateway.changes import STALE, apply_change
+from gateway.queue import GatewayQueue, Keys, encode_entry, parse_entry
+from tests.pipeline.conftest import Stack, Valkey
 
 CHAT = "c1"
 GROUP = f"local:{CHAT}"
@@ -81,3 +85,25 @@ async def test_an_edit_of_an_answered_message_is_recorded_and_starts_no_turn(
     second = await stack.ask(CHAT, "alice", "and the venue?", message_id="m2")
     assert second.reply == "ack m2"
     assert [t["ids"] for t in stack.turns()] == [["m1"], ["m2"]]
+
+
+async def test_an_entry_changed_underneath_is_read_again_never_lost(valkey: Valkey) -> None:
+    r = aioredis.Redis.from_url(valkey.url, decode_responses=True)
+    q = GatewayQueue(r, Keys())
+    try:
+        first = message("m1", "v1")
+        await q.push(GROUP, first.dedupe_id, encode_entry(first.model_dump_json(), True),
+                     engaged=True, dedupe_ttl=60, lease_ttl_ms=60_000, job_id="j")
+        [stored] = await q.waiting(GROUP)
+        change = edit("m1", "v3", 3)
+        # what a concurrent edit leaves: the entry read is no longer the one waiting
+        stale = stored.replace('"text":"v1"', '"text":"v2"')
+        assert await q.amend(GROUP, change.dedupe_id, stale, "x", "{}", dedupe_ttl=60,
+                             cap=10, final=False) == STALE
+        assert await q.waiting(GROUP) == [stored]  # nothing changed, nothing recorded
+        assert not await r.exists(f"pnc:changes:{GROUP}", f"pnc:dedupe:{change.dedupe_id}")
+        assert await apply_change(q, change, GROUP, dedupe_ttl=60) == "edited"
+        [entry] = await q.waiting(GROUP)
+        assert parse_entry(entry).msg["text"] == "v3"
+    finally:
+        await r.aclose()

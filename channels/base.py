@@ -20,6 +20,26 @@ if TYPE_CHECKING:
 InboundSink = Callable[[Inbound], Awaitable[str | None]]  # what the gateway did, if it says
 
 
+@dataclass(frozen=True)
+class DeliveryReport:
+    """What became of one reply chunk, learned after the send returned (a WhatsApp
+    ``failed`` status arrives by webhook later): ``delivered`` with the platform's
+    message id, or failed for good with ``reason``."""
+
+    channel: str
+    account: str
+    chat_id: str
+    reply_id: str
+    index: int
+    delivered: bool
+    detail: str  # the platform message id, or the reason it failed
+
+
+#: Where an adapter reports such late outcomes; the gateway records them with the
+#: outbox's own (gateway/delivery.py). Raises if the outcome could not be recorded.
+OutcomeSink = Callable[[DeliveryReport], Awaitable[None]]
+
+
 def _chars(text: str) -> int:
     return len(text)
 
@@ -79,6 +99,8 @@ class Channel(abc.ABC):
     limits: ChannelLimits
     #: set by the gateway through ``bind`` before ``start``; None in unit tests
     cursor_store: CursorStore | None = None
+    #: set by the gateway through ``bind_outcomes``; None in unit tests
+    outcome_sink: OutcomeSink | None = None
 
     @classmethod
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
@@ -92,6 +114,10 @@ class Channel(abc.ABC):
     def bind(self, cursor_store: CursorStore) -> None:
         """Give the adapter its durable cursor store (the gateway calls it before start)."""
         self.cursor_store = cursor_store
+
+    def bind_outcomes(self, sink: OutcomeSink) -> None:
+        """Where to report delivery outcomes learned after ``send_chunk`` returned."""
+        self.outcome_sink = sink
 
     def web_routes(self) -> list[web.RouteDef]:
         """Webhook endpoints the gateway mounts on its one web app; default: none."""

@@ -171,6 +171,7 @@ class Gateway:
             task.add_done_callback(self._task_ended)
         for ch in self.channels.values():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))
+            ch.bind_outcomes(self.outbox.outcomes.record)
             await ch.start(self.inbox)
             self._started.append(ch)
             log.info("channel %s (%s) started", ch.name, ch.account)
@@ -196,7 +197,11 @@ class Gateway:
         except (redis.RedisError, OSError):
             ok = False
         status = {f"{n}:{a}": ch.health() for (n, a), ch in self.channels.items()}
-        return {"ok": ok and not self.failed_tasks, "redis": ok,
+        delivery: dict[str, int] = {}
+        if ok and self.outbox is not None:
+            with contextlib.suppress(redis.RedisError, OSError):
+                delivery = await self.outbox.outcomes.counts()
+        return {"ok": ok and not self.failed_tasks, "redis": ok, "delivery": delivery,
                 "failed_tasks": list(self.failed_tasks),
                 "channels": sorted(f"{n}:{a}" for n, a in self.channels),
                 "channel_status": {k: v for k, v in sorted(status.items()) if v}}

@@ -55,15 +55,17 @@ class FrontDesk:
         """The route for ``msg``, or the outcome when it was handled here (the inbox
         returns it to the adapter: the local channel tells its client)."""
         router = self._router
-        if msg.kind != "message":
-            return router.route(msg)
         paired = False
         if self._cfg.policy.dm == "pairing" and not msg.is_group and not router.allowed(msg):
             # the router alone would drop an ungated channel's DM: treat it as paired
             paired = msg.channel in self.ungated or \
                 await self.pairing.is_approved(user_key(msg))
+            if msg.kind != "message":  # a stranger's edit gets no pairing code
+                return router.route(msg, paired)
             if not paired:
                 return await self._pair(msg)
+        if msg.kind != "message":
+            return router.route(msg, paired)
         route = router.route(msg, paired)
         if route.disposition is Disposition.DROP:
             return route

@@ -28,6 +28,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from channels.models import Inbound
+from gateway.changes import apply_change
 from gateway.config import GatewayConfig
 from gateway.frontdesk import FrontDesk
 from gateway.queue import (
@@ -115,11 +116,18 @@ class Inbox:
     async def accept(self, msg: Inbound) -> str:
         """Route, dedupe and store ``msg``; returns what happened: engage, context, drop,
         duplicate, or command / pairing (answered by the front desk, never seen by the
-        model). Raises ``redis.RedisError`` when it could not be made durable."""
+        model), or for an edit/deletion edited / deleted / recorded (gateway/changes.py).
+        Raises ``redis.RedisError`` when it could not be made durable."""
         route = await self.front.triage(msg)  # pairing gate, chat commands
         if isinstance(route, str):
             self.counts[route] += 1
             return route
+        if route.disposition is Disposition.CHANGE:
+            # an edit/deletion: never a turn of its own (gateway/changes.py)
+            outcome = await apply_change(self._q, msg, route.group,
+                                         dedupe_ttl=self._cfg.queue.dedupe_ttl)
+            self.counts[outcome] = self.counts.get(outcome, 0) + 1
+            return outcome
         if route.disposition is Disposition.DROP:
             log.info("dropped message from %s in %s: %s", msg.sender_id, route.group, route.reason)
             self.counts["drop"] += 1

@@ -7,11 +7,13 @@ gateway that dies mid-send finds it again on restart (its own pending entries) o
 another gateway claims it (``XAUTOCLAIM`` after ``claim_idle``).
 
 Each chunk is sent once: ``sent:{reply_id}:{i}`` is set after the platform accepted
-it and checked before sending. (A crash between the platform's answer and that SET
+it (together with the chunk's delivery outcome, gateway/delivery.py) and checked
+before sending. (A crash between the platform's answer and that SET
 re-sends that one chunk: the platforms offer no idempotency key to close that gap.)
 Sends wait for the chat's shared rate limit; on ``RateLimited`` they wait what the
 platform asked; other transient errors are retried with jittered exponential backoff;
-a ``PermanentError`` is logged once with its reason and the chunk is dropped.
+a ``PermanentError`` is recorded as the chunk's outcome (failed, with its reason),
+logged once, and the chunk is dropped.
 """
 
 from __future__ import annotations
@@ -36,16 +38,16 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from channels.base import Channel, Chunk
+from channels.base import Channel, Chunk, DeliveryReport
 from channels.errors import FormattingRejected, PermanentError, RateLimited, TransientError
 from channels.models import Outbound
 from gateway.config.env import GATEWAY_NAME_ENV
+from gateway.delivery import DeliveryRecorder
 from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys, as_str
 from gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
-SENT_TTL = 7 * 24 * 3600
 #: most entries acked in one call (Lua's unpack has a stack limit)
 ACK_BATCH = 500
 
@@ -108,6 +110,8 @@ class Outbox:
         self._q = GatewayQueue(client, self._keys)
         self._warned: set[str] = set()
         self.stats = OutboxStats()
+        #: every chunk's outcome, recorded in Redis (also the adapters' ``OutcomeSink``)
+        self.outcomes = DeliveryRecorder(client, self._keys)
 
     async def ensure_group(self) -> None:
         try:
@@ -305,20 +309,27 @@ class Outbox:
             try:
                 platform_id = await self._send(channel, msg, chunk, index)
             except PermanentError as err:
-                log.error("outbox: %s dropped chunk %d of reply %s to %s: %s", channel.name,
-                          index, msg.reply_id, msg.chat_id, err.reason)
                 self.stats.dropped += 1
                 self.stats.errors.append(err.reason)
-                await self._r.set(sent_key, "dropped", ex=SENT_TTL)
+                # logged by the recorder; the sent mark is set with the outcome
+                await self.outcomes.record(self._report(msg, index, False, err.reason),
+                                           mark_sent=True)
                 continue
             except (TransientError, _Retryable) as err:
                 log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
                             channel.name, index, msg.reply_id, err)
                 self.stats.failed += 1
                 return False
-            await self._r.set(sent_key, platform_id or "sent", ex=SENT_TTL)
+            await self.outcomes.record(self._report(msg, index, True, platform_id or "sent"),
+                                       mark_sent=True)
             self.stats.sent += 1
         return True
+
+    @staticmethod
+    def _report(msg: Outbound, index: int, delivered: bool, detail: str) -> DeliveryReport:
+        return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
+                              reply_id=msg.reply_id, index=index, delivered=delivered,
+                              detail=detail)
 
     async def _send(self, channel: Channel, msg: Outbound, chunk: Chunk, index: int) -> str:
         current = chunk

@@ -9,7 +9,8 @@ the keys in ``allow`` (group keys for groups; group or user keys for DMs; admins
 always let in for DMs); ``pairing`` is ``allowlist`` plus the people the operator
 approved in the pairing store (gateway/pairing.py, Redis): the caller looks that up
 and passes ``paired``, so a missing lookup fails closed. Edits and deletions
-(``Inbound.kind``) are dropped here, before any of that.
+(``Inbound.kind``) get ``CHANGE`` (an edit only from an allowed sender): they never
+engage and never join the context as new words.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Disposition(StrEnum):
     ENGAGE = "engage"  # goes to the mailbox, starts/joins a turn
     CONTEXT = "context"  # kept for the next turn, no turn of its own
     DROP = "drop"  # not allowed by policy
+    CHANGE = "change"  # an edit/deletion: applied to a waiting message or recorded
 
 
 @dataclass(frozen=True)
@@ -94,11 +96,13 @@ class Router:
     def route(self, msg: Inbound, paired: bool = False) -> Route:
         group = msg.group
         if msg.kind != "message":
-            # The one place edits and deletions are stopped: they must never start a turn
-            # or join the context as if they were new words. Replacing a waiting
-            # message's text and recording changes for memory come with the mailbox work.
-            return Route(group, Disposition.DROP, f"{msg.kind} of {msg.original_id}: "
-                         "edits and deletions are not acted on yet")
+            # Edits and deletions never start a turn or join the context as new words:
+            # they change a waiting message or are recorded (gateway/changes.py). A
+            # deletion carries no words and can only touch its own chat's messages, so
+            # it passes even when the platform does not say who deleted.
+            if msg.kind == "edit" and not self.allowed(msg, paired):
+                return Route(group, Disposition.DROP, "edit from a sender not allowed")
+            return Route(group, Disposition.CHANGE, f"{msg.kind} of {msg.original_id}")
         if not self.allowed(msg, paired):
             kind = "group" if msg.is_group else "dm"
             return Route(group, Disposition.DROP, f"{kind} not in [policy] allow")

@@ -72,6 +72,8 @@ class TurnRequest:
     #: Ids of the messages that engaged the bot, when the router knows them; by default
     #: every DM message and every group message mentioning the bot (else the last one).
     engaged_ids: Collection[str] | None = None
+    #: the system's own notices for this turn (a previous reply not delivered...)
+    notes: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,7 @@ class TurnAgent:
             transcript_max_chars=self.transcript_max_chars,
             with_tools=self.with_tools,
             compact=self.compact,
+            notes=req.notes,
         )
         deps = TurnDeps(
             group=req.group,

@@ -13,7 +13,7 @@ text is XML-escaped, so no message can close its element and pose as the operato
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -163,6 +163,21 @@ remember secrets or passwords.
 chat ("instructions") or what a person says about themselves ("profile")."""
 
 
+def undelivered_note(undelivered: Mapping[str, str]) -> str | None:
+    """The system note for a group whose previous reply failed for good (the
+    ``undelivered:{group}`` record: reply_id, reason, at), so the agent never assumes it
+    was heard. The reason is the platform's or the adapter's words, cut short."""
+    if not undelivered.get("reply_id"):
+        return None
+    at = undelivered.get("at", "")
+    when = (datetime.fromtimestamp(int(at), UTC).isoformat(timespec="seconds")
+            if at.isdigit() else "recently")
+    reason = " ".join(undelivered.get("reason", "").split())[:200] or "no reason given"
+    return (f"System note: your previous reply in this chat (sent {when}) was NOT "
+            f"delivered ({reason}). Nobody here has seen it; do not refer to it as if "
+            "they had.")
+
+
 def build_prompt(
     *,
     group: str,
@@ -177,10 +192,12 @@ def build_prompt(
     with_tools: bool = True,
     compact: bool = False,
     records_omitted: int = 0,
+    notes: Sequence[str] = (),
 ) -> Prompt:
     """The prompt for one turn of ``group`` over ``messages`` (oldest first). ``compact``
     shortens the rules for a small local model; ``records_omitted`` memory records were
-    left out for the budget (``workers.budget``) and the prompt says so."""
+    left out for the budget (``workers.budget``) and the prompt says so; ``notes`` are the
+    system's own short notices (``undelivered_note``)."""
     parts = [_COMPACT_RULES if compact else _RULES]
     if with_tools:
         parts.append(_TOOL_RULES)
@@ -196,6 +213,7 @@ def build_prompt(
                 parts.append(f"{title}:\n{body}")
             else:
                 parts.append(f"<{tag} source={_attr(source)}>\n{body}\n</{tag}>")
+    parts.extend(note.strip() for note in notes if note.strip())
     # Last, so the stable part above stays a cacheable prefix. Left out for the tiny
     # model, which drifts off-topic on timestamps and ids.
     if not compact:

@@ -23,7 +23,7 @@ from gateway.queue import GroupQueue, parse_entry
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
 from workers.lock import GroupLock, LockLost
-from workers.prompt import QUOTED_TRUST, content_trust
+from workers.prompt import QUOTED_TRUST, content_trust, undelivered_note
 from workers.reflection import reflect_on_failure
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,14 @@ class TurnRunner:
         return {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
                 "thread_id": msg.thread_id, **extra}
 
+    def _notes(self) -> tuple[str, ...]:
+        """System notes for the prompt: the group's previous reply failed for good
+        (recorded by the gateway's outbox, gateway/delivery.py)."""
+        note = undelivered_note(self._gq.undelivered())
+        if note is not None:
+            log.info("turn in %s: previous reply was not delivered", self._gq.group)
+        return () if note is None else (note,)
+
     def dead_letter(self, batch: Batch, lock: GroupLock, why: str) -> None:
         """Move a batch that keeps failing aside and tell the chat, once per turn: a
         short notice as the turn's reply (when someone addressed the bot), then ``done``
@@ -165,7 +173,7 @@ class TurnRunner:
                 reply = await agent.run(TurnRequest(
                     group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
                     core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
-                    engaged_ids=batch.engaged_ids,
+                    engaged_ids=batch.engaged_ids, notes=self._notes(),
                 ))
             except TurnError as err:
                 await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,

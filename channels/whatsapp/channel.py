@@ -20,7 +20,14 @@ from aiohttp import web
 from pywa.types.templates import TemplateLanguage
 from pywa_async.client import WhatsApp
 
-from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.base import (
+    Channel,
+    ChannelLimits,
+    Chunk,
+    CursorStore,
+    DeliveryReport,
+    InboundSink,
+)
 from channels.models import Outbound
 from channels.whatsapp.errors import OUTSIDE_WINDOW, OutsideWindow, map_error
 from channels.whatsapp.normalize import Parsed, StatusEvent, parse_delivery
@@ -50,7 +57,8 @@ class WhatsAppChannel(Channel):
 
     Typing: the Cloud API's typing indicator also marks the user's message as read,
     which an operator may not want from a bot that only listens, so ``typing`` does
-    nothing. Delivery statuses go to ``outcome(reply_id)`` and ``health()``.
+    nothing. Delivery statuses go to ``outcome(reply_id)`` and ``health()``; a ``failed``
+    one is also reported to the gateway's delivery record (``outcome_sink``).
     """
 
     name = "whatsapp"
@@ -155,16 +163,26 @@ class WhatsAppChannel(Channel):
             await sink(inbound)
             await self._window.opened(inbound.chat_id, sent_at)
         for status in parsed.statuses:
-            self._record_status(status)
+            await self._record_status(status)
 
-    def _record_status(self, event: StatusEvent) -> None:
+    async def _record_status(self, event: StatusEvent) -> None:
         outcome = self.deliveries.status(event)
         if event.status != "failed":
             return
         reply = outcome.reply_id if outcome is not None else "(unknown reply)"
         hint = " (the 24-hour window had closed)" if OUTSIDE_WINDOW in event.error_codes else ""
+        reason = "; ".join(event.errors) or "no reason given"
         log.error("whatsapp[%s]: delivery of %s for reply %s failed%s: %s", self.account,
-                  event.message_id, reply, hint, "; ".join(event.errors) or "no reason given")
+                  event.message_id, reply, hint, reason)
+        index = next((i for i, w in (outcome.wamids.items() if outcome else ())
+                      if w == event.message_id), None)
+        if outcome is not None and index is not None and self.outcome_sink is not None:
+            # the shared record (the next turn's note, /healthz); raising makes the
+            # webhook answer 503, so Meta redelivers the status
+            await self.outcome_sink(DeliveryReport(
+                channel=self.name, account=self.account, chat_id=outcome.chat_id,
+                reply_id=outcome.reply_id, index=index, delivered=False,
+                detail=f"failed after sending{hint}: {reason}"))
 
     # -- outbound ---------------------------------------------------------------
 

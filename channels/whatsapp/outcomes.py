@@ -5,8 +5,9 @@ of every chunk sent, the newest status WhatsApp reported for it (sent, delivered
 read, failed with its error), whether the template went instead, or why nothing was
 sent. Statuses find their reply through the tracker (``biz_opaque_callback_data``)
 sent with every message, so they match even after a gateway restart. It is bounded
-and in memory: the gateway reads it through ``WhatsAppChannel.outcome``/``health``
-until a shared delivery-outcome store exists; failed deliveries are also logged.
+and in memory (``WhatsAppChannel.outcome``/``health``); the shared, durable record is
+the gateway's (gateway/delivery.py): a ``failed`` status is reported to it through the
+channel's ``OutcomeSink``, and logged.
 
 ``ServiceWindow`` keeps, per chat, when the user last wrote (in the channel's
 ``CursorStore``, so every gateway process and a restart see it): a free-form message

@@ -31,6 +31,13 @@ The life of one group (``g``), and which script moves what::
                                        no:  next turn (take.lua) on the same job
       outbox (stream, consumer group "gateway") ─▶ gateway sends, outbox_ack.lua,
               sent:{reply}:{i} per chunk, gcra.lua paces each chat (rl:{channel}:{chat})
+              outcome.lua: outcome:{reply} (each chunk delivered <platform id> | failed
+              <reason>, also reported late by an adapter), undelivered:{g} (read by the
+              next turn's prompt, cleared when a later reply is delivered),
+              delivery:counts (for /healthz)
+      edit / deletion (gateway, amend.lua): the entry still waiting in mailbox:{g} or
+              context:{g} is replaced / removed; else the change goes to changes:{g}
+              (for the memory layer); never a turn of its own
 
 Terms, one meaning each: the *lease* (``drain:{g}``, holds a job id) says a drain job is
 queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with the

@@ -87,3 +87,23 @@ class Keys:
     def episodes(self, group: str) -> str:
         """Episodes written for the group since its last consolidation."""
         return f"{self.prefix}episodes:{group}"
+
+    def outcome(self, reply_id: str) -> str:
+        """Hash: each chunk's delivery outcome ("delivered <platform id>" or
+        "failed <reason>") by chunk index."""
+        return f"{self.prefix}outcome:{reply_id}"
+
+    def undelivered(self, group: str) -> str:
+        """Hash (reply_id, reason, at): the group's newest reply that failed for good,
+        until a later reply is delivered; the next turn's prompt mentions it."""
+        return f"{self.prefix}undelivered:{group}"
+
+    @property
+    def delivery_counts(self) -> str:
+        """Hash ``{channel}:delivered|failed`` -> count, for ``/healthz``."""
+        return f"{self.prefix}delivery:counts"
+
+    def changes(self, group: str) -> str:
+        """List of edits/deletions of messages already taken by a turn (JSON each),
+        for the memory layer to act on."""
+        return f"{self.prefix}changes:{group}"

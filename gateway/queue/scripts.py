@@ -23,7 +23,7 @@ from gateway.queue.keys import OUTBOX_GROUP, Keys
 
 LUA_DIR = Path(__file__).with_name("lua")
 NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
-         "turn_begin", "turn_publish", "outbox_ack", "gcra")
+         "turn_begin", "turn_publish", "outbox_ack", "gcra", "outcome", "amend")
 
 
 @functools.cache
@@ -105,6 +105,54 @@ class GatewayQueue:
         """0 if a send to the chat may go now (recorded), else the ms to wait."""
         return int(await self._s["gcra"](keys=[self.keys.rate(channel, chat_id)],
                                           args=[interval_ms, burst]))
+
+
+    async def record_outcome(self, group: str, channel: str, reply_id: str, index: int, *,
+                             delivered: bool, detail: str, ttl: int, now: int,
+                             mark_sent: bool = False) -> bool:
+        """Record chunk ``index`` of ``reply_id`` as delivered (``detail``: the platform's
+        message id) or failed for good (``detail``: the reason); ``mark_sent`` (the
+        outbox) also sets the chunk's ``sent`` key. False: already recorded."""
+        k = self.keys
+        keys = [k.outcome(reply_id), k.undelivered(group), k.delivery_counts]
+        if mark_sent:
+            keys.append(k.sent(reply_id, index))
+        return int(await self._s["outcome"](
+            keys=keys,
+            args=[index, "delivered" if delivered else "failed", detail, reply_id, channel,
+                  ttl, now])) == 1
+
+    async def outcome(self, reply_id: str) -> dict[int, tuple[str, str]]:
+        """Chunk index -> (``delivered`` | ``failed``, platform id | reason)."""
+        raw: Any = await self.r.hgetall(self.keys.outcome(reply_id))  # type: ignore[misc]
+        out: dict[int, tuple[str, str]] = {}
+        for index, value in raw.items():
+            status, _, detail = as_str(value).partition(" ")
+            out[int(as_str(index))] = (status, detail)
+        return out
+
+    async def delivery_counts(self) -> dict[str, int]:
+        raw: Any = await self.r.hgetall(self.keys.delivery_counts)  # type: ignore[misc]
+        return {as_str(k): int(v) for k, v in sorted(raw.items())}
+
+    async def waiting(self, group: str) -> list[str]:
+        """The group's mailbox and context entries, as stored."""
+        async with self.r.pipeline(transaction=False) as pipe:
+            pipe.lrange(self.keys.mailbox(group), 0, -1)
+            pipe.lrange(self.keys.context(group), 0, -1)
+            mailbox, context = await pipe.execute()
+        return [as_str(x) for x in [*mailbox, *context]]
+
+    async def amend(self, group: str, dedupe_id: str, old: str | None, new: str | None,
+                    change: str, *, dedupe_ttl: int, cap: int, final: bool) -> int:
+        """Replace (``new``) or remove (``new`` None) the waiting entry ``old``; if it is
+        no longer waiting, append ``change`` to ``changes:{group}`` (the newest ``cap``
+        kept), or with ``final`` False do nothing and return 2 (read again).
+        1 applied, 0 recorded, 2 stale, ``DUPLICATE``."""
+        k = self.keys
+        return int(await self._s["amend"](
+            keys=[k.dedupe(dedupe_id), k.mailbox(group), k.context(group), k.changes(group)],
+            args=[dedupe_ttl, old or "", new or "", change, cap, "1" if final else "0"]))
 
 
 def as_str(value: Any) -> str:
@@ -213,6 +261,12 @@ class GroupQueue:
             keys += [k.turn(written_turn), k.episodes(g)]
         status, episodes = self._s["finish"](keys=keys, args=[token, g])
         return int(status), int(episodes)
+
+    def undelivered(self) -> dict[str, str]:
+        """The group's newest reply that failed for good (reply_id, reason, at), if any
+        later reply has not been delivered since; empty otherwise."""
+        raw: Any = self.r.hgetall(self.keys.undelivered(self.group))
+        return {as_str(k): as_str(v) for k, v in raw.items()}
 
     def dead_letter(self, raw: list[str]) -> None:
         self.r.rpush(self.keys.dead(self.group), *raw)

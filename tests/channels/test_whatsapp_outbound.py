@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from pydantic import ValidationError
 
+from channels.base import DeliveryReport
 from channels.errors import PermanentError, RateLimited
 from channels.models import Outbound
 from channels.whatsapp import WhatsAppChannel
@@ -217,3 +218,22 @@ async def test_a_user_behind_a_username_is_answered_by_business_scoped_id(
     await send_all(wa.channel, reply("hi Carol", chat_id=inbound.chat_id))
     [sent] = wa.fake.sent
     assert sent["recipient"] == "US.13491208655302749999" and "to" not in sent
+
+
+async def test_a_failed_status_is_reported_through_the_outcome_seam(wa: WhatsAppHarness) -> None:
+    reports: list[DeliveryReport] = []
+
+    async def sink(report: DeliveryReport) -> None:  # the gateway records these
+        reports.append(report)
+
+    wa.channel.bind_outcomes(sink)
+    await send_all(wa.channel, reply("hello", reply_id="turn-11"))
+    assert set(await wa.fake.deliver_statuses("sent", "delivered")) == {200}
+    assert reports == []  # only a failure after sending is news to the gateway
+    wa.fake.enforce_window = True
+    await send_all(wa.channel, reply("again", reply_id="turn-12"))
+    await wa.fake.deliver_statuses()
+    [report] = reports
+    assert (report.channel, report.reply_id, report.index, report.delivered) == (
+        "whatsapp", "turn-12", 0, False)
+    assert "24-hour window" in report.detail and "131047" in report.detail

@@ -70,7 +70,20 @@ def test_edits_and_deletions_never_engage_or_join_the_context() -> None:
         for is_group in (True, False):
             m = msg(kind=kind, original_id="1", message_id="1:x", is_group=is_group,
                     chat_id="-100" if is_group else "7", mentions_bot=True)
-            assert r.route(m).disposition is Disposition.DROP, (kind, is_group)
+            assert r.route(m).disposition is Disposition.CHANGE, (kind, is_group)
+
+
+def test_an_edit_from_a_sender_not_allowed_is_dropped() -> None:
+    r = router({"policy": {"dm": "allowlist", "groups": "allowlist", "allow": ["telegram:-100"]}})
+    edit = {"kind": "edit", "original_id": "1", "message_id": "1:x"}
+    assert r.route(msg(chat_id="-200", **edit)).disposition is Disposition.DROP
+    assert r.route(msg(chat_id="-100", **edit)).disposition is Disposition.CHANGE
+    assert r.route(msg(is_group=False, chat_id="7", sender_id="7", **edit)).disposition \
+        is Disposition.DROP
+    # a deletion carries no words: it only ever touches its own chat's messages
+    deletion = {"kind": "deletion", "original_id": "1", "message_id": "1:d", "text": ""}
+    assert r.route(msg(is_group=False, chat_id="7", sender_id="", **deletion)).disposition \
+        is Disposition.CHANGE
 
 
 def test_pairing_admits_listed_and_paired_dms_only() -> None:

@@ -120,9 +120,9 @@ class BaseMemory:
             raise TypeError("memory content must be a string")
         memory_id = meta.get("id")
         memory_id = validate_memory_id(str(memory_id)) if memory_id is not None else _new_id(kind)
-        path = memory_path(self.group.path, kind, memory_id)
         actor = str(meta.pop("actor", None) or self.actor)
         record = self._new_record(memory_id, kind, content, meta)
+        path = memory_path(self.group.path, kind, memory_id, record.created)
         with self.group.lock():
             self.catalog.refresh()
             if path.exists() or self.catalog.locate(memory_id) is not None:
@@ -234,7 +234,7 @@ class BaseMemory:
         except FileNotFoundError:
             raise MemoryNotFound(memory_id) from None
         mtime = datetime.fromtimestamp(path.stat().st_mtime).astimezone()
-        name = rel.partition("/")[2]
+        name = rel.rsplit("/", 1)[-1]
         record = parse(data.decode("utf-8", errors="replace"), fallback_id=id_from_filename(name),
                        fallback_kind=found[1].kind, mtime=mtime)
         return path, record

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,15 +110,19 @@ class GroupDirectory:
         )
 
     def memory_files(self) -> Iterator[Path]:
-        """Every memory file (``*.md`` in the memory sub-directories), unordered."""
+        """Every memory file (``*.md`` in the memory sub-directories and their one level
+        of sub-folders, e.g. ``episodes/2024-05/``), unordered."""
         for sub in MEMORY_DIRS:
-            with contextlib.suppress(FileNotFoundError):
-                for name in _listdir(self.path / sub):
-                    if name.endswith(".md") and not name.startswith("."):
-                        yield self.path / sub / name
+            yield from _md_files(self.path / sub, depth=1)
 
 
-def _listdir(path: Path) -> list[str]:
-    import os
-
-    return os.listdir(path)
+def _md_files(folder: Path, depth: int) -> Iterator[Path]:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(folder):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if depth > 0:
+                    yield from _md_files(Path(entry.path), depth - 1)
+            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                yield Path(entry.path)

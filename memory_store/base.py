@@ -66,6 +66,10 @@ class BaseMemory:
     def close(self) -> None:
         self.catalog.close()
 
+    def flush(self, timeout: float | None = None) -> None:
+        """Finish derived work still pending (vectors); the file backend has none."""
+        return None
+
     async def __aenter__(self) -> BaseMemory:
         return self
 

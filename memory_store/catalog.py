@@ -127,6 +127,11 @@ class Catalog(CatalogQueries):
         return self.group.index_dir / DB_NAME
 
     @property
+    def lock(self) -> threading.RLock:
+        """Held around every use of :attr:`conn` (secondary indexes take it too)."""
+        return self._mu
+
+    @property
     def conn(self) -> sqlite3.Connection:
         assert self._conn is not None, "catalog is closed"
         return self._conn

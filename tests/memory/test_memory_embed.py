@@ -56,6 +56,7 @@ def test_vectors_are_added_when_a_file_index_is_reopened_as_hybrid(tmp_path: Pat
     h = open_memory(tmp_path, "t:1", "hybrid", embedder=default_embedder())
     try:
         assert isinstance(h, HybridMemory)
+        h.flush()  # the vectors are computed in the background
         assert len(h.dense) == 2
         assert h.search_sync("when is Sam born", k=1)[0].id == "bday"
     finally:

@@ -66,6 +66,11 @@ class BaseMemory:
     def close(self) -> None:
         self.catalog.close()
 
+    def footprint_bytes(self) -> int:
+        """Estimated resident memory this open group holds: SQLite's page cache (its
+        default 2,000 KiB) plus the catalog's fixed overhead; backends add theirs."""
+        return 4 * 1024 * 1024
+
     def flush(self, timeout: float | None = None) -> None:
         """Finish derived work still pending (vectors); the file backend has none."""
         return None

@@ -135,6 +135,15 @@ class DenseIndex:
     def lock(self) -> threading.RLock:
         return self._mu
 
+    def footprint_bytes(self) -> int:
+        """RAM arrays plus the mapped vector pages a search touches (all of them)."""
+        arrays = sum(a.nbytes for a in (self._rowid, self._created, self._trust,
+                                        self._valid_to, self._episode, self._bw,
+                                        self._cowner, self._slot_of))
+        if self._neighbours is not None:
+            arrays += sum(a.nbytes for a in self._neighbours)
+        return int(arrays + (self._n + self._m) * (self.embedder.dim + 4))
+
     # -- IndexHook ----------------------------------------------------------------------
 
     def attach(self, conn: sqlite3.Connection) -> None:

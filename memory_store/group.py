@@ -52,6 +52,14 @@ def _read_bounded(path: Path, limit: int) -> str:
     return text
 
 
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 class GroupDirectory:
     """The directory of exactly one group; every path it hands out lies inside it."""
 
@@ -60,6 +68,7 @@ class GroupDirectory:
         self.group = group
         self.path = group_dir(self.data_dir, group)
         self._lock = FileLock(self.path / LOCK_FILE, timeout=LOCK_TIMEOUT, poll_interval=0.002)
+        self._core: tuple[tuple[object, ...], CoreMemory] | None = None
 
     def __repr__(self) -> str:
         return f"GroupDirectory({self.group!r})"
@@ -102,12 +111,18 @@ class GroupDirectory:
         return self._lock
 
     def core_memory(self, limit: int = CORE_LIMIT_CHARS) -> CoreMemory:
-        """Global CLAUDE.md ("" if absent), this group's CLAUDE.md and user_profile.md."""
-        return CoreMemory(
-            global_md=_read_bounded(global_dir(self.data_dir) / CORE_FILE, limit),
-            group_md=_read_bounded(self.core_path, limit),
-            profile_md=_read_bounded(self.profile_path, limit),
-        )
+        """Global CLAUDE.md ("" if absent), this group's CLAUDE.md and user_profile.md.
+
+        Kept between calls and re-read only when one of the three files' inode, mtime
+        or size moved (three stats instead of three reads per turn)."""
+        paths = (global_dir(self.data_dir) / CORE_FILE, self.core_path, self.profile_path)
+        key = (limit, *(_signature(p) for p in paths))
+        cached = self._core
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        core = CoreMemory(*(_read_bounded(p, limit) for p in paths))
+        self._core = (key, core)
+        return core
 
     def memory_files(self) -> Iterator[Path]:
         """Every memory file (``*.md`` in the memory sub-directories and their one level

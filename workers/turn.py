@@ -15,8 +15,6 @@ import atexit
 import hashlib
 import json
 import logging
-import os
-from collections import OrderedDict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,7 +25,8 @@ import redis
 
 from channels.keys import Keys
 from channels.models import Inbound, Outbound
-from memory_store import BaseMemory, GroupDirectory, open_group
+from memory_store import BaseMemory, GroupDirectory
+from memory_store.cache import MemoryCache
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.lock import GroupLock, LockLost
 from workers.prompt import content_trust
@@ -42,44 +41,22 @@ TURN_STATE_TTL = 7 * 24 * 3600
 #: a whole turn with a fast model; each may hold an inotify instance (a scarce resource)
 MEMORY_CACHE_SIZE = 16
 
-_memories: OrderedDict[tuple[str, str, str], BaseMemory] = OrderedDict()
-_memories_pid = 0
+_memories = MemoryCache(max_groups=MEMORY_CACHE_SIZE)
 
 
 def group_memory(data_dir: Path, group: str, backend: str) -> tuple[GroupDirectory, BaseMemory]:
-    """The group's directory (ensured) and its open memory, from a small per-process LRU.
+    """The group's directory (ensured) and its open memory, from the per-process cache
+    (LRU bounded by count and memory, see memory_store/cache.py).
 
     Safe to keep open across turns: turns of one group never overlap (the group lock),
     and the memory's index notices files other workers or people changed.
     """
-    global _memories_pid
-    if _memories_pid != os.getpid():
-        _memories.clear()  # a forked child must not share its parent's watchers
-        _memories_pid = os.getpid()
-    key = (str(data_dir), group, backend)
-    memory = _memories.get(key)
-    if memory is not None and memory.group.core_path.exists():
-        # the layout exists (checked once per open); only a deleted CLAUDE.md is re-made
-        _memories.move_to_end(key)
-        return memory.group, memory
-    if memory is not None:
-        _memories.move_to_end(key)
-        return memory.group.ensure(), memory
-    gd = GroupDirectory(data_dir, group).ensure()
-    memory = open_group(gd, backend)
-    _memories[key] = memory
-    while len(_memories) > MEMORY_CACHE_SIZE:
-        _, old = _memories.popitem(last=False)
-        old.close()
-    return gd, memory
+    return _memories.get(data_dir, group, backend)
 
 
 @atexit.register
 def close_memories() -> None:
-    if _memories_pid == os.getpid():
-        while _memories:
-            _, memory = _memories.popitem()
-            memory.close()
+    _memories.close()
 
 # KEYS: lock, outbox, turn   ARGV: token, reply event json or "", done event json,
 #       reply text, has_reply 1/0, state ttl s

@@ -34,6 +34,9 @@ class VectorMemory(BaseMemory):
         super().close()
         self.dense.close()
 
+    def footprint_bytes(self) -> int:
+        return super().footprint_bytes() + self.dense.footprint_bytes()
+
     def flush(self, timeout: float | None = None) -> None:
         """Embed every pending record now (tests, benchmarks, before a backup)."""
         self.catalog.refresh()

@@ -14,7 +14,9 @@ a crash leaves records pending, and the next open finds them again.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +35,12 @@ log = logging.getLogger(__name__)
 #: Records per batch: big enough for the model's batching (32 texts per run), small
 #: enough that a search waiting for the model lock waits for one run at most.
 BATCH = 64
+#: After a write wakes the filler it waits this long, so the rest of the turn's writes
+#: (and the reply) run first and the batch grows.
+LINGER = 0.25
+#: The filler's thread runs at this nice value (Linux nice is per thread): on a small
+#: machine the reply path wins the CPU and the embedding takes the idle time.
+NICE = 10
 
 
 class DenseFiller:
@@ -59,8 +67,11 @@ class DenseFiller:
         return not (self.dense.pending or self.dense.wpending)
 
     def _loop(self) -> None:
+        with contextlib.suppress(AttributeError, OSError):
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
         while not self._stop:
-            self.dense.wake.wait(timeout=5.0)
+            if self.dense.wake.wait(timeout=5.0):
+                time.sleep(LINGER)
             self.dense.wake.clear()
             while not self._stop and not self.idle:
                 try:

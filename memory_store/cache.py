@@ -8,7 +8,7 @@ vector file pages it maps) and the least recently used groups are closed until b
 count and the byte budget hold. The most recent group always stays, even alone over
 the budget: the turn in progress needs it.
 
-An entry is dropped and reopened when its directory or ``.index/`` was deleted or
+An entry is dropped and reopened when its directory or its catalog DB was deleted or
 replaced (inode changed); edits to memory files are the memory's own business (its
 index follows them), and core files are re-read when their mtime or size moves
 (:meth:`GroupDirectory.core_memory`). Hits, misses and evictions are counted for the
@@ -59,11 +59,15 @@ class _Entry:
 
 
 def _identity(gd: GroupDirectory) -> tuple[int, int]:
-    """Inodes of the group directory and its index: both change when replaced."""
-    try:
-        return os.stat(gd.path).st_ino, os.stat(gd.index_dir).st_ino
-    except FileNotFoundError:
-        return -1, -1
+    """Inodes of the group directory and its catalog DB: each changes (or vanishes)
+    when someone deletes or replaces the group or its index."""
+    out = []
+    for path in (gd.path, gd.index_dir / "catalog.sqlite3"):
+        try:
+            out.append(os.stat(path).st_ino)
+        except FileNotFoundError:
+            out.append(-1)
+    return out[0], out[1]
 
 
 class MemoryCache:

@@ -29,13 +29,13 @@ import sqlite3
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from memory_store.catalog import Progress
+from memory_store.dense_query import DenseQueries, IntArray
 from memory_store.dense_text import MAX_CHUNKS, SESSION_GAP, adjacent, digest, record_texts
 from memory_store.embed import Embedder, Vectors
 from memory_store.protocol import MemoryRecord
@@ -58,7 +58,6 @@ _INF = math.inf
 DEFAULT_SMOOTH = 0.5
 #: Weight of an episode's window vector score against its own score.
 WINDOW_WEIGHT = 0.5
-IntArray = npt.NDArray[np.int64]
 
 
 def f16(vecs: npt.NDArray[np.floating]) -> bytes:
@@ -70,27 +69,7 @@ def from_f16(blob: bytes, dim: int) -> Vectors:
     return out
 
 
-@dataclass(frozen=True)
-class DenseView:
-    """Arrays by slot, as of one moment (see :meth:`DenseIndex.snapshot`)."""
-
-    rowids: IntArray
-    created: npt.NDArray[np.float64]
-    trust: npt.NDArray[np.float64]
-    slot_of: IntArray
-    prev: IntArray
-    next: IntArray
-
-    def slots(self, rowids: Sequence[int]) -> IntArray:
-        """Slot of each rowid, -1 where it has none (pending or unknown)."""
-        r = np.asarray(rowids, dtype=np.int64)
-        out = np.full(len(r), -1, dtype=np.int64)
-        ok = (r >= 0) & (r < len(self.slot_of))
-        out[ok] = self.slot_of[r[ok]]
-        return out
-
-
-class DenseIndex:
+class DenseIndex(DenseQueries):
     """An :class:`~memory_store.catalog.IndexHook` holding the vectors of every record."""
 
     def __init__(self, embedder: Embedder, index_dir: Path, *,
@@ -367,11 +346,6 @@ class DenseIndex:
 
     # -- slots ------------------------------------------------------------------------
 
-    def slot(self, rowid: int) -> int:
-        if 0 <= rowid < len(self._slot_of):
-            return int(self._slot_of[rowid])
-        return -1
-
     def _kill(self, rowid: int) -> None:
         slot = self.slot(rowid)
         if slot < 0:
@@ -396,103 +370,6 @@ class DenseIndex:
 
     def set_best_weight(self, slot: int, chunks: bool, window: bool) -> None:
         self._bw[slot] = self.weights(chunks, window)[2]
-
-    def _neighbour_positions(self) -> tuple[IntArray, IntArray]:
-        """prev/next slot of each live episode in (created, rowid) order, within its
-        session; self elsewhere."""
-        if self._neighbours is None:
-            n = self._n
-            prev = np.arange(n, dtype=np.int64)
-            nxt = np.arange(n, dtype=np.int64)
-            eps = np.flatnonzero(self._episode[:n] & (self._rowid[:n] >= 0))
-            if len(eps) > 1:
-                order = eps[np.lexsort((self._rowid[eps], self._created[eps]))]
-                close = np.diff(self._created[order]) <= self.session_gap
-                prev[order[1:][close]] = order[:-1][close]
-                nxt[order[:-1][close]] = order[1:][close]
-            self._neighbours = (prev, nxt)
-        return self._neighbours
-
-    def _chunk_segments(self) -> tuple[IntArray, IntArray]:
-        """(first chunk slot, owner slot) of each run of live chunks with one owner."""
-        if self._segments is None:
-            owner = self._cowner[: self._m]
-            live = np.flatnonzero(owner >= 0)
-            if len(live):
-                starts = live[np.r_[True, (np.diff(live) != 1)
-                                    | (np.diff(owner[live]) != 0)]]
-            else:
-                starts = live
-            self._segments = (starts, owner[starts])
-        return self._segments
-
-    # -- queries ----------------------------------------------------------------------
-
-    def scores(self, query_vec: Vectors) -> npt.NDArray[np.float32]:
-        """Similarity of every slot to the query (dead slots: garbage, mask them)."""
-        assert self.mat is not None and self.cmat is not None
-        n, m = self._n, self._m
-        q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
-        s = self.mat.dot(q, n)
-        if m:
-            starts, owners = self._chunk_segments()
-            if len(starts):
-                cs = self.cmat.dot(q, m)
-                cs[self._cowner[:m] < 0] = -np.inf
-                best = np.maximum.reduceat(cs, starts)
-                s[owners] += self._bw[owners] * best
-        if self.smooth and n > 1:
-            prev, nxt = self._neighbour_positions()
-            s = (s + np.float32(self.smooth) * (s[prev] + s[nxt]) / 2).astype(np.float32)
-        return s
-
-    def masked_scores(self, query_vec: Vectors, *, now: float,
-                      allowed: Sequence[int] | None = None,
-                      include_superseded: bool = False) -> npt.NDArray[np.float32]:
-        """:meth:`scores` with -inf for dead slots and rows the filters exclude (hold
-        ``lock``; slots are only stable until the next write)."""
-        n = self._n
-        scores = self.scores(query_vec)
-        mask = self._rowid[:n] >= 0
-        if not include_superseded:
-            mask &= self._valid_to[:n] > now
-        if allowed is not None:
-            mask &= np.isin(self._rowid[:n], np.fromiter(allowed, dtype=np.int64))
-        return np.where(mask, scores, -np.inf).astype(np.float32)
-
-    def snapshot(self) -> DenseView:
-        """A consistent view for array-level fusion (hold ``lock`` while using it)."""
-        n = self._n
-        prev, nxt = self._neighbour_positions()
-        return DenseView(rowids=self._rowid[:n], created=self._created[:n],
-                         trust=self._trust[:n], slot_of=self._slot_of, prev=prev, next=nxt)
-
-    def search(self, query_vec: Vectors, k: int, *, now: float,
-               allowed: Sequence[int] | None = None,
-               include_superseded: bool = False) -> list[tuple[int, float]]:
-        """Top ``k`` (rowid, similarity) among live rows (``valid_to`` after ``now`` unless
-        ``include_superseded``), restricted to ``allowed`` rowids when given."""
-        with self._mu:
-            n = self._n
-            if n == 0 or k <= 0:
-                return []
-            scores = self.masked_scores(query_vec, now=now, allowed=allowed,
-                                        include_superseded=include_superseded)
-            kk = min(k, n)
-            top = np.argpartition(-scores, kk - 1)[:kk]
-            top = top[np.argsort(-scores[top], kind="stable")]
-            return [(int(self._rowid[i]), float(scores[i])) for i in top
-                    if scores[i] != -np.inf]
-
-    def signals(self, rowids: Sequence[int]) -> dict[int, tuple[float, float]]:
-        """rowid -> (created, trust) for rows this index holds."""
-        with self._mu:
-            out: dict[int, tuple[float, float]] = {}
-            for r in rowids:
-                slot = self.slot(r)
-                if slot >= 0:
-                    out[r] = (float(self._created[slot]), float(self._trust[slot]))
-            return out
 
     def close(self) -> None:
         with self._mu:

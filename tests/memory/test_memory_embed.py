@@ -42,6 +42,7 @@ def test_paraphrase_is_found_without_shared_words(tmp_path: Path) -> None:
     try:
         mem.write_sync("My dog loves playing fetch in the park.", kind="fact")
         mem.write_sync("Quarterly taxes are due next week.", kind="fact")
+        mem.flush()  # vectors are computed in the background; this asks for them now
         hits = mem.search_sync("puppy enjoys chasing a ball", k=1)
         assert hits[0].content.startswith("My dog")
     finally:

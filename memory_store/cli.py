@@ -169,6 +169,7 @@ def reindex(group: GroupArg, data_dir: DataOpt = None, config: ConfigOpt = None,
             bar.update(task, completed=done, total=total)
 
         count = mem.reindex(progress)
+        mem.flush()  # vectors too, not left to a background thread about to stop
     console.print(f"indexed {count} memories ({mem.backend})")
 
 

@@ -1,30 +1,35 @@
 """Memory latency benchmark: search and write latency, index rebuild, resident memory.
 
-    python -m bench.memory_latency [--sizes 1000,10000,100000] [--backends file,vector,hybrid]
+    python -m bench.memory_latency [--sizes 10000,100000,1000000] [--backends file,vector,hybrid]
                                    [--queries 200] [--writes 100] [--json]
 
-For each size a synthetic group of N memories is generated as files (templated
-sentences about people, places and things, spread over two years), then for each
-backend, in a fresh process: the index is rebuilt from the files (throughput), Q
-searches are timed end to end (``await mem.search(q, k=10)``: change detection, query
-embedding with the real model, ranking, records), then W writes through
-``await mem.write()`` (durable: fsync file and directory).
+For each size the synthetic group of N memories (``bench/corpus.py``, fixed by seed) is
+generated as files. Then for each backend: one process rebuilds the index from the
+files and, for vector/hybrid, embeds every record (throughput: ``rebuild_per_s``); a
+fresh process measures, after loading the model, its resident memory, opens the group
+(``open_ms``), times Q searches end to end (``await mem.search(q, k=10)``: change
+detection, query embedding with the real model, ranking, records), measures its
+resident memory again (``rss_mb`` is the difference: what one open group adds, mapped
+vector pages included), then times W durable writes (``await mem.write()``: the reply
+path; vectors follow in the background). The vector backend is skipped above 100,000
+(``--vector-max``): at a million the dense half is measured through hybrid.
 
-Embedding 100k texts with the real model takes ~30 min on two shared cores, so the
-*corpus* vectors come from a pool: the corpus is built from 1,000 distinct sentences,
-each embedded once with the real model, and a memory "<sentence> #<n>" reuses its
-sentence's vector. Queries and the timed writes are embedded live by the real model.
-The real embedding throughput is reported separately (``embed_per_s``).
+Embedding a million texts with the real model would take hours here, so *corpus*
+vectors come from a pool: the first 1,000 corpus texts embedded with the real model,
+and every corpus text reuses the pool vector its hash picks. Queries and timed writes
+are embedded live. ``embed_per_s`` is the real model's throughput in texts per second
+at batch ``embed_batch`` (what the background filler uses) and at batch 1.
 
 ``--json``: the last line is one JSON object
 ``{"file": {"10000": {"search_p50_ms": .., "search_p95_ms": .., "write_p95_ms": ..,
-..}, ...}, "vector": {...}, "hybrid": {...}}``.
+"rss_mb": .., ..}, ...}, "vector": {...}, "hybrid": {...}}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import random
@@ -35,70 +40,39 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench import corpus
+
 GROUP = "bench:latency"
 POOL = 1000
-_NAMES = ["Alice", "Bob", "Carol", "Dan", "Erin", "Frank", "Grace", "Heidi", "Ivan", "Judy",
-          "Mallory", "Niaj", "Olivia", "Peggy", "Rupert", "Sybil", "Trent", "Victor", "Walter",
-          "Yara"]
-_VERBS = ["visited", "talked about", "bought", "painted", "planned a trip to", "wrote about",
-          "cooked dinner in", "lost a wallet in", "started a project on", "went running in",
-          "took photos of", "read a book about", "fixed a bike in", "adopted a cat in"]
-_THINGS = ["Paris", "the lake house", "the quarterly report", "a vintage guitar", "Kyoto",
-           "the new office", "a community garden", "the robotics club", "a pottery class",
-           "the mountain cabin", "an old sailboat", "the city library", "a jazz concert",
-           "the farmers market", "a chess tournament", "the science museum"]
-_WHY = ["with friends", "for the first time", "after work", "on a rainy weekend",
-        "because it was cheap", "to celebrate a birthday", "with the kids", "alone"]
-
-
-def pool_sentences(seed: int = 7) -> list[str]:
-    rng = random.Random(seed)
-    out: set[str] = set()
-    while len(out) < POOL:
-        out.add(f"{rng.choice(_NAMES)} {rng.choice(_VERBS)} {rng.choice(_THINGS)} "
-                f"{rng.choice(_WHY)}")
-    return sorted(out)
-
-
-def queries(n: int, seed: int = 11) -> list[str]:
-    rng = random.Random(seed)
-    forms = ["what did {n} do in {t}", "when did {n} visit {t}", "who {v} {t}",
-             "{n} {t}", "tell me about {t} and {n}"]
-    return [rng.choice(forms).format(n=rng.choice(_NAMES), t=rng.choice(_THINGS),
-                                     v=rng.choice(_VERBS)) for _ in range(n)]
+BATCH = 64
 
 
 class PoolEmbedder:
-    """Real model for anything new; cached pool vectors for "<pool sentence> #<n>"."""
+    """Real model for queries and new writes; a pool vector for every corpus text."""
 
-    def __init__(self, real: Any, sentences: list[str], cache: Path) -> None:
+    def __init__(self, real: Any, cache: Path) -> None:
         self.real = real
         self.dim = real.dim
         self.model_id = f"pool:{real.model_id}"
         if cache.exists():
-            vecs = np.load(cache)
+            self.pool = np.load(cache)
         else:
-            vecs = real.embed(sentences)
-            np.save(cache, vecs)
-        self.pool = {s: vecs[i] for i, s in enumerate(sentences)}
+            self.pool = real.embed([it.content for it in corpus.items(POOL)])
+            np.save(cache, self.pool)
+        self.live = False  # set once the corpus is embedded: writes use the model
 
     def embed(self, texts: Sequence[str]) -> Any:
+        if self.live:
+            return self.real.embed(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        todo = []
         for i, text in enumerate(texts):
-            vec = self.pool.get(text.split(" #", 1)[0])
-            if vec is None:
-                todo.append(i)
-            else:
-                out[i] = vec
-        if todo:
-            out[todo] = self.real.embed([texts[i] for i in todo])
+            h = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "big")
+            out[i] = self.pool[h % len(self.pool)]
         return out
 
 
@@ -110,17 +84,13 @@ def generate(data: Path, n: int) -> None:
     from memory_store.protocol import MemoryRecord
 
     gd = GroupDirectory(data, GROUP).ensure()
-    sentences = pool_sentences()
-    rng = random.Random(n)
-    start = datetime(2024, 1, 1, tzinfo=UTC)
-    kinds = ["episode"] * 8 + ["fact", "procedure"]
-    for i in range(n):
-        kind = kinds[i % len(kinds)]
-        created = start + timedelta(minutes=rng.randrange(2 * 365 * 24 * 60))
-        rec = MemoryRecord(id=f"m{i:06d}", kind=kind, content=f"{sentences[i % POOL]} #{i}",
-                           source=f"bench:msg/{i}", created=created, updated=created,
-                           trust=round(rng.uniform(0.3, 1.0), 2))
-        memory_path(gd.path, kind, rec.id).write_text(render(rec), encoding="utf-8")
+    for it in corpus.items(n):
+        rec = MemoryRecord(id=it.id, kind=it.kind, content=it.content,
+                           source=f"bench:msg/{it.id}", created=it.created,
+                           updated=it.created, trust=it.trust)
+        path = memory_path(gd.path, it.kind, rec.id, it.created)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(render(rec), encoding="utf-8")
 
 
 def rss_mb() -> float:
@@ -137,26 +107,56 @@ def pct(values: list[float], p: float) -> float:
     return round(ordered[idx], 3)
 
 
-async def measure(data: Path, backend: str, n: int, n_queries: int,
-                  n_writes: int) -> dict[str, Any]:
+def _options(data: Path, backend: str) -> dict[str, Any]:
+    if backend == "file":
+        return {}
+    from memory_store.embed import default_embedder
+
+    return {"embedder": PoolEmbedder(default_embedder(), data / "pool.npy")}
+
+
+def build(data: Path, backend: str) -> dict[str, Any]:
+    """Rebuild the index from the files and embed everything (one process)."""
     from memory_store import open_memory
 
-    options: dict[str, Any] = {}
-    if backend != "file":
-        from memory_store.embed import default_embedder
-
-        real = default_embedder()
-        options["embedder"] = PoolEmbedder(real, pool_sentences(), data / "pool.npy")
-        texts = [f"{s} and then some more words about it" for s in pool_sentences()[:64]]
-        t0 = time.perf_counter()
-        real.embed(texts)
-        embed_per_s = len(texts) / (time.perf_counter() - t0)
-    mem = open_memory(data, GROUP, backend, **options)
+    mem = open_memory(data, GROUP, backend, **_options(data, backend))
     try:
         t0 = time.perf_counter()
         indexed = mem.reindex()
+        mem.flush()
         rebuild_s = time.perf_counter() - t0
-        qs = queries(n_queries)
+    finally:
+        mem.close()
+    return {"memories": indexed, "rebuild_s": round(rebuild_s, 2),
+            "rebuild_per_s": round(indexed / rebuild_s, 1) if rebuild_s else None}
+
+
+def embed_rate(real: Any, batch: int) -> float:
+    texts = [it.content for it in corpus.items(4 * BATCH, seed=99)]
+    real.embed(texts[:8])  # warm-up
+    t0 = time.perf_counter()
+    for i in range(0, len(texts), batch):
+        real.embed(texts[i : i + batch])
+    return len(texts) / (time.perf_counter() - t0)
+
+
+async def measure(data: Path, backend: str, n_queries: int, n_writes: int) -> dict[str, Any]:
+    from memory_store import open_memory
+
+    options = _options(data, backend)
+    result: dict[str, Any] = {}
+    if options:
+        real = options["embedder"].real
+        result["embed_batch"] = BATCH
+        result["embed_per_s"] = round(embed_rate(real, BATCH), 1)
+        result["embed_per_s_batch1"] = round(embed_rate(real, 1), 1)
+        options["embedder"].live = True
+    base = rss_mb()
+    t0 = time.perf_counter()
+    mem = open_memory(data, GROUP, backend, **options)
+    result["open_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    try:
+        qs = corpus.queries(n_queries)
         for q in qs[:5]:  # warm caches (first search after open, model warm-up)
             await mem.search(q, k=10)
         search_ms = []
@@ -164,49 +164,114 @@ async def measure(data: Path, backend: str, n: int, n_queries: int,
             t0 = time.perf_counter()
             await mem.search(q, k=10)
             search_ms.append((time.perf_counter() - t0) * 1000)
+        result["rss_mb"] = round(rss_mb() - base, 1)
+        result["rss_total_mb"] = round(rss_mb(), 1)
         write_ms = []
         for i in range(n_writes):
-            text = f"{random.choice(_NAMES)} said the meeting moved to room {i} on {i % 28 + 1} May"
+            text = (f"{random.choice(corpus._NAMES)} said the meeting moved to room {i}"
+                    f" on {i % 28 + 1} May")
             t0 = time.perf_counter()
             await mem.write(text, kind="episode", metadata={"id": f"w{i}", "source": "bench"})
             write_ms.append((time.perf_counter() - t0) * 1000)
-        result: dict[str, Any] = {
-            "memories": indexed,
+        result.update({
             "search_p50_ms": pct(search_ms, 50),
             "search_p95_ms": pct(search_ms, 95),
             "search_mean_ms": round(statistics.fmean(search_ms), 3),
             "write_p50_ms": pct(write_ms, 50),
             "write_p95_ms": pct(write_ms, 95),
-            "rebuild_s": round(rebuild_s, 2),
-            "rebuild_per_s": round(indexed / rebuild_s, 1) if rebuild_s else None,
-            "rss_mb": round(rss_mb(), 1),
-        }
-        if backend != "file":
-            result["embed_per_s"] = round(embed_per_s, 1)
+        })
         return result
     finally:
         mem.close()
-        for i in range(n_writes):  # keep the corpus the same size for the next backend
-            for sub in ("episodes",):
-                with_id = Path(mem.group.path / sub / f"w{i}.md")
-                if with_id.exists():
-                    with_id.unlink()
+        for path in mem.group.memory_files():  # keep the corpus the same for the next one
+            if path.name.startswith("w") and path.name[1:-3].isdigit():
+                path.unlink()
+
+
+def cache_sim(groups: int = 40, per_group: int = 500, turns: int = 2000,
+              max_groups: int = 16, backend: str = "file") -> dict[str, Any]:
+    """A worker's open-group cache under Zipf-distributed traffic: each turn gets its
+    group's memory from :class:`MemoryCache` and searches it once."""
+    from memory_store.cache import MemoryCache
+    from memory_store.fileformat import render
+    from memory_store.group import GroupDirectory
+    from memory_store.paths import memory_path
+    from memory_store.protocol import MemoryRecord
+
+    tmp = Path(tempfile.mkdtemp(prefix="memcache-"))
+    try:
+        items = list(corpus.items(per_group))
+        for g in range(groups):
+            gd = GroupDirectory(tmp, f"bench:g{g}").ensure()
+            for it in items:
+                rec = MemoryRecord(id=it.id, kind=it.kind, content=it.content, source="b",
+                                   created=it.created, updated=it.created, trust=it.trust)
+                path = memory_path(gd.path, it.kind, it.id, it.created)
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(render(rec), encoding="utf-8")
+        rng = random.Random(corpus.SEED)
+        weights = [1 / (g + 1) for g in range(groups)]
+        qs = corpus.queries(64)
+        cache = MemoryCache(max_groups=max_groups)
+        hit_ms: list[float] = []
+        miss_ms: list[float] = []
+        for g in range(groups):  # every group indexed once, so a miss is an open, not a build
+            cache.get(tmp, f"bench:g{g}", backend)[1].search_sync("warm", k=1)
+        cache.stats.hits = cache.stats.misses = cache.stats.evictions = 0
+        peak = 0
+        for t in range(turns):
+            g = rng.choices(range(groups), weights)[0]
+            misses = cache.stats.misses
+            t0 = time.perf_counter()
+            _, mem = cache.get(tmp, f"bench:g{g}", backend)
+            mem.search_sync(qs[t % len(qs)], k=10)
+            (miss_ms if cache.stats.misses > misses else hit_ms).append(
+                (time.perf_counter() - t0) * 1000)
+            peak = max(peak, cache.footprint_bytes())
+        cache.close()
+        return {"groups": groups, "per_group": per_group, "turns": turns,
+                "max_groups": max_groups, "hit_rate": round(cache.stats.hit_rate, 3),
+                "evictions": cache.stats.evictions,
+                "hit_p50_ms": pct(hit_ms, 50), "hit_p95_ms": pct(hit_ms, 95),
+                "miss_p50_ms": pct(miss_ms, 50), "miss_p95_ms": pct(miss_ms, 95),
+                "peak_footprint_mb": round(peak / 2**20, 1)}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run(env: dict[str, str], *args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "bench.memory_latency", *args], env=env,
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        print(proc.stderr, file=sys.stderr)
+        return {"error": proc.stderr.strip()[-300:]}
+    out: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.memory_latency",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--backends", default="file,vector,hybrid")
+    ap.add_argument("--vector-max", type=int, default=100_000,
+                    help="largest size the vector backend is measured at")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--writes", type=int, default=100)
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--one", nargs=3, metavar=("DATA", "BACKEND", "SIZE"),
-                    help=argparse.SUPPRESS)  # internal: one measurement in this process
+    ap.add_argument("--cache", action="store_true",
+                    help="instead: the open-group cache under Zipf traffic (hit rate, latency)")
+    ap.add_argument("--build", nargs=2, metavar=("DATA", "BACKEND"), help=argparse.SUPPRESS)
+    ap.add_argument("--one", nargs=2, metavar=("DATA", "BACKEND"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.build:
+        print(json.dumps(build(Path(args.build[0]), args.build[1])))
+        return 0
+    if args.cache:
+        print(json.dumps(cache_sim()))
+        return 0
     if args.one:
-        data, backend, size = Path(args.one[0]), args.one[1], int(args.one[2])
-        res = asyncio.run(measure(data, backend, size, args.queries, args.writes))
+        res = asyncio.run(measure(Path(args.one[0]), args.one[1], args.queries, args.writes))
         print(json.dumps(res))
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -221,21 +286,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{size}] generated files in {time.perf_counter() - t0:.1f}s",
                   file=sys.stderr)
             for backend in backends:
-                # A fresh process per measurement: honest RSS, no warm state carried over.
-                proc = subprocess.run(
-                    [sys.executable, "-m", "bench.memory_latency", "--one", str(tmp), backend,
-                     str(size), "--queries", str(args.queries), "--writes", str(args.writes)],
-                    env=env, capture_output=True, text=True, check=False)
-                if proc.returncode != 0:
-                    print(proc.stderr, file=sys.stderr)
-                    results[backend][str(size)] = {"error": proc.stderr.strip()[-300:]}
+                if backend == "vector" and size > args.vector_max:
                     continue
-                res = json.loads(proc.stdout.strip().splitlines()[-1])
+                # Fresh processes: the build's heap does not inflate the measured RSS.
+                res = _run(env, "--build", str(tmp), backend)
+                if "error" not in res:
+                    res.update(_run(env, "--one", str(tmp), backend, "--queries",
+                                    str(args.queries), "--writes", str(args.writes)))
                 results[backend][str(size)] = res
+                if "error" in res:
+                    continue
                 print(f"[{size}] {backend:<6} search p50 {res['search_p50_ms']:7.2f} ms  "
                       f"p95 {res['search_p95_ms']:7.2f} ms  write p95 {res['write_p95_ms']:7.2f}"
-                      f" ms  rebuild {res['rebuild_per_s']}/s  rss {res['rss_mb']} MB",
-                      file=sys.stderr)
+                      f" ms  rebuild {res['rebuild_per_s']}/s  rss {res['rss_mb']} MB"
+                      f"  load {os.getloadavg()[0]:.1f}", file=sys.stderr, flush=True)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     print("backend  size     search_p50_ms  search_p95_ms  write_p95_ms  rebuild/s  rss_MB")

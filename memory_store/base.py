@@ -66,6 +66,15 @@ class BaseMemory:
     def close(self) -> None:
         self.catalog.close()
 
+    def footprint_bytes(self) -> int:
+        """Estimated resident memory this open group holds: SQLite's page cache (its
+        default 2,000 KiB) plus the catalog's fixed overhead; backends add theirs."""
+        return 4 * 1024 * 1024
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Finish derived work still pending (vectors); the file backend has none."""
+        return None
+
     async def __aenter__(self) -> BaseMemory:
         return self
 
@@ -120,9 +129,9 @@ class BaseMemory:
             raise TypeError("memory content must be a string")
         memory_id = meta.get("id")
         memory_id = validate_memory_id(str(memory_id)) if memory_id is not None else _new_id(kind)
-        path = memory_path(self.group.path, kind, memory_id)
         actor = str(meta.pop("actor", None) or self.actor)
         record = self._new_record(memory_id, kind, content, meta)
+        path = memory_path(self.group.path, kind, memory_id, record.created)
         with self.group.lock():
             self.catalog.refresh()
             if path.exists() or self.catalog.locate(memory_id) is not None:
@@ -234,7 +243,7 @@ class BaseMemory:
         except FileNotFoundError:
             raise MemoryNotFound(memory_id) from None
         mtime = datetime.fromtimestamp(path.stat().st_mtime).astimezone()
-        name = rel.partition("/")[2]
+        name = rel.rsplit("/", 1)[-1]
         record = parse(data.decode("utf-8", errors="replace"), fallback_id=id_from_filename(name),
                        fallback_kind=found[1].kind, mtime=mtime)
         return path, record

@@ -5,9 +5,11 @@ as JSON) plus an FTS5 table (Porter stemmer, BM25). Other indexes (the dense vec
 plug in as :class:`IndexHook` and receive every change in the same transaction.
 
 The files are the truth. :meth:`Catalog.refresh` brings the index up to date: changed
-files come from the watcher (inotify) or a full mtime+size scan; a file whose mtime or
-size differ is hashed and re-parsed only when its bytes changed. Deleting ``.index/``
-makes the next refresh rebuild everything.
+files (or folders) come from the watcher (inotify), else a full mtime+size scan, done
+one folder at a time (``episodes/`` holds one sub-folder per month) so memory stays
+flat at a million files; a file whose mtime or size differ is hashed and re-parsed
+only when its bytes changed. Deleting ``.index/`` makes the next refresh rebuild
+everything. The read side lives in :mod:`memory_store.catalog_query`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import contextlib
 import json
 import logging
 import os
-import re
 import sqlite3
 import stat
 import threading
@@ -27,23 +28,24 @@ from pathlib import Path
 from typing import Protocol
 
 from memory_store.atomic import read_regular
-from memory_store.fileformat import content_hash, parse, to_datetime
-from memory_store.filters import SearchFilters
+from memory_store.catalog_query import CatalogQueries
+from memory_store.fileformat import content_hash, parse
 from memory_store.group import GroupDirectory
+from memory_store.indexdoc import index_text, record_from_json, record_to_json
 from memory_store.paths import DEFAULT_KIND_DIR, KIND_DIRS, MEMORY_DIRS, id_from_filename
 from memory_store.protocol import MemoryRecord
-from memory_store.stopwords import STOPWORDS
-from memory_store.watch import Watcher, make_watcher
+from memory_store.watch import Watcher, make_watcher, subdirs
+
+__all__ = ["Catalog", "IndexHook", "Progress", "record_from_json", "record_to_json"]
 
 log = logging.getLogger(__name__)
 
 DB_NAME = "catalog.sqlite3"
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 Progress = Callable[[int, int], None]  # (done, total)
 
 _DIR_KIND = {v: k for k, v in reversed(list(KIND_DIRS.items()))}
 _DIR_KIND[DEFAULT_KIND_DIR] = "note"
-_WORD = re.compile(r"\w+", re.UNICODE)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
@@ -51,6 +53,7 @@ CREATE TABLE IF NOT EXISTS docs(
   rowid INTEGER PRIMARY KEY,
   id TEXT NOT NULL UNIQUE,
   path TEXT NOT NULL UNIQUE,
+  dir TEXT NOT NULL,
   kind TEXT NOT NULL,
   source TEXT NOT NULL,
   created REAL NOT NULL,
@@ -65,6 +68,8 @@ CREATE TABLE IF NOT EXISTS docs(
   record TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS docs_created ON docs(created);
+CREATE INDEX IF NOT EXISTS docs_dir ON docs(dir);
+CREATE INDEX IF NOT EXISTS docs_kind_created ON docs(kind, created, rowid);
 CREATE INDEX IF NOT EXISTS docs_valid_to ON docs(valid_to) WHERE valid_to IS NOT NULL;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
   text, tokenize = 'porter unicode61 remove_diacritics 2'
@@ -100,64 +105,7 @@ class Row:
     hash: str
 
 
-def record_to_json(record: MemoryRecord) -> str:
-    def iso(dt: datetime | None) -> str | None:
-        return None if dt is None else dt.isoformat()
-
-    return json.dumps({
-        "id": record.id, "kind": record.kind, "content": record.content,
-        "source": record.source, "created": iso(record.created),
-        "updated": iso(record.updated), "trust": record.trust,
-        "valid_from": iso(record.valid_from), "valid_to": iso(record.valid_to),
-        "tags": list(record.tags), "metadata": record.metadata,
-    }, ensure_ascii=False, default=str)
-
-
-def record_from_json(text: str, score: float = 0.0) -> MemoryRecord:
-    d = json.loads(text)
-    created = to_datetime(d["created"])
-    updated = to_datetime(d["updated"])
-    assert created is not None and updated is not None
-    return MemoryRecord(
-        id=d["id"], kind=d["kind"], content=d["content"], source=d["source"],
-        created=created, updated=updated, trust=float(d["trust"]),
-        valid_from=to_datetime(d["valid_from"]), valid_to=to_datetime(d["valid_to"]),
-        tags=tuple(d["tags"]), metadata=d["metadata"], score=score,
-    )
-
-
-def index_text(record: MemoryRecord) -> str:
-    """What lexical and dense indexes see: the body plus who, what about, and when.
-
-    Names and the date are appended because questions name people and times ("what did
-    Caroline do in May 2023?") that the body of a turn often leaves implicit.
-    """
-    extra: list[str] = []
-    meta = record.metadata
-    for key in ("speaker", "entity", "title"):
-        value = meta.get(key)
-        if isinstance(value, str) and value not in record.content:
-            extra.append(value)
-    participants = meta.get("participants")
-    if isinstance(participants, list):
-        extra.extend(str(p) for p in participants if str(p) not in record.content)
-    extra.extend(record.tags)
-    extra.append(f"{record.created.day} {record.created.strftime('%B %Y')}")
-    return record.content + "\n" + " ".join(extra)
-
-
-def fts_query(query: str) -> str | None:
-    """An FTS5 OR-query of the query's content words (stopwords dropped), or None."""
-    words = [w.lower() for w in _WORD.findall(query)]
-    content = [w for w in words if w not in STOPWORDS]
-    chosen = content or words
-    if not chosen:
-        return None
-    unique = list(dict.fromkeys(chosen))
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
-
-
-class Catalog:
+class Catalog(CatalogQueries):
     """The SQLite index of one group directory. Thread-safe within a process."""
 
     def __init__(self, group: GroupDirectory, *, hooks: Iterable[IndexHook] = (),
@@ -177,6 +125,11 @@ class Catalog:
     @property
     def db_path(self) -> Path:
         return self.group.index_dir / DB_NAME
+
+    @property
+    def lock(self) -> threading.RLock:
+        """Held around every use of :attr:`conn` (secondary indexes take it too)."""
+        return self._mu
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -272,34 +225,55 @@ class Catalog:
             self._open()
             return self.refresh(progress, full=True)
 
-    def _rows_by_path(self) -> dict[str, Row]:
-        return {r[2]: Row(*r) for r in self.conn.execute(
-            "SELECT rowid, id, path, mtime_ns, size, hash FROM docs")}
-
     def _rel(self, path: Path) -> str:
         return path.relative_to(self.group.path).as_posix()
 
+    def _dirs(self) -> list[str]:
+        """Every folder that may hold memory files: the memory dirs and their shards."""
+        out: list[str] = []
+        for sub in MEMORY_DIRS:
+            top = self.group.path / sub
+            out.append(sub)
+            out.extend(self._rel(d) for d in sorted(subdirs(top)))
+        return out
+
+    def _rows_in(self, rel_dir: str) -> dict[str, Row]:
+        return {r[2]: Row(*r) for r in self.conn.execute(
+            "SELECT rowid, id, path, mtime_ns, size, hash FROM docs WHERE dir=?", (rel_dir,))}
+
     def _full_scan(self, progress: Progress | None) -> int:
-        rows = self._rows_by_path()
+        """Compare every folder with its rows, one folder (and transaction) at a time."""
+        dirs = self._dirs()
+        changed = 0
+        for i, rel_dir in enumerate(dirs):
+            changed += self._scan_dir(rel_dir, None)
+            if progress is not None:
+                progress(i + 1, len(dirs))
+        known = {r[0] for r in self.conn.execute("SELECT DISTINCT dir FROM docs")}
+        for gone in sorted(known - set(dirs)):
+            changed += self._scan_dir(gone, None)
+        return changed
+
+    def _scan_dir(self, rel_dir: str, progress: Progress | None) -> int:
+        rows = self._rows_in(rel_dir)
         seen: set[str] = set()
         candidates: list[tuple[str, os.stat_result]] = []
-        for sub in MEMORY_DIRS:
-            try:
-                entries = list(os.scandir(self.group.path / sub))
-            except FileNotFoundError:
+        try:
+            entries = list(os.scandir(self.group.path / rel_dir))
+        except (FileNotFoundError, NotADirectoryError):
+            entries = []
+        for entry in entries:
+            name = entry.name
+            # Symlinks are skipped: a link could point outside the group directory.
+            if (not name.endswith(".md") or name.startswith(".")
+                    or not entry.is_file(follow_symlinks=False)):
                 continue
-            for entry in entries:
-                name = entry.name
-                # Symlinks are skipped: a link could point outside the group directory.
-                if (not name.endswith(".md") or name.startswith(".")
-                        or not entry.is_file(follow_symlinks=False)):
-                    continue
-                rel = f"{sub}/{name}"
-                seen.add(rel)
-                st = entry.stat(follow_symlinks=False)
-                row = rows.get(rel)
-                if row is None or row.mtime_ns != st.st_mtime_ns or row.size != st.st_size:
-                    candidates.append((rel, st))
+            rel = f"{rel_dir}/{name}"
+            seen.add(rel)
+            st = entry.stat(follow_symlinks=False)
+            row = rows.get(rel)
+            if row is None or row.mtime_ns != st.st_mtime_ns or row.size != st.st_size:
+                candidates.append((rel, st))
         deletes = [row for rel, row in rows.items() if rel not in seen]
         return self._apply(candidates, deletes, rows, progress)
 
@@ -307,8 +281,12 @@ class Catalog:
         candidates: list[tuple[str, os.stat_result]] = []
         deletes: list[Row] = []
         rows: dict[str, Row] = {}
+        changed = 0
         for path in paths:
             rel = self._rel(path)
+            if not rel.endswith(".md"):  # a folder (new, moved or touched shard)
+                changed += self._scan_dir(rel, None)
+                continue
             r = self.conn.execute(
                 "SELECT rowid, id, path, mtime_ns, size, hash FROM docs WHERE path=?", (rel,)
             ).fetchone()
@@ -325,7 +303,7 @@ class Catalog:
                 continue
             if row is None or row.mtime_ns != st.st_mtime_ns or row.size != st.st_size:
                 candidates.append((rel, st))
-        return self._apply(candidates, deletes, rows, progress)
+        return changed + self._apply(candidates, deletes, rows, progress)
 
     def _apply(self, candidates: list[tuple[str, os.stat_result]], deletes: list[Row],
                rows: dict[str, Row], progress: Progress | None) -> int:
@@ -389,7 +367,7 @@ class Catalog:
             hook.committed()
 
     def _parse_file(self, rel: str, data: bytes, st: os.stat_result) -> MemoryRecord:
-        sub, _, name = rel.partition("/")
+        sub, name = rel.split("/", 1)[0], rel.rsplit("/", 1)[-1]
         mtime = datetime.fromtimestamp(st.st_mtime, UTC)
         return parse(data.decode("utf-8", errors="replace"), fallback_id=id_from_filename(name),
                      fallback_kind=_DIR_KIND.get(sub, "note"), mtime=mtime)
@@ -408,8 +386,8 @@ class Catalog:
             conn.execute("DELETE FROM docs WHERE rowid=?", (other[0],))
             conn.execute("DELETE FROM fts WHERE rowid=?", (other[0],))
         values = (
-            record.id, rel, record.kind, record.source, record.created.timestamp(),
-            record.updated.timestamp(), record.trust,
+            record.id, rel, rel.rsplit("/", 1)[0], record.kind, record.source,
+            record.created.timestamp(), record.updated.timestamp(), record.trust,
             record.valid_from.timestamp() if record.valid_from else None,
             record.valid_to.timestamp() if record.valid_to else None,
             json.dumps(list(record.tags)), mtime_ns, size, digest, record_to_json(record),
@@ -418,15 +396,15 @@ class Catalog:
         if existing is not None:
             rowid = int(existing[0])
             conn.execute(
-                "UPDATE docs SET id=?, path=?, kind=?, source=?, created=?, updated=?, trust=?,"
-                " valid_from=?, valid_to=?, tags=?, mtime_ns=?, size=?, hash=?, record=?"
+                "UPDATE docs SET id=?, path=?, dir=?, kind=?, source=?, created=?, updated=?,"
+                " trust=?, valid_from=?, valid_to=?, tags=?, mtime_ns=?, size=?, hash=?, record=?"
                 " WHERE rowid=?", (*values, rowid))
             conn.execute("DELETE FROM fts WHERE rowid=?", (rowid,))
         else:
             cur = conn.execute(
-                "INSERT INTO docs(id, path, kind, source, created, updated, trust, valid_from,"
-                " valid_to, tags, mtime_ns, size, hash, record)"
-                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
+                "INSERT INTO docs(id, path, dir, kind, source, created, updated, trust,"
+                " valid_from, valid_to, tags, mtime_ns, size, hash, record)"
+                " VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", values)
             assert cur.lastrowid is not None
             rowid = int(cur.lastrowid)
         conn.execute("INSERT INTO fts(rowid, text) VALUES(?, ?)", (rowid, index_text(record)))
@@ -457,106 +435,3 @@ class Catalog:
                 conn.execute("DELETE FROM fts WHERE rowid=?", (r[0],))
                 for hook in self.hooks:
                     hook.apply(conn, [], [int(r[0])], None)
-
-    # -- queries ----------------------------------------------------------------------
-
-    def locate(self, memory_id: str) -> tuple[str, MemoryRecord] | None:
-        """(relative path, record) of ``memory_id`` as last indexed, or None."""
-        with self._mu:
-            r = self.conn.execute("SELECT path, record FROM docs WHERE id=?",
-                                  (memory_id,)).fetchone()
-        return None if r is None else (r[0], record_from_json(r[1]))
-
-    def count(self) -> int:
-        with self._mu:
-            return int(self.conn.execute("SELECT count(*) FROM docs").fetchone()[0])
-
-    def lexical(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
-        """Top ``k`` (rowid, bm25 score; higher is better) matching ``query`` and filters."""
-        match = fts_query(query)
-        if match is None or k <= 0:
-            return []
-        if filters.only_superseded_check:
-            return self._lexical_unfiltered(match, k, filters)
-        where, params = filters.sql("d")
-        sql = ("SELECT fts.rowid, bm25(fts) AS s FROM fts JOIN docs d ON d.rowid = fts.rowid"  # noqa: S608
-               f" WHERE fts MATCH ? AND {where} ORDER BY s LIMIT ?")
-        with self._mu:
-            rows = self.conn.execute(sql, [match, *params, k]).fetchall()
-        return [(int(r[0]), -float(r[1])) for r in rows]
-
-    def _lexical_unfiltered(self, match: str, k: int,
-                            filters: SearchFilters) -> list[tuple[int, float]]:
-        """The common case (no filter but "not superseded"): rank in FTS alone, without
-        the join to ``docs`` for every match, and drop the few superseded rows after."""
-        with self._mu:
-            gone: set[int] = set()
-            if not filters.include_superseded:
-                now = (filters.now.timestamp() if filters.now else 0.0)
-                gone = {int(r[0]) for r in self.conn.execute(
-                    "SELECT rowid FROM docs WHERE valid_to IS NOT NULL AND valid_to <= ?",
-                    (now,))}
-            rows = self.conn.execute(
-                "SELECT rowid, bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?",
-                (match, k + len(gone))).fetchall()
-        return [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in gone][:k]
-
-    def recent(self, k: int, filters: SearchFilters) -> list[int]:
-        where, params = filters.sql("d")
-        with self._mu:
-            rows = self.conn.execute(
-                f"SELECT d.rowid FROM docs d WHERE {where} ORDER BY d.created DESC LIMIT ?",  # noqa: S608
-                [*params, k]).fetchall()
-        return [int(r[0]) for r in rows]
-
-    def allowed(self, filters: SearchFilters) -> list[int]:
-        """Every rowid passing ``filters``."""
-        where, params = filters.sql("d")
-        with self._mu:
-            return [int(r[0]) for r in self.conn.execute(
-                f"SELECT d.rowid FROM docs d WHERE {where}", params)]  # noqa: S608
-
-    def signals(self, rowids: list[int]) -> dict[int, tuple[float, float]]:
-        """rowid -> (created epoch seconds, trust) for ranking."""
-        if not rowids:
-            return {}
-        out: dict[int, tuple[float, float]] = {}
-        with self._mu:
-            for chunk in _chunks(rowids, 500):
-                q = f"SELECT rowid, created, trust FROM docs WHERE rowid IN ({_marks(chunk)})"  # noqa: S608
-                for r in self.conn.execute(q, chunk):
-                    out[int(r[0])] = (float(r[1]), float(r[2]))
-        return out
-
-    def records(self, rowids: list[int]) -> dict[int, MemoryRecord]:
-        if not rowids:
-            return {}
-        out: dict[int, MemoryRecord] = {}
-        with self._mu:
-            for chunk in _chunks(rowids, 500):
-                q = f"SELECT rowid, record FROM docs WHERE rowid IN ({_marks(chunk)})"  # noqa: S608
-                for r in self.conn.execute(q, chunk):
-                    out[int(r[0])] = record_from_json(r[1])
-        return out
-
-    def iter_records(
-        self, filters: SearchFilters | None = None
-    ) -> Iterator[tuple[str, MemoryRecord]]:
-        """(relative path, record) of every indexed memory, oldest first."""
-        where, params = (filters.sql("d") if filters else ("1", []))
-        with self._mu:
-            rows = self.conn.execute(
-                f"SELECT d.path, d.record FROM docs d WHERE {where}"  # noqa: S608
-                " ORDER BY d.created, d.rowid",
-                params).fetchall()
-        for path, rec in rows:
-            yield path, record_from_json(rec)
-
-
-def _marks(items: list[int]) -> str:
-    return ",".join("?" * len(items))
-
-
-def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]

@@ -166,6 +166,7 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
                 bar.update(task, completed=done, total=total)
 
             count = mem.reindex(progress)
+            mem.flush()  # vectors too, not left to a background thread about to stop
         console.print(f"indexed {count} memories ({mem.backend})")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -65,6 +66,10 @@ class MiniLMEmbedder:
         tok.enable_truncation(max_length=max_tokens)
         self._tok = tok
         self._lock = threading.Lock()
+        # A background batch may hold the lock when a worker forks (RQ runs each job in
+        # a fork): the child has no such thread, so it gets a fresh, free lock.
+        me = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _relock(me))
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """One normalized row per text, in order (empty input: shape (0, dim))."""
@@ -98,6 +103,12 @@ class MiniLMEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         result: Vectors = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
         return result
+
+
+def _relock(ref: weakref.ref[MiniLMEmbedder]) -> None:
+    obj = ref()
+    if obj is not None:
+        obj._lock = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)

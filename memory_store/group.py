@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,14 @@ def _read_bounded(path: Path, limit: int) -> str:
     return text
 
 
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
 class GroupDirectory:
     """The directory of exactly one group; every path it hands out lies inside it."""
 
@@ -59,6 +68,7 @@ class GroupDirectory:
         self.group = group
         self.path = group_dir(self.data_dir, group)
         self._lock = FileLock(self.path / LOCK_FILE, timeout=LOCK_TIMEOUT, poll_interval=0.002)
+        self._core: tuple[tuple[object, ...], CoreMemory] | None = None
 
     def __repr__(self) -> str:
         return f"GroupDirectory({self.group!r})"
@@ -101,23 +111,33 @@ class GroupDirectory:
         return self._lock
 
     def core_memory(self, limit: int = CORE_LIMIT_CHARS) -> CoreMemory:
-        """Global CLAUDE.md ("" if absent), this group's CLAUDE.md and user_profile.md."""
-        return CoreMemory(
-            global_md=_read_bounded(global_dir(self.data_dir) / CORE_FILE, limit),
-            group_md=_read_bounded(self.core_path, limit),
-            profile_md=_read_bounded(self.profile_path, limit),
-        )
+        """Global CLAUDE.md ("" if absent), this group's CLAUDE.md and user_profile.md.
+
+        Kept between calls and re-read only when one of the three files' inode, mtime
+        or size moved (three stats instead of three reads per turn)."""
+        paths = (global_dir(self.data_dir) / CORE_FILE, self.core_path, self.profile_path)
+        key = (limit, *(_signature(p) for p in paths))
+        cached = self._core
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        core = CoreMemory(*(_read_bounded(p, limit) for p in paths))
+        self._core = (key, core)
+        return core
 
     def memory_files(self) -> Iterator[Path]:
-        """Every memory file (``*.md`` in the memory sub-directories), unordered."""
+        """Every memory file (``*.md`` in the memory sub-directories and their one level
+        of sub-folders, e.g. ``episodes/2024-05/``), unordered."""
         for sub in MEMORY_DIRS:
-            with contextlib.suppress(FileNotFoundError):
-                for name in _listdir(self.path / sub):
-                    if name.endswith(".md") and not name.startswith("."):
-                        yield self.path / sub / name
+            yield from _md_files(self.path / sub, depth=1)
 
 
-def _listdir(path: Path) -> list[str]:
-    import os
-
-    return os.listdir(path)
+def _md_files(folder: Path, depth: int) -> Iterator[Path]:
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.scandir(folder):
+            if entry.name.startswith("."):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                if depth > 0:
+                    yield from _md_files(Path(entry.path), depth - 1)
+            elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                yield Path(entry.path)

@@ -9,6 +9,7 @@ is checked to lie under the data dir.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 
 from memory_store.errors import InvalidGroupKey
@@ -70,6 +71,10 @@ KIND_DIRS: dict[str, str] = {
 DEFAULT_KIND_DIR = "notes"
 #: Every directory that holds memory files, in scan order.
 MEMORY_DIRS: tuple[str, ...] = ("episodes", "entities", "procedures", "reflections", "notes")
+#: Directories whose new files go to one sub-folder per month (:func:`shard_name`).
+#: Every memory directory may hold one level of sub-folders (hand-made too); deeper
+#: files are ignored.
+SHARDED_DIRS: frozenset[str] = frozenset({"episodes"})
 
 _KIND = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 _MAX_ID = 200
@@ -137,15 +142,29 @@ def id_from_filename(name: str) -> str:
     return re.sub(r"~([0-9a-f]+)~", _unescape, stem)
 
 
-def memory_path(group_path: Path, kind: str, memory_id: str) -> Path:
+def shard_name(created: datetime) -> str:
+    """The sub-folder of ``episodes/`` for a memory created at ``created``: its month.
+
+    A busy group writes tens of thousands of episodes a year; one folder per month keeps
+    every folder to a few thousand files and lets change detection look only at the
+    folders that changed.
+    """
+    return created.astimezone(UTC).strftime("%Y-%m")
+
+
+def memory_path(group_path: Path, kind: str, memory_id: str,
+                created: datetime | None = None) -> Path:
     """Where a memory of ``kind`` with ``memory_id`` lives inside ``group_path``.
 
-    Checked to resolve inside the group directory (defence in depth on top of the
-    id validation).
+    Episodes go to ``episodes/<YYYY-MM>/`` by ``created`` (default: now). Checked to
+    resolve inside the group directory (defence in depth on top of the id validation).
     """
     root = Path(group_path).resolve()
-    path = (root / kind_dir(kind) / memory_filename(memory_id)).resolve()
-    if path.parent.parent != root:
+    sub = kind_dir(kind)
+    if sub in SHARDED_DIRS:
+        sub = f"{sub}/{shard_name(created or datetime.now(UTC))}"
+    path = (root / sub / memory_filename(memory_id)).resolve()
+    if path.parent != root / sub:
         from memory_store.errors import InvalidMemoryId
 
         raise InvalidMemoryId(f"memory id {memory_id!r} escapes the group directory")

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import OrderedDict
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import redis
 
 from gateway.config import REDIS_URL_ENV, WorkerSettings, load_worker_settings
-from memory_store import BaseMemory, GroupDirectory, open_group
+from memory_store import BaseMemory, GroupDirectory
+from memory_store.cache import MemoryCache
 
 T = TypeVar("T")
 
@@ -37,7 +37,7 @@ class WorkerContext:
         self.settings = settings
         self.redis = client
         self.pid = os.getpid()
-        self._memories: OrderedDict[tuple[str, str], BaseMemory] = OrderedDict()
+        self.memories = MemoryCache(max_groups=MEMORY_CACHE_SIZE)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -58,35 +58,21 @@ class WorkerContext:
         return self._loop.run_until_complete(coro)
 
     def group_memory(self, group: str) -> tuple[GroupDirectory, BaseMemory]:
-        """The group's directory (ensured) and its open memory, from a small LRU.
+        """The group's directory (ensured) and its open memory, from the process's
+        cache (LRU bounded by count and memory, reopened when the group's folder or
+        index is replaced: ``memory_store/cache.py``).
 
         Safe to keep open across turns: turns of one group never overlap (the group
         lock), and the memory's index notices files other workers or people changed.
         """
-        backend = self.settings.memory.backend
-        key = (group, backend)
-        memory = self._memories.get(key)
-        if memory is not None:
-            self._memories.move_to_end(key)
-            # the layout exists (checked once per open); only a deleted CLAUDE.md is re-made
-            gd = memory.group if memory.group.core_path.exists() else memory.group.ensure()
-            return gd, memory
-        gd = GroupDirectory(self.settings.data_dir, group).ensure()
-        memory = open_group(gd, backend)
-        self._memories[key] = memory
-        while len(self._memories) > MEMORY_CACHE_SIZE:
-            _, old = self._memories.popitem(last=False)
-            old.close()
-        return gd, memory
+        return self.memories.get(self.settings.data_dir, group, self.settings.memory.backend)
 
     def close(self) -> None:
         """Close open memories, the loop and the client (only in the process that made
         them)."""
         if self.pid != os.getpid():
             return
-        while self._memories:
-            _, memory = self._memories.popitem()
-            memory.close()
+        self.memories.close()
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
         self.redis.close()

@@ -77,35 +77,57 @@ class HybridMemory(VectorMemory):
         with self.dense.lock:
             view = self.dense.snapshot()
             n = len(view.rowids)
-            if n == 0:
-                return []
-            masked = self.dense.masked_scores(qvec, now=now, allowed=allowed,
-                                              include_superseded=filters.include_superseded)
+            masked = (self.dense.masked_scores(qvec, now=now, allowed=allowed,
+                                               include_superseded=filters.include_superseded)
+                      if n else np.zeros(0, dtype=np.float32))
             live = np.isfinite(masked)
             dense = np.zeros(n)
-            top = np.argpartition(-masked, min(pool, n) - 1)[: min(pool, n)]
-            top = top[live[top]]
+            top = np.zeros(0, dtype=np.int64)
+            if n:
+                top = np.argpartition(-masked, min(pool, n) - 1)[: min(pool, n)]
+                top = top[live[top]]
             if len(top):
                 # The epsilon keeps the pool's weakest member distinguishable from
                 # records outside every pool.
                 dense[top] = _minmax(masked[top].astype(np.float64)) + 1e-6
             lex = np.zeros(n)
-            hits = [(view.pos[r], s) for r, s in lexical if r in view.pos]
-            if hits:
-                idx = np.array([p for p, _ in hits])
-                lex[idx] = _minmax(np.array([s for _, s in hits])) + 1e-6
+            norm = (_minmax(np.array([s for _, s in lexical])) + 1e-6 if lexical
+                    else np.zeros(0))
+            slots = view.slots([r for r, _ in lexical])
+            has = slots >= 0
+            if has.any():
+                lex[slots[has]] = norm[has]
                 if self.lexical_smooth:
                     lex = lex + self.lexical_smooth * (lex[view.prev] + lex[view.next]) / 2
                     lex /= lex.max()
             fused = self.lexical_weight * lex + self.dense_weight * dense
             candidates = np.flatnonzero((fused > 0) & live)
-            if not len(candidates):
-                return []
             decay = math.log(2) / (self.half_life_days * DAY)
             age = np.maximum(0.0, now - view.created[candidates])
             score = (fused[candidates] + self.recency_weight * np.exp(-decay * age)
                      + self.trust_weight * view.trust[candidates])
-            kk = min(k, len(candidates))
-            best = np.argpartition(-score, kk - 1)[:kk]
-            best = best[np.argsort(-score[best], kind="stable")]
-            return [(int(view.rowids[candidates[i]]), float(score[i])) for i in best]
+            out = [(int(view.rowids[c]), float(s)) for c, s in
+                   _top(candidates, score, k)]
+            # Records not embedded yet take part through their text alone.
+            waiting = [(r, float(x)) for (r, _), x, ok in zip(lexical, norm, has, strict=True)
+                       if not ok and r in self.dense.pending]
+        if waiting:
+            signals = self.catalog.signals([r for r, _ in waiting])
+            for r, x in waiting:
+                created, trust = signals.get(r, (now, 0.5))
+                out.append((r, self.lexical_weight * x
+                            + self.recency_weight * math.exp(-decay * max(0.0, now - created))
+                            + self.trust_weight * trust))
+            out.sort(key=lambda t: -t[1])
+        return out[:k]
+
+
+def _top(candidates: npt.NDArray[np.int64], score: Floats,
+         k: int) -> list[tuple[int, float]]:
+    """The ``k`` best (candidate, score), best first."""
+    if not len(candidates):
+        return []
+    kk = min(k, len(candidates))
+    best = np.argpartition(-score, kk - 1)[:kk]
+    best = best[np.argsort(-score[best], kind="stable")]
+    return [(int(candidates[i]), float(score[i])) for i in best]

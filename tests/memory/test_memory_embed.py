@@ -42,6 +42,7 @@ def test_paraphrase_is_found_without_shared_words(tmp_path: Path) -> None:
     try:
         mem.write_sync("My dog loves playing fetch in the park.", kind="fact")
         mem.write_sync("Quarterly taxes are due next week.", kind="fact")
+        mem.flush()  # vectors are computed in the background; this asks for them now
         hits = mem.search_sync("puppy enjoys chasing a ball", k=1)
         assert hits[0].content.startswith("My dog")
     finally:
@@ -56,6 +57,7 @@ def test_vectors_are_added_when_a_file_index_is_reopened_as_hybrid(tmp_path: Pat
     h = open_memory(tmp_path, "t:1", "hybrid", embedder=default_embedder())
     try:
         assert isinstance(h, HybridMemory)
+        h.flush()  # the vectors are computed in the background
         assert len(h.dense) == 2
         assert h.search_sync("when is Sam born", k=1)[0].id == "bday"
     finally:

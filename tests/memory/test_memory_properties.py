@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from memory_store import InvalidMemoryId, open_memory
 from memory_store.backends.hybrid import HybridMemory
-from memory_store.dense import sentence_chunks
+from memory_store.dense_text import sentence_chunks
 from memory_store.fileformat import parse, render
 from memory_store.paths import id_from_filename, memory_filename, memory_path, validate_memory_id
 from memory_store.protocol import MemoryRecord
@@ -128,6 +128,7 @@ def test_incremental_index_equals_rebuild_from_files(ops: list[tuple[str, int, l
                 elif op == "delete" and mid in live:
                     mem.delete_sync(mid)
                     del live[mid]
+            mem.flush()  # vectors are computed in the background
             got = [(h.id, round(h.score, 5)) for h in mem.search_sync(query, k=20)]
             assert {h.id: h.content for h in mem.records()} == live
         finally:
@@ -136,6 +137,7 @@ def test_incremental_index_equals_rebuild_from_files(ops: list[tuple[str, int, l
                             durable=False, watch="poll")
         try:
             fresh.reindex()
+            fresh.flush()
             again = [(h.id, round(h.score, 5)) for h in fresh.search_sync(query, k=20)]
         finally:
             fresh.close()
@@ -155,19 +157,25 @@ class CountingEmbedder(HashEmbedder):
 
 def test_front_matter_only_changes_do_not_re_embed(tmp_path: Path) -> None:
     emb = CountingEmbedder()
-    mem = open_memory(tmp_path, "p:2", "vector", embedder=emb, durable=False)
+    # background=False: nothing is embedded until flush(), so the counts are exact.
+    mem = open_memory(tmp_path, "p:2", "vector", embedder=emb, durable=False,
+                      background=False)
     try:
         mem.write_sync("Ann likes tea. Bob likes coffee.", kind="fact", metadata={"id": "a"})
+        mem.flush()
         after_write = emb.texts
         assert after_write == 3  # whole text + two sentences
         mem.update_sync("a", "Ann likes tea. Bob likes coffee.", changes={"trust": 0.9})
+        mem.flush()
         assert emb.texts == after_write
         mem.update_sync("a", "Ann likes tea. Bob likes coffee.",
                         changes={"valid_to": "2000-01-01T00:00:00Z"})
+        mem.flush()
         assert emb.texts == after_write
         assert mem.search_sync("tea", k=5) == []  # superseded is applied without re-embed
         before = emb.texts  # the search embedded its query
         mem.update_sync("a", "Ann likes cocoa.", changes={"valid_to": None})
+        mem.flush()
         assert emb.texts == before + 1
         assert mem.search_sync("cocoa", k=1)[0].content == "Ann likes cocoa."
     finally:

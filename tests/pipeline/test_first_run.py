@@ -84,7 +84,7 @@ def test_piped_chat_answers_with_the_real_local_model(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip(), done.stderr[-3000:]
     assert "ada>" not in done.stdout  # piped: the reply alone, no prompts
-    episodes = list((tmp_path / "data" / "groups" / "local" / "ada" / "episodes").glob("*.md"))
+    episodes = list((tmp_path / "data" / "groups" / "local" / "ada" / "episodes").rglob("*.md"))
     assert len(episodes) == 1
     assert "capital of France" in episodes[0].read_text(encoding="utf-8")
 

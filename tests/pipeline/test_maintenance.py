@@ -409,7 +409,7 @@ def test_a_failing_turn_leaves_one_lesson_without_the_key(env: Env) -> None:
     assert "RuntimeError" in body and "f1" in body
     assert FAKE_KEY not in all_text(env.group_dir()) and FAKE_KEY[-8:] not in all_text(
         env.group_dir())
-    assert not list((env.group_dir() / "episodes").glob("*.md"))  # a failed turn is no episode
+    assert not list((env.group_dir() / "episodes").rglob("*.md"))  # a failed turn is no episode
 
 
 def test_a_rate_limited_turn_is_reflected_on_only_when_dead_lettered(env: Env) -> None:

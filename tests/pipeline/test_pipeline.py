@@ -27,7 +27,7 @@ def front_matter(path: Path) -> dict[str, object]:
 
 
 def episodes(data_dir: Path, group: str) -> list[Path]:
-    return sorted((GroupDirectory(data_dir, group).path / "episodes").glob("*.md"))
+    return sorted((GroupDirectory(data_dir, group).path / "episodes").rglob("*.md"))
 
 
 async def test_dm_gets_exactly_one_reply_and_an_episode(stack: Stack) -> None:
@@ -189,7 +189,7 @@ async def test_group_keys_cannot_escape_the_data_dir(stack: Stack) -> None:
     for chat in evil:
         gd = GroupDirectory(stack.data_dir, f"local:{chat}")
         assert gd.path.resolve().is_relative_to(data / "groups" / "local")
-        assert len(list((gd.path / "episodes").glob("*.md"))) == 1
+        assert len(list((gd.path / "episodes").rglob("*.md"))) == 1
     assert not (stack.tmp / "etc").exists()
 
 

@@ -81,12 +81,12 @@ async def trace_one_message() -> dict[str, set[str]]:
         await _wait(lambda: len(fake.sent) >= 1, 90, "the warm-up reply")
         await asyncio.sleep(1.0)  # let the worker finish the warm-up turn
         episodes = tmp / "data" / "groups" / "telegram"
-        before = set(episodes.rglob("episodes/*.md"))
+        before = set(episodes.rglob("episodes/*/*.md"))
         recorder.reset()
         worker.send_signal(signal.SIGUSR1)
         await fake.enqueue(load_fixture("telegram", "voice"))  # a later DM: a new turn
         await _wait(lambda: len(fake.sent) >= 2, 90, "the reply")
-        await _wait(lambda: set(episodes.rglob("episodes/*.md")) - before, 30, "the episode")
+        await _wait(lambda: set(episodes.rglob("episodes/*/*.md")) - before, 30, "the episode")
         gateway_files = recorder.stop()
         worker.send_signal(signal.SIGUSR2)
         await _wait(out.exists, 10, "the worker's trace")

@@ -33,7 +33,8 @@ def test_a_replayed_reply_is_recorded_at_quoted_trust(worker_env: Path,  # noqa:
     _push(sync, "c1", ["a", "b"])
     assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
     turn = turn_id_for("local:c1", [inbound(m).dedupe_id for m in ("a", "b")])
-    episode = worker_env / "groups" / "local" / "c1" / "episodes" / f"{turn}.md"
+    episodes = worker_env / "groups" / "local" / "c1" / "episodes"
+    [episode] = episodes.rglob(f"{turn}.md")  # in its month's folder
     assert _episode_trust(episode) == 0.8  # the DM owner's words and a reply; nothing read
 
     # Crash after publishing, before the episode: the file and the flag are gone.
@@ -42,5 +43,6 @@ def test_a_replayed_reply_is_recorded_at_quoted_trust(worker_env: Path,  # noqa:
     _push(sync, "c1", ["a", "b"])
     sync.rename(K.mailbox("local:c1"), K.processing("local:c1"))
     assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    [episode] = episodes.rglob(f"{turn}.md")
     assert _episode_trust(episode) == QUOTED_TRUST
     sync.close()

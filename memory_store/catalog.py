@@ -105,6 +105,15 @@ class Row:
     hash: str
 
 
+def _stored_version(conn: sqlite3.Connection) -> str | None:
+    """The schema version an existing index was written with; None for a new file."""
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    except sqlite3.OperationalError:  # no meta table: a new (or foreign) file
+        return None
+    return None if row is None else str(row[0])
+
+
 class Catalog(CatalogQueries):
     """The SQLite index of one group directory. Thread-safe within a process."""
 
@@ -144,14 +153,17 @@ class Catalog(CatalogQueries):
         # The index is a cache of the files: losing its last commits on power loss only
         # costs a rescan, so skip the per-commit fsync.
         conn.execute("PRAGMA synchronous=NORMAL")
-        conn.executescript(_SCHEMA)
-        version = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-        if version is None:
-            conn.execute("INSERT OR REPLACE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
-        elif version[0] != SCHEMA_VERSION:
+        # An index written by another version is dropped before this version's schema
+        # runs against it (which could fail on a missing column): it is a cache of the
+        # files, rebuilt by the rescan below.
+        version = _stored_version(conn)
+        if version is not None and version != SCHEMA_VERSION:
             conn.close()
             self._drop_db()
             return self._open()
+        conn.executescript(_SCHEMA)
+        if version is None:
+            conn.execute("INSERT OR REPLACE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
         self._conn = conn
         self._db_ino = os.stat(self.db_path).st_ino
         self._data_version = self._pragma_data_version()

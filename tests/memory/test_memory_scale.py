@@ -156,3 +156,33 @@ def test_new_shards_are_watched(tmp_path: Path) -> None:
         assert w.poll() == {top / "2024-06" / "c.md"}
     finally:
         w.close()
+
+
+# The docs table of schema 1 (before episodes were sharded): no ``dir`` column, which
+# this version's schema indexes. A user upgrading keeps such an index on disk.
+_SCHEMA_1 = """
+CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT);
+INSERT INTO meta VALUES('schema', '1');
+CREATE TABLE docs(rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+                  path TEXT NOT NULL UNIQUE, mtime_ns INTEGER, size INTEGER, hash TEXT);
+"""
+
+
+def test_an_index_from_an_older_version_is_rebuilt_from_the_files(tmp_path: Path) -> None:
+    import sqlite3
+
+    mem = open_memory(tmp_path, GROUP, "file")
+    mid = mem.write_sync(TEXT, kind="fact", metadata={"id": "tea"})
+    db = mem.catalog.db_path
+    mem.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(str(db) + suffix).unlink(missing_ok=True)
+    old = sqlite3.connect(db)
+    old.executescript(_SCHEMA_1)
+    old.close()
+
+    mem = open_memory(tmp_path, GROUP, "file")  # must not fail on the old schema
+    try:
+        assert [h.id for h in mem.search_sync("green tea", k=3)] == [mid]
+    finally:
+        mem.close()

@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +22,11 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
+from gateway.channelstart import ChannelStarter
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
-from gateway.queue import Keys
+from gateway.queue import DeadLetters, Keys
 from gateway.webhooks import WebServer, build_app, has_routes
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,18 @@ def build_channels(
     return out
 
 
+def turn_report(client: redis.Redis, keys: Keys) -> dict[str, Any]:
+    """Turns being retried (a crash loop when no attempt recorded an error) and dead
+    letters per group, from Redis: seen whatever runs the workers."""
+    try:
+        dead = DeadLetters(client, keys)
+        retrying = [{"group": t.group, "turn_id": t.turn_id, "attempts": t.attempts,
+                     "crashed": t.crashed, "error": t.error} for t in dead.retrying()]
+        return {"retrying_turns": retrying, "dead_letters": dead.counts()}
+    except (redis.RedisError, OSError):
+        return {}
+
+
 class Gateway:
     """The always-on process. ``await start()``, then ``await stop()``."""
 
@@ -123,13 +136,15 @@ class Gateway:
         self.channels: dict[tuple[str, str], Channel] = {}
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._started: list[Channel] = []
         self._web: WebServer | None = None
         self.r: aioredis.Redis | None = None
         self._sync: redis.Redis | None = None
         self.inbox: Inbox | None = None
         self.outbox: Outbox | None = None
         self.failed_tasks: list[str] = []
+        self.starters: dict[tuple[str, str], ChannelStarter] = {}
+        #: more of ``/healthz`` (``pynanoclaw run`` adds its worker supervisor's state)
+        self.reporters: list[Callable[[], dict[str, Any]]] = []
 
     @property
     def web_port(self) -> int | None:
@@ -156,11 +171,11 @@ class Gateway:
         self._tasks.append(loop.create_task(self._heartbeat(), name="heartbeat"))
         for task in self._tasks:
             task.add_done_callback(self._task_ended)
-        for ch in self.channels.values():
+        for key, ch in self.channels.items():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))
-            await ch.start(self.inbox)
-            self._started.append(ch)
-            log.info("channel %s (%s) started", ch.name, ch.account)
+            # one channel that cannot start (network, bad token) never stops the others
+            self.starters[key] = ChannelStarter(ch, self.inbox)
+            await self.starters[key].start()
         chans = list(self.channels.values())
         http = self.config.http
         if http.enabled or (http.enabled is None and has_routes(chans)):
@@ -181,11 +196,17 @@ class Gateway:
             ok = bool(self.r is not None and await self.r.ping())
         except (redis.RedisError, OSError):
             ok = False
-        status = {f"{n}:{a}": ch.health() for (n, a), ch in self.channels.items()}
-        return {"ok": ok and not self.failed_tasks, "redis": ok,
-                "failed_tasks": list(self.failed_tasks),
-                "channels": sorted(f"{n}:{a}" for n, a in self.channels),
-                "channel_status": {k: v for k, v in sorted(status.items()) if v}}
+        status = {f"{n}:{a}": st.health() for (n, a), st in self.starters.items()}
+        out: dict[str, Any] = {
+            "ok": ok and not self.failed_tasks, "redis": ok,
+            "failed_tasks": list(self.failed_tasks),
+            "channels": sorted(f"{n}:{a}" for n, a in self.channels),
+            "channel_status": {k: v for k, v in sorted(status.items()) if v}}
+        if ok and self._sync is not None:
+            out.update(await asyncio.to_thread(turn_report, self._sync, self.keys))
+        for reporter in self.reporters:
+            out.update(reporter())
+        return out
 
     async def _heartbeat(self) -> None:
         assert self.r is not None
@@ -197,12 +218,12 @@ class Gateway:
 
     async def stop(self) -> None:
         """Stop receiving first, then let the outbox finish, then close Redis."""
-        for ch in reversed(self._started):
+        for st in reversed(list(self.starters.values())):
             try:
-                await ch.stop()
+                await st.stop()
             except Exception:
-                log.exception("stopping channel %s failed", ch.name)
-        self._started.clear()
+                log.exception("stopping channel %s failed", st.label)
+        self.starters.clear()
         if self._web is not None:
             await self._web.stop()
             self._web = None

@@ -22,6 +22,7 @@ from typing import Annotated
 import redis
 import typer
 
+from gateway import opscli
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
 from gateway.queue import Keys
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
@@ -378,6 +379,8 @@ def _memory_settings(config: Path | None) -> tuple[Path, str]:
 
 app.add_typer(build_memory_app(_memory_settings), name="memory",
               help="inspect and edit group memory")
+app.command()(opscli.status)
+app.add_typer(opscli.dead_app, name="dead")
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ from rq import Worker
 
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
-from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
 from gateway.queue import DeadLetters, Keys, job_queue
 from gateway.redis_server import running_embedded_url
 from gateway.smoke import check_model
@@ -41,16 +41,18 @@ class Check:
 
 def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
     """Every check for the config at ``path``, as they complete."""
+    from gateway.app import build_channels, load_channel_class
+
     try:
         cfg = load_config(path)
-        from gateway.app import build_channels
-
-        channels = build_channels(cfg, os.environ)
+        for name in cfg.channels:
+            load_channel_class(name, path)
     except ConfigError as err:
         yield Check("config", False, " ".join(err.render().split()))
         return
     yield Check("config", True, str(path))
-    client = _redis(cfg)
+    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    client = _redis(url)
     if isinstance(client, Check):
         yield client
     else:
@@ -62,12 +64,16 @@ def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
         problem = check_model(path)
         yield Check("model", problem is None,
                     "answered a one-token test" if problem is None else problem)
+    try:  # channels read their secrets (and the local one Redis's URL) from the env
+        channels = build_channels(cfg, {**os.environ, REDIS_URL_ENV: url or ""})
+    except ConfigError as err:
+        yield Check("channels", False, " ".join(err.render().split()))
+        return
     for (name, account), channel in channels.items():
         yield asyncio.run(_channel_check(f"channel {name}:{account}", channel))
 
 
-def _redis(cfg: GatewayConfig) -> redis.Redis | Check:
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+def _redis(url: str | None) -> redis.Redis | Check:
     if not url:
         return Check("redis", False, "no [redis] url and no embedded server running; "
                      "start `pynanoclaw run` (or `pynanoclaw gateway`)")

@@ -9,8 +9,10 @@ and one that keeps coming back is a crash loop. Both are seen from Redis alone, 
 are seen whatever runs the workers (``pynanoclaw run``, compose, systemd).
 
 ``retry`` puts a group's dead entries back into its mailbox, once (``dead_retry.lua``
-moves and deletes in one step), and returns whether the caller must enqueue the drain
-job; ``drop`` deletes them.
+moves and deletes in one step) and enqueues the drain job if none holds the lease. The
+same messages make the same turn id, so it also clears that turn's record and the
+``sent`` marks of its failure notice: else the retry would replay the stored notice, and
+the outbox would skip the new reply's chunks as already sent. ``drop`` deletes them.
 """
 
 from __future__ import annotations
@@ -114,7 +116,12 @@ class DeadLetters:
         """Put ``group``'s dead entries back into its mailbox (in order, once) and make
         sure a drain job runs them. Returns how many entries moved."""
         k = self.keys
-        turns = [k.turn(r.turn_id) for r in self.records(group) if r.turn_id]
+        turns: list[str] = []
+        for rec in self.records(group):
+            if rec.turn_id:  # its record, and the sent marks of the notice's chunks
+                turns.append(k.turn(rec.turn_id))
+                turns += [as_str(x) for x in self.r.scan_iter(
+                    match=f"{k.sent(rec.turn_id, 0)[:-1]}*", count=100)]
         job_id = uuid.uuid4().hex
         moved, enqueue = self._s["dead_retry"](
             keys=[k.dead(group), k.mailbox(group), k.lease(group), k.active,

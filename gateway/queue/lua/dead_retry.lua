@@ -1,5 +1,6 @@
 -- Dead letters: put a group's dead batches back into its mailbox, once, atomically.
--- KEYS: dead, mailbox, lease, active, dead log, then the turn records to clear
+-- KEYS: dead, mailbox, lease, active, dead log, then the turn records (and the sent
+--       marks of their notices) to clear
 -- ARGV: lease ttl ms, group, job id
 -- The entries keep their "<seq> " prefix, so the next batch is in arrival order whatever
 -- else waits in the mailbox. The turn records of the dead turns are deleted: the same

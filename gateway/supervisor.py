@@ -3,7 +3,8 @@
 The gateway never imports ``workers``; it starts them as processes, passing the config
 path and the Redis URL (so they share the embedded server the gateway started). A
 worker that dies is restarted, after a backoff that doubles while it keeps dying soon
-after its start (1 s up to a minute), and each cause (the signal's name, "could not
+after its start (1 s up to a minute; at once when it was SIGKILLed from outside, as the
+OOM killer does, after it started), and each cause (the signal's name, "could not
 reach Redis", ...) is logged once, not once per restart. Dying workers never stop the
 run: the gateway keeps accepting and storing messages, and ``state()`` reports the
 workers down. Only a worker that rejected the configuration (``WorkerExit.CONFIG``)
@@ -38,6 +39,8 @@ BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
 #: a worker that lived this long before dying starts the backoff over
 STABLE_AFTER = 60.0
+#: a worker SIGKILLed sooner than this after its start is backed off like a crash
+KILLED_QUICKLY = 1.0
 
 
 def worker_env(settings: Settings, environ: Mapping[str, str], redis_url: str) -> dict[str, str]:
@@ -149,8 +152,14 @@ class WorkerSupervisor:
             if code == CONFIG_EXIT:
                 raise ConfigExit(f"worker {slot.proc.pid} rejected the configuration")
             cause = WorkerExit.describe(code)
-            slot.failures = 1 if now - slot.started >= STABLE_AFTER else slot.failures + 1
-            delay = min(self.backoff_first * 2 ** (slot.failures - 1), self.backoff_max)
+            lived = now - slot.started
+            if code == -signal.SIGKILL and lived >= KILLED_QUICKLY:
+                # killed from outside (the OOM killer, an operator) after it started:
+                # not its own failure, and every second without workers delays chats
+                slot.failures, delay = 0, 0.0
+            else:
+                slot.failures = 1 if lived >= STABLE_AFTER else slot.failures + 1
+                delay = min(self.backoff_first * 2 ** (slot.failures - 1), self.backoff_max)
             first = cause not in self.deaths
             self.deaths[cause] = self.deaths.get(cause, 0) + 1
             self.last_cause = cause

@@ -65,7 +65,7 @@ async def test_embedded_valkey_killed_mid_burst(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(600)
 async def test_a_random_worker_killed_every_second(tmp_path: Path) -> None:
-    run = Run(tmp_path, workers=3)
+    run = Run(tmp_path, workers=4)
     rng = random.Random(8)
     kills = 0
     try:
@@ -85,7 +85,7 @@ async def test_a_random_worker_killed_every_second(tmp_path: Path) -> None:
         task = asyncio.get_running_loop().create_task(killer())
         try:
             sent = await run.push_all(50, 20)
-            got = await run.answers(sent, timeout=480)
+            got = await run.answers(sent, timeout=420)
         finally:
             stop.set()
             await task

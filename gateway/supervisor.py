@@ -120,6 +120,7 @@ class WorkerSupervisor:
         self.slots: list[_Slot] = []
         self.deaths: dict[str, int] = {}  #: cause -> how many workers died of it
         self.last_cause: str | None = None
+        self._all_down = False
 
     @property
     def procs(self) -> list[subprocess.Popen[bytes]]:
@@ -170,8 +171,13 @@ class WorkerSupervisor:
             slot.proc, slot.restart_at = None, now + delay
             if delay == 0:
                 slot.proc, slot.started = self._spawn(), now
-        if self.slots and self.alive() == 0:
-            log.debug("no worker alive: messages are stored and wait for one")
+        alive = self.alive()
+        if alive == 0 and not self._all_down:
+            log.warning("no worker alive: the gateway keeps accepting and storing messages; "
+                        "they are answered once a worker runs again")
+        elif alive and self._all_down:
+            log.warning("a worker is running again")
+        self._all_down = alive == 0
 
     def alive(self) -> int:
         return sum(1 for s in self.slots if s.proc is not None and s.proc.poll() is None)

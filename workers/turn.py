@@ -193,8 +193,6 @@ class TurnRunner:
             if published == -1:
                 raise LockLost(lock.lock_key)
             outcome = "published" if published == 1 else "replayed"
-            if state.attempts >= 2:
-                gq.clear_retry()
         if not state.written:
             lock.check()
             await memory.write(episode_text(batch, reply_text), kind="episode", metadata={
@@ -210,4 +208,6 @@ class TurnRunner:
                 gq.mark_written(batch.turn_id)
             else:
                 self.unmarked_written = batch.turn_id
+        if state.attempts >= 2:  # also after a replay: the attempt that published died
+            gq.clear_retry()
         return outcome

@@ -129,6 +129,28 @@ class DiscordChannel(Channel):
         return f"DiscordChannel(account={self.account!r})"
 
     # ------------------------------------------------------------------ life cycle
+    async def check(self) -> str | None:
+        """Log in (discord.py's login is ``GET /users/@me``) and out again: does Discord
+        accept the token? (``pynanoclaw status``; the channel need not be started.)"""
+        base = self.settings.api_base_url
+        if base:
+            endpoint.acquire(base)
+        client = discord.Client(intents=intents(), http_trace=surfacing_trace())
+        try:
+            await client.login(self._token.get_secret_value())
+            who = str(client.user.id) if client.user else "?"
+        except discord.LoginFailure:
+            raise PermanentError(
+                "unauthorized", f"Discord rejected the token in {self.settings.token_env}"
+            ) from None
+        except CALL_ERRORS as exc:
+            raise map_error(exc) from None
+        finally:
+            await client.close()
+            if base:
+                endpoint.release()
+        return f"bot user {who}"
+
     async def start(self, sink: InboundSink) -> None:
         """Log in, connect the gateway and return once READY arrived.
 

@@ -60,3 +60,25 @@ def test_retry_in_order_once_and_drop(tmp_path: Path, valkey: Valkey) -> None:
     listing = runner.invoke(app, ["dead", "list", "--config", str(config)])
     assert listing.exit_code == 0 and "no dead letters" in listing.output
     r.close()
+
+
+def test_a_retried_turn_with_no_error_is_a_crash_loop_in_status(tmp_path: Path,
+                                                                 valkey: Valkey) -> None:
+    from gateway.status import run_checks
+
+    r = redis.Redis.from_url(valkey.url)
+    keys = Keys()
+    GroupQueue(r, keys, "local:bob").note_retry("turn-9", 3)
+    failing = GroupQueue(r, keys, "local:eve")
+    failing.record_error("turn-7", "TurnError", "provider said 500")
+    failing.note_retry("turn-7", 2)
+    by_group = {t.group: t for t in DeadLetters(r, keys).retrying()}
+    assert by_group["local:bob"].crashed and by_group["local:bob"].attempts == 3
+    assert not by_group["local:eve"].crashed
+    checks = {c.name: c for c in run_checks(write_config(tmp_path / "c.toml", valkey.url),
+                                            model=False)}
+    assert "crash loop" in checks["turn local:bob"].detail
+    assert "provider said 500" in checks["turn local:eve"].detail
+    GroupQueue(r, keys, "local:bob").clear_retry()
+    assert [t.group for t in DeadLetters(r, keys).retrying()] == ["local:eve"]
+    r.close()

@@ -3,8 +3,9 @@
 A channel whose start fails with anything but ``PermanentError`` (the network, a platform
 5xx, a timeout) is retried in the background with the adapters' one backoff policy
 (``channels.retry.retrying``, jittered exponential, capped), while the rest of the
-gateway runs. A ``PermanentError`` (a refused token) is not retried: the channel is
-``failed`` with one line naming the environment variable that holds its credential.
+gateway runs. A ``PermanentError`` (a refused token) or a ``ValueError`` (a setting the start found
+wrong, e.g. a missing app token) is not retried: the channel is ``failed`` with one line
+naming the environment variables that hold its credentials.
 ``health()`` is what ``/healthz`` shows under ``channel_status``: ``start`` is
 ``running``, ``retrying`` (with ``error``, the last one) or ``failed`` (with ``error``).
 """
@@ -70,7 +71,7 @@ class ChannelStarter:
         Returns True if the channel runs."""
         try:
             await self._attempt()
-        except PermanentError as err:
+        except (PermanentError, ValueError) as err:  # refused, or configured wrong
             self._failed(err)
             return False
         except Exception as err:  # any start failure of one channel stays in it
@@ -95,13 +96,14 @@ class ChannelStarter:
 
     async def _retry(self) -> None:
         policy = retrying(initial=self._initial, maximum=self._maximum,
-                          retry_if=lambda exc: not isinstance(exc, PermanentError),
+                          retry_if=lambda exc: not isinstance(exc, PermanentError
+                                                              | ValueError),
                           on_retry=self._retrying)
         try:
             async for attempt in policy:
                 with attempt:
                     await self._attempt()
-        except PermanentError as err:
+        except (PermanentError, ValueError) as err:
             self._failed(err)
         except Exception as err:  # the policy never gives up; this is a bug's safety net
             self._failed(err)

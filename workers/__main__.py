@@ -114,8 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     queues = [job_queue(conn, n) for n in names]
     cls = SimpleWorker if args.worker_class == "simple" else Worker
     worker = cls(queues, connection=conn, serializer="json", name=args.name)
-    worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
-                logging_level=args.log_level.upper())
+    try:
+        worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
+                    logging_level=args.log_level.upper())
+    except (redis.ConnectionError, redis.TimeoutError) as err:
+        # Redis went away under us (the embedded server restarting): say so, so the
+        # supervisor does not read it as a crash of the worker itself
+        print(f"error: lost Redis: {err}", file=sys.stderr)
+        return WorkerExit.REDIS
     return 0
 
 

@@ -77,12 +77,12 @@ class Run:
         with redis.Redis.from_url(self.url) as r:
             return int(r.info("server")["process_id"])
 
-    async def push_all(self, chats: int, per_chat: int, between: Any = None
-                       ) -> dict[str, list[str]]:
+    async def push_all(self, chats: int, per_chat: int, between: Any = None,
+                       prefix: str = "chat") -> dict[str, list[str]]:
         """Push ``per_chat`` messages to each of ``chats`` DMs, interleaved, retrying a
         push Redis refused (same message id: the gateway dedupes). ``between(i)`` runs
         after the i-th round."""
-        sent: dict[str, list[str]] = {f"chat{c}": [] for c in range(chats)}
+        sent: dict[str, list[str]] = {f"{prefix}{c}": [] for c in range(chats)}
         client = aioredis.Redis.from_url(self.url, decode_responses=True)
         try:
             for i in range(per_chat):

@@ -86,11 +86,19 @@ async def test_a_random_worker_killed_every_second(tmp_path: Path) -> None:
         try:
             sent = await run.push_all(50, 20)
             got = await run.answers(sent, timeout=420)
+            # keep killing past what the old supervisor took (5 restarts per worker per
+            # minute, then `run` exited): the run must outlive any number of deaths
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + 120
+            while kills < 25 and loop.time() < deadline:
+                await asyncio.sleep(0.5)
         finally:
             stop.set()
             await task
         check_once_in_order(sent, got)
-        assert kills >= 3
+        assert kills >= 25
         assert run.proc.poll() is None
+        last = await run.push_all(1, 1, prefix="after")  # and it still answers
+        assert (await run.answers(last, timeout=120)) == {"after0": ["after0-m000"]}
     finally:
         run.stop()

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 SENT_TTL = 7 * 24 * 3600
 #: most entries acked in one call (Lua's unpack has a stack limit)
 ACK_BATCH = 500
+#: longest a chat's sender waits for Redis to come back before moving on, seconds
+REDIS_WAIT = 60.0
 
 _expo = wait_random_exponential(multiplier=0.5, max=30)
 
@@ -215,7 +217,7 @@ class Outbox:
                         return
                     continue
                 try:
-                    done = await self.handle(event)
+                    done = await self._handle_in_order(event)
                 except Exception:
                     log.exception("outbox: handling %s failed", entry_id)
                     done = False
@@ -230,6 +232,26 @@ class Outbox:
         finally:
             self._queues.pop(key, None)
             self._tasks.pop(key, None)
+
+    async def _handle_in_order(self, event: Mapping[str, str]) -> bool:
+        """``handle``, retrying in place through a Redis outage (the embedded server
+        restarting) or a reply whose transient retries ran out: leaving it to be
+        reclaimed later would let the chat's next replies overtake it. Bounded by
+        ``REDIS_WAIT``; after that it is left pending and reclaimed as before."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REDIS_WAIT
+        delay = 0.2
+        while True:
+            try:
+                if await self.handle(event):
+                    return True
+                if loop.time() + delay > deadline:
+                    return False
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                if loop.time() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def _ack_soon(self, entry_id: str) -> None:
         """Ack (and delete) a handled entry soon, together with any others handled

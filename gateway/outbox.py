@@ -235,18 +235,16 @@ class Outbox:
 
     async def _handle_in_order(self, event: Mapping[str, str]) -> bool:
         """``handle``, retrying in place through a Redis outage (the embedded server
-        restarting) or a reply whose transient retries ran out: leaving it to be
-        reclaimed later would let the chat's next replies overtake it. Bounded by
-        ``REDIS_WAIT``; after that it is left pending and reclaimed as before."""
+        restarting): leaving the event to be reclaimed later would let the chat's next
+        replies overtake it. Bounded by ``REDIS_WAIT``; then it is left pending and
+        reclaimed as before. (A platform's exhausted transient retries still leave it
+        pending at once.)"""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REDIS_WAIT
         delay = 0.2
         while True:
             try:
-                if await self.handle(event):
-                    return True
-                if loop.time() + delay > deadline:
-                    return False
+                return await self.handle(event)
             except (redis.ConnectionError, redis.TimeoutError, OSError):
                 if loop.time() + delay > deadline:
                     raise

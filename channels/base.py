@@ -142,6 +142,14 @@ class Channel(abc.ABC):
         ``chunk.plain`` itself when the platform rejects the formatting.
         """
 
+    async def check(self) -> str | None:
+        """Ask the platform whether this channel's credentials are accepted (Telegram
+        getMe, Slack auth.test, Discord /users/@me), for ``pynanoclaw status``: returns
+        who the bot is, raises ``PermanentError`` for a refused credential and
+        ``TransientError`` when the platform cannot be reached. ``None``: this adapter
+        has no such check (its start is the check)."""
+        return None
+
     def health(self) -> dict[str, Any]:
         """This adapter's status for the gateway's ``/healthz`` (JSON-able); default:
         nothing to report. Informational: it does not make ``/healthz`` fail."""

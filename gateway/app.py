@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +22,12 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
+from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
-from gateway.queue import Keys
+from gateway.queue import DeadLetters, Keys
 from gateway.webhooks import WebServer, build_app, has_routes
 
 log = logging.getLogger(__name__)
@@ -115,6 +116,18 @@ async def register_commands(ch: Channel) -> None:
                     ch.name, ch.account, err)
 
 
+def turn_report(client: redis.Redis, keys: Keys) -> dict[str, Any]:
+    """Turns being retried (a crash loop when no attempt recorded an error) and dead
+    letters per group, from Redis: seen whatever runs the workers."""
+    try:
+        dead = DeadLetters(client, keys)
+        retrying = [{"group": t.group, "turn_id": t.turn_id, "attempts": t.attempts,
+                     "crashed": t.crashed, "error": t.error} for t in dead.retrying()]
+        return {"retrying_turns": retrying, "dead_letters": dead.counts()}
+    except (redis.RedisError, OSError):
+        return {}
+
+
 class Gateway:
     """The always-on process. ``await start()``, then ``await stop()``."""
 
@@ -136,13 +149,15 @@ class Gateway:
         self.channels: dict[tuple[str, str], Channel] = {}
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
-        self._started: list[Channel] = []
         self._web: WebServer | None = None
         self.r: aioredis.Redis | None = None
         self._sync: redis.Redis | None = None
         self.inbox: Inbox | None = None
         self.outbox: Outbox | None = None
         self.failed_tasks: list[str] = []
+        self.starters: dict[tuple[str, str], ChannelStarter] = {}
+        #: more of ``/healthz`` (``pynanoclaw run`` adds its worker supervisor's state)
+        self.reporters: list[Callable[[], dict[str, Any]]] = []
 
     @property
     def web_port(self) -> int | None:
@@ -169,13 +184,12 @@ class Gateway:
         self._tasks.append(loop.create_task(self._heartbeat(), name="heartbeat"))
         for task in self._tasks:
             task.add_done_callback(self._task_ended)
-        for ch in self.channels.values():
+        for key, ch in self.channels.items():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))
             ch.bind_outcomes(self.outbox.outcomes.record)
-            await ch.start(self.inbox)
-            self._started.append(ch)
-            log.info("channel %s (%s) started", ch.name, ch.account)
-            await register_commands(ch)
+            # one channel that cannot start (network, bad token) never stops the others
+            self.starters[key] = ChannelStarter(ch, self.inbox, on_started=register_commands)
+            await self.starters[key].start()
         chans = list(self.channels.values())
         http = self.config.http
         if http.enabled or (http.enabled is None and has_routes(chans)):
@@ -196,15 +210,21 @@ class Gateway:
             ok = bool(self.r is not None and await self.r.ping())
         except (redis.RedisError, OSError):
             ok = False
-        status = {f"{n}:{a}": ch.health() for (n, a), ch in self.channels.items()}
+        status = {f"{n}:{a}": st.health() for (n, a), st in self.starters.items()}
         delivery: dict[str, int] = {}
         if ok and self.outbox is not None:
             with contextlib.suppress(redis.RedisError, OSError):
                 delivery = await self.outbox.outcomes.counts()
-        return {"ok": ok and not self.failed_tasks, "redis": ok, "delivery": delivery,
-                "failed_tasks": list(self.failed_tasks),
-                "channels": sorted(f"{n}:{a}" for n, a in self.channels),
-                "channel_status": {k: v for k, v in sorted(status.items()) if v}}
+        out: dict[str, Any] = {
+            "ok": ok and not self.failed_tasks, "redis": ok, "delivery": delivery,
+            "failed_tasks": list(self.failed_tasks),
+            "channels": sorted(f"{n}:{a}" for n, a in self.channels),
+            "channel_status": {k: v for k, v in sorted(status.items()) if v}}
+        if ok and self._sync is not None:
+            out.update(await asyncio.to_thread(turn_report, self._sync, self.keys))
+        for reporter in self.reporters:
+            out.update(reporter())
+        return out
 
     async def _heartbeat(self) -> None:
         assert self.r is not None
@@ -216,12 +236,12 @@ class Gateway:
 
     async def stop(self) -> None:
         """Stop receiving first, then let the outbox finish, then close Redis."""
-        for ch in reversed(self._started):
+        for st in reversed(list(self.starters.values())):
             try:
-                await ch.stop()
+                await st.stop()
             except Exception:
-                log.exception("stopping channel %s failed", ch.name)
-        self._started.clear()
+                log.exception("stopping channel %s failed", st.label)
+        self.starters.clear()
         if self._web is not None:
             await self._web.stop()
             self._web = None

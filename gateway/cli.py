@@ -22,6 +22,7 @@ from typing import Annotated
 import redis
 import typer
 
+from gateway import opscli
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
 from gateway.queue import Keys
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
@@ -80,9 +81,9 @@ def _logging(level: str) -> None:
 
 
 @contextlib.contextmanager
-def _redis(cfg: GatewayConfig) -> Iterator[str]:
+def _redis(cfg: GatewayConfig) -> Iterator[tuple[str, EmbeddedRedis | None]]:
     if cfg.redis.url:
-        yield cfg.redis.url
+        yield cfg.redis.url, None
         return
     embedded = EmbeddedRedis(cfg.redis_dir, port=cfg.redis.port, fsync=cfg.redis.fsync)
     try:
@@ -91,12 +92,13 @@ def _redis(cfg: GatewayConfig) -> Iterator[str]:
         embedded.stop()
         raise _fail(f"redis: the embedded server did not start: {err}") from None
     try:
-        yield url
+        yield url, embedded
     finally:
         embedded.stop()
 
 
-async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | None) -> None:
+async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | None,
+                       embedded: EmbeddedRedis | None = None) -> None:
     from gateway.app import Gateway
 
     stop = asyncio.Event()
@@ -104,11 +106,15 @@ async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | Non
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     gw = Gateway(cfg, url)
+    if sup is not None:
+        gw.reporters.append(sup.state)
     try:
         await gw.start()
         log.info("gateway running with %d channel(s); Ctrl-C stops it",
                  len(gw.channels))
         while not stop.is_set():
+            if embedded is not None:  # restarts a crashed server on its port (seconds)
+                await asyncio.to_thread(embedded.check)
             if sup is not None:
                 sup.poll()
             with contextlib.suppress(TimeoutError):
@@ -131,13 +137,13 @@ def run(
     path, cfg = _load(config)
     _logging(log_level)
     count = workers if workers is not None else cfg.queue.workers
-    with _redis(cfg) as url:
+    with _redis(cfg) as (url, embedded):
         cmd = worker_command(path, worker_class=worker_class, queues=[cfg.queue.name],
                              log_level=log_level)
         sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url))
         sup.start()
         try:
-            asyncio.run(_run_gateway(cfg, url, sup))
+            asyncio.run(_run_gateway(cfg, url, sup, embedded))
         except ConfigError as err:
             raise _fail(err) from None
         except ConfigExit as err:
@@ -152,9 +158,9 @@ def gateway(config: ConfigOpt = None, log_level: LogOpt = "INFO") -> None:
     [redis] url is empty. Run workers with `pynanoclaw worker`."""
     _, cfg = _load(config)
     _logging(log_level)
-    with _redis(cfg) as url:
+    with _redis(cfg) as (url, embedded):
         try:
-            asyncio.run(_run_gateway(cfg, url, None))
+            asyncio.run(_run_gateway(cfg, url, None, embedded))
         except ConfigError as err:
             raise _fail(err) from None
 
@@ -373,6 +379,8 @@ def _memory_settings(config: Path | None) -> tuple[Path, str]:
 
 app.add_typer(build_memory_app(_memory_settings), name="memory",
               help="inspect and edit group memory")
+app.command()(opscli.status)
+app.add_typer(opscli.dead_app, name="dead")
 
 from gateway.pair_cli import pair_app  # noqa: E402 (uses the helpers above)
 

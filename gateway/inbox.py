@@ -85,7 +85,11 @@ class DrainEnqueuer:
         except NoSuchJobError:
             return False
         status = job.get_status(refresh=False)
-        return status in (JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED)
+        if status == JobStatus.QUEUED:
+            # A worker killed between popping the job and marking it started leaves it
+            # "queued" in no queue: that job will never run, so its lease must lapse.
+            return self._queue.get_job_position(job_id) is not None
+        return status in (JobStatus.SCHEDULED, JobStatus.DEFERRED)
 
 
 class Inbox:

@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 
 #: most entries acked in one call (Lua's unpack has a stack limit)
 ACK_BATCH = 500
+#: longest a chat's sender waits for Redis to come back before moving on, seconds
+REDIS_WAIT = 60.0
 
 _expo = wait_random_exponential(multiplier=0.5, max=30)
 
@@ -219,7 +221,7 @@ class Outbox:
                         return
                     continue
                 try:
-                    done = await self.handle(event)
+                    done = await self._handle_in_order(event)
                 except Exception:
                     log.exception("outbox: handling %s failed", entry_id)
                     done = False
@@ -234,6 +236,24 @@ class Outbox:
         finally:
             self._queues.pop(key, None)
             self._tasks.pop(key, None)
+
+    async def _handle_in_order(self, event: Mapping[str, str]) -> bool:
+        """``handle``, retrying in place through a Redis outage (the embedded server
+        restarting): leaving the event to be reclaimed later would let the chat's next
+        replies overtake it. Bounded by ``REDIS_WAIT``; then it is left pending and
+        reclaimed as before. (A platform's exhausted transient retries still leave it
+        pending at once.)"""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + REDIS_WAIT
+        delay = 0.2
+        while True:
+            try:
+                return await self.handle(event)
+            except (redis.ConnectionError, redis.TimeoutError, OSError):
+                if loop.time() + delay > deadline:
+                    raise
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
     def _ack_soon(self, entry_id: str) -> None:
         """Ack (and delete) a handled entry soon, together with any others handled

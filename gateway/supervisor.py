@@ -2,8 +2,13 @@
 
 The gateway never imports ``workers``; it starts them as processes, passing the config
 path and the Redis URL (so they share the embedded server the gateway started). A
-worker that dies is restarted; one that exits with status 2 (a configuration error it
-already printed) stops the whole run.
+worker that dies is restarted, after a backoff that doubles while it keeps dying soon
+after its start (1 s up to a minute; at once when it was SIGKILLed from outside, as the
+OOM killer does, after it started), and each cause (the signal's name, "could not
+reach Redis", ...) is logged once, not once per restart. Dying workers never stop the
+run: the gateway keeps accepting and storing messages, and ``state()`` reports the
+workers down. Only a worker that rejected the configuration (``WorkerExit.CONFIG``)
+stops it.
 
 A worker's environment is built from an allowlist (``worker_env``), never copied from
 the gateway's: channel tokens and every other secret of the gateway stay out of it; the
@@ -19,14 +24,23 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from gateway.config import CONFIG_ENV, REDIS_URL_ENV, Settings, key_env_name
+from gateway.config import CONFIG_ENV, REDIS_URL_ENV, Settings, WorkerExit, key_env_name
 from gateway.config.env import WORKER_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
 
 log = logging.getLogger(__name__)
 
-CONFIG_EXIT = 2
+CONFIG_EXIT = WorkerExit.CONFIG
+#: first and longest wait before restarting a worker that keeps dying, seconds
+BACKOFF_FIRST = 1.0
+BACKOFF_MAX = 60.0
+#: a worker that lived this long before dying starts the backoff over
+STABLE_AFTER = 60.0
+#: a worker SIGKILLed sooner than this after its start is backed off like a crash
+KILLED_QUICKLY = 1.0
 
 
 def worker_env(settings: Settings, environ: Mapping[str, str], redis_url: str) -> dict[str, str]:
@@ -76,6 +90,14 @@ class ConfigExit(Exception):
     """A worker refused the configuration (it printed why)."""
 
 
+@dataclass
+class _Slot:
+    proc: subprocess.Popen[bytes] | None
+    started: float
+    failures: int = 0  #: deaths in a row, each soon after its start
+    restart_at: float = 0.0  #: when a dead slot is started again (monotonic)
+
+
 class WorkerSupervisor:
     """Keeps ``count`` worker processes alive; ``stop()`` shuts them down gracefully."""
 
@@ -86,13 +108,23 @@ class WorkerSupervisor:
         *,
         env: Mapping[str, str],
         cwd: Path | None = None,
+        backoff_first: float = BACKOFF_FIRST,
+        backoff_max: float = BACKOFF_MAX,
     ) -> None:
         self.count = count
         self.command = command
         self.env = dict(env)
         self.cwd = cwd
-        self.procs: list[subprocess.Popen[bytes]] = []
-        self._restarts: list[float] = []
+        self.backoff_first = backoff_first
+        self.backoff_max = backoff_max
+        self.slots: list[_Slot] = []
+        self.deaths: dict[str, int] = {}  #: cause -> how many workers died of it
+        self.last_cause: str | None = None
+        self._all_down = False
+
+    @property
+    def procs(self) -> list[subprocess.Popen[bytes]]:
+        return [s.proc for s in self.slots if s.proc is not None]
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         # Own session: a Ctrl-C in the terminal reaches only the parent, which then
@@ -101,31 +133,67 @@ class WorkerSupervisor:
                                 start_new_session=True)
 
     def start(self) -> None:
-        self.procs = [self._spawn() for _ in range(self.count)]
+        now = time.monotonic()
+        self.slots = [_Slot(self._spawn(), now) for _ in range(self.count)]
         log.info("started %d worker process(es): %s", self.count,
                  ", ".join(str(p.pid) for p in self.procs))
 
     def poll(self) -> None:
-        """Restart workers that died. Raises ``ConfigExit`` if one rejected the config."""
-        for i, p in enumerate(self.procs):
-            code = p.poll()
+        """Restart workers that died, with backoff. Raises ``ConfigExit`` if one
+        rejected the configuration; never for workers that keep dying."""
+        now = time.monotonic()
+        for slot in self.slots:
+            if slot.proc is None:
+                if now >= slot.restart_at:
+                    slot.proc, slot.started = self._spawn(), now
+                continue
+            code = slot.proc.poll()
             if code is None:
                 continue
             if code == CONFIG_EXIT:
-                raise ConfigExit(f"worker {p.pid} rejected the configuration")
-            now = time.monotonic()
-            self._restarts = [t for t in self._restarts if now - t < 60] + [now]
-            if len(self._restarts) > 5 * self.count:
-                raise RuntimeError("workers keep dying; see their output above")
-            log.warning("worker %d exited with %s; restarting it", p.pid, code)
-            self.procs[i] = self._spawn()
+                raise ConfigExit(f"worker {slot.proc.pid} rejected the configuration")
+            cause = WorkerExit.describe(code)
+            lived = now - slot.started
+            if code == -signal.SIGKILL and lived >= KILLED_QUICKLY:
+                # killed from outside (the OOM killer, an operator) after it started:
+                # not its own failure, and every second without workers delays chats
+                slot.failures, delay = 0, 0.0
+            else:
+                slot.failures = 1 if lived >= STABLE_AFTER else slot.failures + 1
+                delay = min(self.backoff_first * 2 ** (slot.failures - 1), self.backoff_max)
+            first = cause not in self.deaths
+            self.deaths[cause] = self.deaths.get(cause, 0) + 1
+            self.last_cause = cause
+            # once per cause: a crash loop must not bury the log under one line a second
+            (log.warning if first else log.debug)(
+                "worker %d %s; restarting it in %.0fs (further deaths of this cause are "
+                "counted in /healthz, not logged)", slot.proc.pid, cause, delay)
+            slot.proc, slot.restart_at = None, now + delay
+            if delay == 0:
+                slot.proc, slot.started = self._spawn(), now
+        alive = self.alive()
+        if alive == 0 and not self._all_down:
+            log.warning("no worker alive: the gateway keeps accepting and storing messages; "
+                        "they are answered once a worker runs again")
+        elif alive and self._all_down:
+            log.warning("a worker is running again")
+        self._all_down = alive == 0
+
+    def alive(self) -> int:
+        return sum(1 for s in self.slots if s.proc is not None and s.proc.poll() is None)
+
+    def state(self) -> dict[str, Any]:
+        """For ``/healthz``: workers alive of ``count``, deaths by cause."""
+        return {"workers": {"alive": self.alive(), "count": self.count,
+                            "deaths": dict(self.deaths), "last_cause": self.last_cause}}
 
     def stop(self, grace: float = 15.0) -> None:
         """SIGTERM (warm shutdown), a second SIGTERM after ``grace`` seconds (cold
         shutdown), SIGKILL as a last resort. A killed turn is retried later."""
+        procs = self.procs
         for sig_, wait in ((signal.SIGTERM, grace), (signal.SIGTERM, 5.0),
                            (signal.SIGKILL, 5.0)):
-            alive = [p for p in self.procs if p.poll() is None]
+            alive = [p for p in procs if p.poll() is None]
             if not alive:
                 break
             for p in alive:
@@ -135,4 +203,4 @@ class WorkerSupervisor:
             for p in alive:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(timeout=max(deadline - time.monotonic(), 0.01))
-        self.procs = []
+        self.slots = []

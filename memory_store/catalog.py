@@ -105,15 +105,6 @@ class Row:
     hash: str
 
 
-def _stored_version(conn: sqlite3.Connection) -> str | None:
-    """The schema version an existing index was written with; None for a new file."""
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
-    except sqlite3.OperationalError:  # no meta table: a new (or foreign) file
-        return None
-    return None if row is None else str(row[0])
-
-
 class Catalog(CatalogQueries):
     """The SQLite index of one group directory. Thread-safe within a process."""
 
@@ -156,7 +147,11 @@ class Catalog(CatalogQueries):
         # An index written by another version is dropped before this version's schema
         # runs against it (which could fail on a missing column): it is a cache of the
         # files, rebuilt by the rescan below.
-        version = _stored_version(conn)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+        except sqlite3.OperationalError:  # no meta table: a new file
+            row = None
+        version = None if row is None else str(row[0])
         if version is not None and version != SCHEMA_VERSION:
             conn.close()
             self._drop_db()

@@ -20,6 +20,7 @@ from gateway.config import (
     CONFIG_ENV,
     REDIS_URL_ENV,
     ConfigError,
+    WorkerExit,
     WorkerSettings,
     load_worker_settings,
 )
@@ -74,28 +75,36 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[CONFIG_ENV] = str(args.config.resolve())
     try:
         settings = load_worker_settings()
-        url = resolve_redis_url(args.redis_url, settings)
     except ConfigError as err:
         print(err.render(), file=sys.stderr)
-        return 2
+        return WorkerExit.CONFIG
+    try:
+        url = resolve_redis_url(args.redis_url, settings)
+    except ConfigError as err:  # no URL file: the embedded server is not running (yet)
+        print(err.render(), file=sys.stderr)
+        return WorkerExit.REDIS
     os.environ[REDIS_URL_ENV] = url
     import workers.drain
     import workers.maintenance  # noqa: F401
 
     if not args.no_preload:
         from workers.agent import build_agent
+        from workers.local_model import LocalModelUnavailable
 
         try:
             build_agent(settings)
+        except LocalModelUnavailable as err:
+            print(err.render(), file=sys.stderr)
+            return WorkerExit.MODEL
         except ConfigError as err:
             print(err.render(), file=sys.stderr)
-            return 2
+            return WorkerExit.CONFIG
     conn = redis.Redis.from_url(url)
     try:
         conn.ping()
     except (redis.RedisError, OSError) as err:
         print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
-        return 2
+        return WorkerExit.REDIS
     # the jobs' context: built once here, used by every job this process runs (a forked
     # child of the "fork" class builds its own from these settings)
     ctx = WorkerContext(settings, conn)
@@ -105,8 +114,14 @@ def main(argv: list[str] | None = None) -> int:
     queues = [job_queue(conn, n) for n in names]
     cls = SimpleWorker if args.worker_class == "simple" else Worker
     worker = cls(queues, connection=conn, serializer="json", name=args.name)
-    worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
-                logging_level=args.log_level.upper())
+    try:
+        worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
+                    logging_level=args.log_level.upper())
+    except (redis.ConnectionError, redis.TimeoutError) as err:
+        # Redis went away under us (the embedded server restarting): say so, so the
+        # supervisor does not read it as a crash of the worker itself
+        print(f"error: lost Redis: {err}", file=sys.stderr)
+        return WorkerExit.REDIS
     return 0
 
 

@@ -89,7 +89,7 @@ def drain_group(
                         # cannot happen with entries the inbox wrote; never retry it forever
                         log.error("drain %s: unreadable batch moved to %s: %s", group,
                                   keys.dead(group), err)
-                        gq.dead_letter(raw)
+                        gq.dead_letter(raw, why=f"unreadable batch: {err}")
                     else:
                         outcome = ctx.run(runner.run(batch, lock, max_attempts,
                                                      mark_written=False))

@@ -125,7 +125,8 @@ class TurnRunner:
         flag makes it once), so it also ends the typing indicator a retry showed."""
         log.error("turn %s in %s failed too often (%s); moved to %s",
                   batch.turn_id, batch.group, why, self._gq.keys.dead(batch.group))
-        self._gq.dead_letter(batch.raw)
+        self._gq.dead_letter(batch.raw, turn_id=batch.turn_id, why=why)
+        self._gq.clear_retry()
         anchor = batch.anchor
         notice = FAILURE_NOTICE if batch.engaged_ids else None
         reply_event = None if notice is None else Outbound(
@@ -135,6 +136,14 @@ class TurnRunner:
         done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
                            reply_id=batch.turn_id if notice else None, turn_id=batch.turn_id)
         self._gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event, done, notice)
+
+    def _why_dead(self, batch: Batch, attempts: int) -> str:
+        """The dead letter's reason: the last recorded error, or a crash when the
+        attempts recorded none (the worker died: a signal, the OOM killer)."""
+        cls, msg = self._gq.last_error(batch.turn_id)
+        if cls:
+            return f"{attempts} attempts; last error {cls}: {msg}"
+        return f"{attempts} attempts; no error recorded: the worker died mid-turn (a crash)"
 
     async def run(self, batch: Batch, lock: GroupLock, max_attempts: int, *,
                   mark_written: bool = True) -> str:
@@ -163,11 +172,13 @@ class TurnRunner:
             read_trust = QUOTED_TRUST
         else:
             if state.attempts > max_attempts:
-                self.dead_letter(batch, lock, f"{state.attempts - 1} attempts")
+                self.dead_letter(batch, lock, self._why_dead(batch, state.attempts - 1))
                 await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
                                          turn_id=batch.turn_id, dead=True, message_ids=ids,
                                          attempts=state.attempts - 1, prefix=gq.keys.prefix)
                 return "dead"
+            if state.attempts >= 2:  # an earlier attempt failed or its worker died
+                gq.note_retry(batch.turn_id, state.attempts)
             agent = build_agent(self._settings)
             try:
                 reply = await agent.run(TurnRequest(
@@ -213,4 +224,6 @@ class TurnRunner:
                 gq.mark_written(batch.turn_id)
             else:
                 self.unmarked_written = batch.turn_id
+        if state.attempts >= 2:  # also after a replay: the attempt that published died
+            gq.clear_retry()
         return outcome

@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.discord import endpoint
 from channels.discord.changes import change_to_inbound
-from channels.discord.client import Client, intents
+from channels.discord.client import Client, check_token, intents
 from channels.discord.cursors import LastSeen
 from channels.discord.errors import CALL_ERRORS, map_error
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
@@ -130,6 +130,10 @@ class DiscordChannel(Channel):
         return f"DiscordChannel(account={self.account!r})"
 
     # ------------------------------------------------------------------ life cycle
+    async def check(self) -> str | None:
+        """Does Discord accept the token? (``pynanoclaw status``; need not be started.)"""
+        return await check_token(self.settings, self._token.get_secret_value())
+
     async def start(self, sink: InboundSink) -> None:
         """Log in, connect the gateway and return once READY arrived.
 

@@ -8,6 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
+from channels.discord import endpoint
+from channels.discord.errors import CALL_ERRORS, map_error
+from channels.discord.settings import DiscordSettings
+from channels.discord.transport import surfacing_trace
+from channels.errors import PermanentError
+
 if TYPE_CHECKING:
     from channels.discord.channel import DiscordChannel
 
@@ -52,3 +58,26 @@ class Client(discord.Client):
         elif event in ("raw_message_edit", "raw_message_delete") and args:
             self._owner._enqueue_change(args[0])
         super().dispatch(event, *args, **kwargs)
+
+
+async def check_token(settings: DiscordSettings, token: str) -> str:
+    """Log in (discord.py's login is ``GET /users/@me``) and out again; the bot user's
+    id, or ``PermanentError`` when Discord rejects the token."""
+    base = settings.api_base_url
+    if base:
+        endpoint.acquire(base)
+    client = discord.Client(intents=intents(), http_trace=surfacing_trace())
+    try:
+        await client.login(token)
+        who = str(client.user.id) if client.user else "?"
+    except discord.LoginFailure:
+        raise PermanentError(
+            "unauthorized", f"Discord rejected the token in {settings.token_env}"
+        ) from None
+    except CALL_ERRORS as exc:
+        raise map_error(exc) from None
+    finally:
+        await client.close()
+        if base:
+            endpoint.release()
+    return f"bot user {who}"

@@ -166,6 +166,11 @@ class SlackChannel(Channel):
         if socket is not None:
             await socket.stop()
 
+    async def check(self) -> str | None:
+        """auth.test: does Slack accept the bot token? (``pynanoclaw status``)"""
+        await self._identify()
+        return f"@{self._bot_name}" if self._bot_name else self._bot_user_id
+
     async def _identify(self) -> None:
         try:
             response = await self._web.auth_test()

@@ -177,6 +177,19 @@ class TelegramChannel(Channel):
         self._task = asyncio.create_task(self.poller.run(), name=f"telegram-poll-{self.account}")
         self._task.add_done_callback(_report_end)
 
+    async def check(self) -> str | None:
+        """getMe: does Telegram accept the token? (``pynanoclaw status``; the channel
+        need not be started.)"""
+        try:
+            await self._bot.initialize()
+            me = self._bot.bot
+        except TelegramError as error:
+            raise map_error(error, self._secrets()) from None
+        finally:
+            with contextlib.suppress(TelegramError):
+                await self._bot.shutdown()
+        return f"@{me.username}"
+
     async def stop(self) -> None:
         if self._endpoint is not None:
             self._endpoint.sink = None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
+from gateway.config.exits import WorkerExit
 from gateway.config.load import (
     DEFAULT_MODEL_NAMES,
     ConfigError,
@@ -76,7 +77,8 @@ __all__ = [
     "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "REDIS_URL_ENV", "Backend",
     "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
     "MemoryConfig", "ModelConfig", "PolicyConfig", "Provider", "QueueConfig", "RedisConfig",
-    "Settings", "WorkerConfig", "WorkerSettings", "config_path", "default_config_path",
+    "Settings", "WorkerConfig", "WorkerExit", "WorkerSettings", "config_path",
+    "default_config_path",
     "describe", "key_env_name", "load_config", "load_settings", "load_worker_settings",
     "parse_config", "parse_settings", "settings_from_mapping", "with_model_key",
 ]

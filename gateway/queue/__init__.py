@@ -21,6 +21,8 @@ The life of one group (``g``), and which script moves what::
                                                │ turn_begin.lua: turn:{id}.attempts += 1,
                                                │   typing event ─▶ outbox
                                                │ attempts > max_attempts ─▶ dead:{g}
+                                               │   (+ deadlog:{g}: turn, when, why; an
+                                               │    attempt >= 2 is noted in retrying)
                                                ▼
               turn_publish.lua (only while lock:{g} is ours): reply + done ─▶ outbox,
                        turn:{id}.published (a retried turn never publishes twice)
@@ -48,6 +50,7 @@ takes the same lock, so it never overlaps a turn of its group.
 
 from __future__ import annotations
 
+from gateway.queue.dead import DeadLetters, DeadRecord, Retrying
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
@@ -87,12 +90,15 @@ __all__ = [
     "LOCK_LOST",
     "OUTBOX_GROUP",
     "TURN_STATE_TTL",
+    "DeadLetters",
+    "DeadRecord",
     "DrainOptions",
     "Entry",
     "GatewayQueue",
     "GroupQueue",
     "Keys",
     "LockOps",
+    "Retrying",
     "TurnRecord",
     "as_str",
     "encode_entry",

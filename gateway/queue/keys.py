@@ -59,6 +59,16 @@ class Keys:
         """Batches that failed ``max_attempts`` times, kept for an operator."""
         return f"{self.prefix}dead:{group}"
 
+    def dead_log(self, group: str) -> str:
+        """List of JSON records, one per dead-lettered batch: turn id, when, why."""
+        return f"{self.prefix}deadlog:{group}"
+
+    @property
+    def retrying(self) -> str:
+        """Hash: group -> JSON of its turn being retried (attempt 2 or later) now; a
+        turn that keeps coming back here is a crash loop (``gateway.queue.dead``)."""
+        return f"{self.prefix}retrying"
+
     @property
     def outbox(self) -> str:
         """Stream of typing/reply/done events, read by the gateways' consumer group."""

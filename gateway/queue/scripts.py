@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from gateway.queue.keys import OUTBOX_GROUP, Keys
 
 LUA_DIR = Path(__file__).with_name("lua")
 NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
-         "turn_begin", "turn_publish", "outbox_ack", "gcra", "outcome", "amend")
+         "turn_begin", "turn_publish", "outbox_ack", "gcra", "outcome", "amend",
+         "dead_retry")
 
 
 @functools.cache
@@ -268,8 +270,15 @@ class GroupQueue:
         raw: Any = self.r.hgetall(self.keys.undelivered(self.group))
         return {as_str(k): as_str(v) for k, v in raw.items()}
 
-    def dead_letter(self, raw: list[str]) -> None:
-        self.r.rpush(self.keys.dead(self.group), *raw)
+    def dead_letter(self, raw: list[str], *, turn_id: str = "", why: str = "") -> None:
+        """Move a batch aside for an operator (``gateway.queue.dead``), with a record of
+        which turn, when and why."""
+        record = json.dumps({"turn_id": turn_id, "at": time.time(), "why": why,
+                             "count": len(raw)})
+        with self.r.pipeline(transaction=True) as pipe:
+            pipe.rpush(self.keys.dead(self.group), *raw)
+            pipe.rpush(self.keys.dead_log(self.group), record)
+            pipe.execute()
 
     def hand_over(self, job_id: str, lease_ttl_ms: int) -> None:
         """The lease now stands for the successor job ``job_id``."""
@@ -297,6 +306,17 @@ class GroupQueue:
 
     def mark_written(self, turn_id: str) -> None:
         self.r.hset(self.keys.turn(turn_id), "written", "1")
+
+    def note_retry(self, turn_id: str, attempts: int) -> None:
+        """Record that the group's turn is on attempt ``attempts`` (2 or more), with the
+        last error it recorded (none: the worker died mid-turn), for ``status``/healthz."""
+        cls, msg = self.last_error(turn_id)
+        self.r.hset(self.keys.retrying, self.group, json.dumps({
+            "turn_id": turn_id, "attempts": attempts, "at": time.time(),
+            "error": f"{cls}: {msg}" if cls else ""}))
+
+    def clear_retry(self) -> None:
+        self.r.hdel(self.keys.retrying, self.group)
 
     def record_error(self, turn_id: str, error_class: str, message: str) -> None:
         self.r.hset(self.keys.turn(turn_id),

@@ -1,0 +1,31 @@
+"""Exit statuses of a worker process, read by ``pynanoclaw run``'s supervisor.
+
+Distinct so that a Redis that is down for a moment (the embedded server restarting) or a
+model that is not installed is never read as a configuration the worker rejected: only
+``CONFIG`` stops the run; the others are restarted with backoff and reported.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class WorkerExit(IntEnum):
+    CONFIG = 2  #: the configuration is wrong (the worker printed the key and the fix)
+    REDIS = 3  #: Redis could not be reached
+    MODEL = 4  #: the model is missing or cannot load
+
+    @classmethod
+    def describe(cls, code: int) -> str:
+        """What a worker's exit status means, with the signal's name for a signal."""
+        import signal
+
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        meanings: dict[int, str] = {cls.CONFIG: "rejected the configuration",
+                                    cls.REDIS: "could not reach Redis",
+                                    cls.MODEL: "could not load the model"}
+        return meanings.get(code, f"exited with status {code}")

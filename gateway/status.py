@@ -1,0 +1,131 @@
+"""``pynanoclaw status``: is this bot able to answer, one line per check.
+
+Checks, in order: the configuration, Redis (reachable, and persistent: append-only file
+or snapshots, else a restart loses every queued message), workers (RQ's registry, so it
+sees workers wherever they run), turns being retried or in a crash loop and dead letters
+(both from Redis), the model (the one-token smoke test, ``gateway.smoke``), and each
+channel's credentials (``Channel.check()``). A failed check makes the exit status 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+from rq import Worker
+
+from channels.errors import PermanentError
+from gateway.channelstart import credential_envs, one_line
+from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
+from gateway.queue import DeadLetters, Keys, job_queue
+from gateway.redis_server import running_embedded_url
+from gateway.smoke import check_model
+
+#: seconds a platform gets to answer a credential check
+CHECK_TIMEOUT = 15.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+
+    def line(self) -> str:
+        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+
+
+def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
+    """Every check for the config at ``path``, as they complete."""
+    from gateway.app import build_channels, load_channel_class
+
+    try:
+        cfg = load_config(path)
+        for name in cfg.channels:
+            load_channel_class(name, path)
+    except ConfigError as err:
+        yield Check("config", False, " ".join(err.render().split()))
+        return
+    yield Check("config", True, str(path))
+    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    client = _redis(url)
+    if isinstance(client, Check):
+        yield client
+    else:
+        try:
+            yield from _queue_checks(client, cfg)
+        finally:
+            client.close()
+    if model:
+        problem = check_model(path)
+        yield Check("model", problem is None,
+                    "answered a one-token test" if problem is None else problem)
+    try:  # channels read their secrets (and the local one Redis's URL) from the env
+        channels = build_channels(cfg, {**os.environ, REDIS_URL_ENV: url or ""})
+    except ConfigError as err:
+        yield Check("channels", False, " ".join(err.render().split()))
+        return
+    for (name, account), channel in channels.items():
+        yield asyncio.run(_channel_check(f"channel {name}:{account}", channel))
+
+
+def _redis(url: str | None) -> redis.Redis | Check:
+    if not url:
+        return Check("redis", False, "no [redis] url and no embedded server running; "
+                     "start `pynanoclaw run` (or `pynanoclaw gateway`)")
+    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as err:
+        client.close()
+        return Check("redis", False, f"cannot reach {url.split('@')[-1]}: {one_line(err)}")
+    return client
+
+
+def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
+    conf = {**client.config_get("appendonly"), **client.config_get("save")}
+    aof, save = conf.get("appendonly") == "yes", bool(conf.get("save"))
+    yield Check("redis", aof or save,
+                "reachable, persistent (" + ("append-only file" if aof else "snapshots") + ")"
+                if aof or save else "reachable but NOT persistent (appendonly no, no save "
+                "points): a restart loses every queued message; set appendonly yes")
+    workers = Worker.all(connection=client, queue=job_queue(client, cfg.queue.name))
+    yield Check("workers", bool(workers),
+                f"{len(workers)} alive on queue {cfg.queue.name}" if workers else
+                f"none alive on queue {cfg.queue.name}: messages are stored and wait; "
+                "start `pynanoclaw run` or `pynanoclaw worker`")
+    dead = DeadLetters(client, Keys())
+    for t in dead.retrying():
+        cause = ("no error recorded: its worker died mid-turn (crash loop)" if t.crashed
+                 else f"last error {t.error}")
+        yield Check(f"turn {t.group}", False, f"attempt {t.attempts} of turn {t.turn_id}; "
+                    f"{cause}")
+    counts = dead.counts()
+    for group, count in counts.items():
+        records = dead.records(group)
+        why = f"; last: {records[-1].why}" if records else ""
+        yield Check(f"dead letters {group}", False,
+                    f"{count} message(s){why}; see `pynanoclaw dead list {group}`")
+    if not counts:
+        yield Check("dead letters", True, "none")
+
+
+async def _channel_check(name: str, channel: object) -> Check:
+    from channels.base import Channel
+
+    assert isinstance(channel, Channel)
+    try:
+        who = await asyncio.wait_for(channel.check(), CHECK_TIMEOUT)
+    except PermanentError as err:
+        envs = credential_envs(channel)
+        hint = f"; check {' / '.join(envs)}" if envs else ""
+        return Check(name, False, f"credentials refused: {one_line(err)}{hint}")
+    except TimeoutError:
+        return Check(name, False, f"no answer from the platform within {CHECK_TIMEOUT:.0f}s")
+    except Exception as err:  # any other failure is this channel's line, not a crash
+        return Check(name, False, f"cannot check: {one_line(err)}")
+    return Check(name, True, f"accepted ({who})" if who else "no credential to check")

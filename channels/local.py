@@ -11,7 +11,9 @@ Its "platform" is three Redis structures (under ``<prefix>local:``):
 * ``out:{account}:{chat_id}`` (stream): what the bot says: ``ack`` (the gateway holds
   the message; ``status`` is what the sink said it did: engage, context, drop,
   duplicate), ``typing``, ``chunk`` (one reply chunk) and ``done`` (a turn covering
-  the listed message ids finished). Clients read it with XREAD.
+  the listed message ids finished). Clients read it with XREAD;
+* ``sent:{account}:{reply_id}:{index}`` (string): a chunk already in its stream, set in
+  the same transaction as the append, so a re-sent chunk is appended once.
 
 A group message mentions the bot when the client says so (``"mention": true``) or its
 text contains ``@bot``.
@@ -29,7 +31,7 @@ from typing import Any, Self
 
 import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, WatchError
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.models import Inbound, Outbound
@@ -42,6 +44,8 @@ REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 MENTION = re.compile(r"(?<!\w)@bot\b", re.IGNORECASE)
 #: replies kept per chat stream for clients that read late
 STREAM_MAXLEN = 1000
+#: how long a sent chunk's mark is kept (as long as the outbox keeps its own)
+SENT_TTL = 7 * 24 * 3600
 
 
 class LocalSettings(BaseModel):
@@ -74,9 +78,14 @@ class LocalKeys:
         self.inbox = f"{prefix}local:in:{account}"
         self.inflight = f"{prefix}local:inflight:{account}"
         self._out = f"{prefix}local:out:{account}:"
+        self._sent = f"{prefix}local:sent:{account}:"
 
     def out(self, chat_id: str) -> str:
         return self._out + chat_id
+
+    def sent(self, reply_id: str, index: int) -> str:
+        """Present once the chunk is in its chat's stream."""
+        return f"{self._sent}{reply_id}:{index}"
 
 
 class LocalChannel(Channel):
@@ -186,13 +195,32 @@ class LocalChannel(Channel):
                 for c in split_text(text, self.limits.max_message_len)]
 
     async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
-        entry = await self.redis.xadd(
-            self.keys.out(message.chat_id),
-            {"type": "chunk", "reply_id": message.reply_id, "index": str(index),
-             "reply_to_id": message.reply_to_id or "", "text": chunk.plain},
-            maxlen=STREAM_MAXLEN, approximate=True,
-        )
-        return str(entry)
+        """Append the chunk to the chat's stream once per (reply id, index).
+
+        Like Matrix's transaction id, the "platform" dedupes a re-send itself: the
+        outbox's sent mark is written after this returns, so a Redis that dies between
+        the two (the embedded server SIGKILLed) would otherwise show the chunk twice.
+        The append and the chunk's mark are one transaction, watched so that a second
+        sender of the same chunk finds the mark and appends nothing."""
+        mark = self.keys.sent(message.reply_id, index)
+        fields: dict[str, str] = {
+            "type": "chunk", "reply_id": message.reply_id, "index": str(index),
+            "reply_to_id": message.reply_to_id or "", "text": chunk.plain}
+        async with self.redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    await pipe.watch(mark)
+                    earlier = await pipe.get(mark)
+                    if earlier is not None:
+                        return str(earlier)
+                    pipe.multi()  # type: ignore[no-untyped-call]
+                    pipe.xadd(self.keys.out(message.chat_id), fields,  # type: ignore[arg-type]
+                              maxlen=STREAM_MAXLEN, approximate=True)
+                    pipe.set(mark, "sent", ex=SENT_TTL)
+                    entry, _ = await pipe.execute()
+                    return str(entry)
+                except WatchError:
+                    continue
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self.redis.xadd(self.keys.out(chat_id), {"type": "typing"},

@@ -9,7 +9,9 @@ another gateway claims it (``XAUTOCLAIM`` after ``claim_idle``).
 Each chunk is sent once: ``sent:{reply_id}:{i}`` is set after the platform accepted
 it (together with the chunk's delivery outcome, gateway/delivery.py) and checked
 before sending. (A crash between the platform's answer and that SET
-re-sends that one chunk: the platforms offer no idempotency key to close that gap.)
+re-sends that one chunk, except where the platform dedupes a re-send itself: Matrix by
+its transaction id, the local channel by its own per-chunk mark. The others offer no
+idempotency key to close that gap.)
 Sends wait for the chat's shared rate limit; on ``RateLimited`` they wait what the
 platform asked; other transient errors are retried with jittered exponential backoff;
 a ``PermanentError`` is recorded as the chunk's outcome (failed, with its reason),

@@ -32,6 +32,14 @@ log = logging.getLogger(__name__)
 #: the dead-letter list, never in the chat: it may name internals or a provider error)
 FAILURE_NOTICE = "I could not answer this: the model failed; the operator has the details."
 
+
+def notice_reply_id(turn_id: str) -> str:
+    """The failure notice's own reply id. Not the turn's: a dead letter retried later
+    runs the same messages as the same turn id, and its answer must not be taken for
+    the notice already sent (the outbox's sent marks, and platforms that dedupe a
+    re-send by id: Matrix transactions, the local channel)."""
+    return f"{turn_id}.notice"
+
 @dataclass(frozen=True)
 class Batch:
     """The messages of one turn, in arrival order."""
@@ -132,9 +140,10 @@ class TurnRunner:
         reply_event = None if notice is None else Outbound(
             channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
             thread_id=anchor.thread_id, text=notice, reply_to_id=anchor.message_id,
-            reply_id=batch.turn_id).model_dump_json()
+            reply_id=notice_reply_id(batch.turn_id)).model_dump_json()
         done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
-                           reply_id=batch.turn_id if notice else None, turn_id=batch.turn_id)
+                           reply_id=notice_reply_id(batch.turn_id) if notice else None,
+                           turn_id=batch.turn_id)
         self._gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event, done, notice)
 
     def _why_dead(self, batch: Batch, attempts: int) -> str:

@@ -118,7 +118,9 @@ class DeadLetters:
         k = self.keys
         turns: list[str] = []
         for rec in self.records(group):
-            if rec.turn_id:  # its record, and the sent marks of the notice's chunks
+            # its record, and the sent marks under the turn's reply id (an older
+            # version sent the notice under it; the notice now has its own id)
+            if rec.turn_id:
                 turns.append(k.turn(rec.turn_id))
                 turns += [as_str(x) for x in self.r.scan_iter(
                     match=f"{k.sent(rec.turn_id, 0)[:-1]}*", count=100)]

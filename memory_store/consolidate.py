@@ -16,6 +16,10 @@ episodes are the record of what happened and are left alone:
    the file's trust is the lowest of its live facts (folding never raises trust); the
    folded facts are superseded by the entity file.
 
+``reconcile`` runs passes 2 and 3 for a few entities only, after their new facts were
+written (fact extraction after a turn), first superseding the facts the caller says the
+new ones replace (same entity only; a less trusted one is tagged ``disputed`` instead).
+
 Superseding sets ``valid_to`` (and ``superseded_by``); nothing is deleted, so search
 with ``include_superseded`` still finds the history. Running it twice changes nothing
 the second time (the passes only act on live records that need it).

@@ -303,8 +303,9 @@ def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
             "entity_kind": f.kind, "relation": f.relation, "tags": [about]})
         written.append(record_id)
         entities.add(about)
-        replaced += [(old, record_id) for old in f.replaces
-                     if old in known and slug(known[old][0]) == slug(about)]
+        if f.relation != "new":  # only facts the model saw, about the same entity
+            replaced += [(old, record_id) for old in f.replaces
+                         if old in known and slug(known[old][0]) == slug(about)]
     if entities:
         reconcile(memory, entities, replaced)
     return written

@@ -27,7 +27,7 @@ from workers.extraction import extract_group, extraction_enabled, extraction_ent
 from workers.turn import parse_batch
 
 from . import extract_model
-from .conftest import ROOT, Valkey, write_config
+from .conftest import ROOT, Stack, Valkey, write_config
 
 K = Keys()
 GROUP = "local:c1"
@@ -213,6 +213,20 @@ def test_a_queued_drain_makes_the_job_reschedule_not_the_turn_wait(env: Env) -> 
     assert not env.r.exists(K.extracting(GROUP), K.extractions(GROUP))
 
 
+def test_turns_that_come_fast_are_extracted_by_one_job(env: Env) -> None:
+    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    for mid, text in [("m1", "Alice moved to Lisbon"), ("m2", "Bob is vegan")]:
+        say(env.r, mid, text)
+        assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert [j.func_name for j in q.jobs] == [EXTRACT_JOB]  # the second found it pending
+    assert env.r.llen(K.extractions(GROUP)) == 2
+    SimpleWorker([q], connection=env.r, serializer="json").work(burst=True)
+    assert len(extract_model.CALLS) == 2 and q.count == 0
+    entities = env.group_dir() / "entities"
+    assert (entities / "entity-alice.md").exists() and (entities / "entity-bob.md").exists()
+    assert not env.r.exists(K.extracting(GROUP), K.extractions(GROUP))
+
+
 def test_a_local_model_skips_with_one_log_line(
     env: Env, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -253,3 +267,20 @@ def test_extract_setting_auto_follows_the_provider() -> None:
     example = ROOT / "deploy" / "pynanoclaw.example.toml"
     assert "extract" in example.read_text(encoding="utf-8")
     assert load_worker_settings(example, env={}).memory.extract == "auto"
+
+
+async def test_workers_extract_after_the_reply_end_to_end(tmp_path: Path, valkey: Valkey) -> None:
+    """Real worker processes and the gateway: the reply comes, then a worker runs the
+    extraction job by its import path and the entity file appears."""
+    stack = Stack(tmp_path, valkey)
+    config(stack.config_path, valkey.url)
+    alice = stack.data_dir / "groups" / "local" / "c1" / "entities" / "entity-alice.md"
+    try:
+        stack.start_workers(1)
+        await stack.start_gateway()
+        assert (await stack.ask("c1", "u1", "Alice moved to Lisbon")).reply == "ok"
+        await stack.wait_for(lambda: alice.exists() and not stack.r.exists(
+            K.extracting(GROUP), K.extractions(GROUP)), what="the extraction to run")
+    finally:
+        await stack.close()
+    assert "- Alice moved to Lisbon (local:c1:msg/" in alice.read_text(encoding="utf-8")

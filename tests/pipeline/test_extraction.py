@@ -23,7 +23,12 @@ from memory_store import BaseMemory, open_memory
 from workers import context, drain
 from workers.agent import clear_agent_cache
 from workers.context import WorkerContext
-from workers.extraction import extract_group, extraction_enabled, extraction_entry
+from workers.extraction import (
+    MAX_ATTEMPTS,
+    extract_group,
+    extraction_enabled,
+    extraction_entry,
+)
 from workers.turn import parse_batch
 
 from . import extract_model
@@ -225,6 +230,30 @@ def test_turns_that_come_fast_are_extracted_by_one_job(env: Env) -> None:
     entities = env.group_dir() / "entities"
     assert (entities / "entity-alice.md").exists() and (entities / "entity-bob.md").exists()
     assert not env.r.exists(K.extracting(GROUP), K.extractions(GROUP))
+
+
+def test_a_model_that_cannot_answer_is_given_up_on_never_a_crash(
+    env: Env, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a scripted model that answers text only: no structured output, ever
+    path = config(tmp_path / "text.toml", env.url, model="tests.pipeline.scripted:model")
+    monkeypatch.setenv("PYNANOCLAW_CONFIG", str(path))
+    context.install(None)
+    say(env.r, "m1", "Alice moved to Lisbon")
+    assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    [entry] = env.r.lrange(K.extractions(GROUP), 0, -1)
+    tid = json.loads(entry)["turn_id"]
+    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    with caplog.at_level(logging.WARNING, logger="workers.extraction"):
+        # each failed attempt leaves the turn queued and a fresh job for it
+        SimpleWorker([q], connection=env.r, serializer="json").work(burst=True)
+    assert env.r.hget(K.extraction(tid), "done") == b"gave-up"
+    assert int(env.r.hget(K.extraction(tid), "attempts") or 0) == MAX_ATTEMPTS
+    assert len([r for r in caplog.records if "extraction of" in r.getMessage()]) == MAX_ATTEMPTS
+    assert q.count == 0 and len(q.failed_job_registry) == 0  # no job crashed
+    assert not env.r.exists(K.extracting(GROUP), K.extractions(GROUP))
+    assert not (env.group_dir() / "entities").exists() or not list(
+        (env.group_dir() / "entities").iterdir())
 
 
 def test_a_local_model_skips_with_one_log_line(

@@ -16,6 +16,10 @@ episodes are the record of what happened and are left alone:
    the file's trust is the lowest of its live facts (folding never raises trust); the
    folded facts are superseded by the entity file.
 
+``reconcile`` runs passes 2 and 3 for a few entities only, after their new facts were
+written (fact extraction after a turn), first superseding the facts the caller says the
+new ones replace (same entity only; a less trusted one is tagged ``disputed`` instead).
+
 Superseding sets ``valid_to`` (and ``superseded_by``); nothing is deleted, so search
 with ``include_superseded`` still finds the history. Running it twice changes nothing
 the second time (the passes only act on live records that need it).
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -87,9 +91,12 @@ def _is_entity_file(record: MemoryRecord) -> bool:
 
 
 class _Run:
-    def __init__(self, mem: BaseMemory, progress: Progress | None) -> None:
+    def __init__(self, mem: BaseMemory, progress: Progress | None,
+                 only: set[str] | None = None) -> None:
         self.mem = mem
         self.progress = progress
+        #: entity slugs the contradiction and folding passes are limited to (None: all)
+        self.only = only
         self.now = now_utc()
         self.changed: set[str] = set()
         self.superseded: set[str] = set()
@@ -101,6 +108,37 @@ class _Run:
             "valid_to": self.now, "superseded_by": by, "superseded_reason": reason})
         self.superseded.add(victim.id)
         self.changed.add(victim.id)
+
+    def _skipped(self, rec: MemoryRecord) -> bool:
+        return self.only is not None and slug(entity_of(rec) or "") not in self.only
+
+    def replace(self, old_id: str, new_id: str) -> None:
+        """Supersede fact ``old_id`` by ``new_id`` of the same entity (a caller's claim
+        that one updates the other), unless the new one is less trusted: then both stay
+        and the new one is tagged ``disputed``, as for a detected contradiction."""
+        try:
+            old, new = self.mem.read_sync(old_id), self.mem.read_sync(new_id)
+        except MemoryNotFound:
+            return
+        same = entity_of(old) and slug(entity_of(old) or "") == slug(entity_of(new) or "")
+        if (old.id == new.id or not same or _is_entity_file(old)
+                or old.kind not in ("fact", "entity") or old.id in self.superseded):
+            return
+        reason = old.metadata.get("superseded_reason")
+        if reason not in (None, "folded"):
+            return  # superseded already, for good
+        if new.trust < old.trust:
+            if "disputed" not in new.tags:
+                self.mem.update_sync(new.id, new.content, actor="consolidate",
+                                     changes={"tags": [*new.tags, "disputed"],
+                                              "disputes": old.id})
+                self.changed.add(new.id)
+        elif reason == "folded":
+            self.mem.update_sync(old.id, old.content, actor="consolidate", changes={
+                "superseded_by": new.id, "superseded_reason": "contradicted"})
+            self.changed.add(old.id)
+        else:
+            self.supersede(old, new.id, "contradicted")
 
     def live(self) -> list[MemoryRecord]:
         return [r for r in self.mem.records({"kind": list(CONSOLIDATED_KINDS)})
@@ -147,7 +185,8 @@ class _Run:
         for rec in everything:
             folded = rec.metadata.get("superseded_reason") == "folded"
             live = rec.valid_to is None or rec.valid_to > self.now
-            if _is_entity_file(rec) or rec.id in self.superseded or not (live or folded):
+            if (_is_entity_file(rec) or rec.id in self.superseded or not (live or folded)
+                    or self._skipped(rec)):
                 continue
             key = attribute_key(rec)
             if key is not None:
@@ -181,7 +220,8 @@ class _Run:
         names: dict[str, str] = {}
         for rec in self.live():
             name = entity_of(rec)
-            if name is None or _is_entity_file(rec) or rec.kind not in ("fact", "entity"):
+            if (name is None or _is_entity_file(rec) or rec.kind not in ("fact", "entity")
+                    or self._skipped(rec)):
                 continue
             by_entity[slug(name)].append(rec)
             names.setdefault(slug(name), name)
@@ -270,6 +310,21 @@ def _day(value: Any) -> str:
         except ValueError:
             return value
     return "?"
+
+
+def reconcile(mem: BaseMemory, entities: Iterable[str],
+              replaced: Iterable[tuple[str, str]] = ()) -> int:
+    """After new facts about ``entities`` were written (the extraction job): supersede
+    the facts they replace (``(old id, new id)`` pairs, same entity only, never by a less
+    trusted fact), then the contradiction and folding passes limited to these entities,
+    so their entity files are current. Idempotent; returns the records changed."""
+    with mem.group.lock():
+        run = _Run(mem, None, only={slug(e) for e in entities})
+        for old_id, new_id in replaced:
+            run.replace(old_id, new_id)
+        run.supersede_contradictions()
+        run.fold_entities()
+        return len(run.changed)
 
 
 def consolidate(mem: BaseMemory, progress: Progress | None = None) -> int:

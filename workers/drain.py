@@ -6,8 +6,9 @@ waiting (context + mailbox) into ``processing`` in one step, runs the turn, clea
 ``processing`` and loops while the mailbox is not empty; messages arriving during a turn
 are the next turn's batch, all of them. A batch left in ``processing`` by a killed
 worker is retried as the same turn. After ``max_turns`` turns the job hands the group to
-a fresh job so one busy group cannot hold a worker forever. The state machine and the
-scripts that move it are drawn in ``gateway/queue/__init__.py``.
+a fresh job so one busy group cannot hold a worker forever. Each written turn is queued
+for fact extraction (``workers.extraction``) in the finish script, after its reply. The
+state machine and the scripts that move it are drawn in ``gateway/queue/__init__.py``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gateway.queue import (
     job_queue,
 )
 from workers.context import WorkerContext, current
+from workers.extraction import extraction_entry, schedule_extraction
 from workers.lock import GroupLock, LockLost
 from workers.maintenance import after_episodes, consolidation_due
 from workers.turn import TurnRunner, parse_batch
@@ -76,6 +78,7 @@ def drain_group(
             while True:
                 lock.check()
                 written: str | None = None
+                extract: str | None = None
                 if first is not None:
                     raw, first = first, None
                 else:
@@ -94,12 +97,17 @@ def drain_group(
                         outcome = ctx.run(runner.run(batch, lock, max_attempts,
                                                      mark_written=False))
                         written = runner.unmarked_written
+                        if written is not None:
+                            extract = extraction_entry(ctx.settings, batch)
                         turns += 1
                         log.info("drain %s: turn %d %s", group, turns, outcome)
                 lock.stop_renewal()  # the finish script may release the lock itself
-                more, episodes = gq.finish(lock.token, written)
+                more, episodes = gq.finish(lock.token, written, extract)
                 if more == LOCK_LOST:
                     raise LockLost(lock.lock_key)
+                if extract is not None:  # after publishing: never on the reply's path
+                    schedule_extraction(ctx.redis, group, ctx.settings, queue=queue,
+                                        prefix=prefix, lock_ttl=lock_ttl)
                 if written and consolidation_due(episodes,
                                                  ctx.settings.memory.consolidate_every):
                     after_episodes(ctx.redis, group, ctx.settings, episodes, queue=queue,

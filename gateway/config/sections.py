@@ -162,6 +162,11 @@ class MemoryConfig(Section):
     #: Consolidate the group's memory (merge duplicate facts, supersede contradicted
     #: ones, fold facts into entity files) after this many written episodes; 0 = never.
     consolidate_every: int = Field(default=50, ge=0, le=1_000_000)
+    #: After each turn, a background job asks the model for the batch's durable facts
+    #: and writes them into entity files (``workers.extraction``). "auto": on for the
+    #: ``anthropic`` and ``openai`` providers (with ``tools``), off for ``local`` (no
+    #: structured output) and ``function`` (a scripted model opts in with ``true``).
+    extract: bool | Literal["auto"] = "auto"
 
 
 class WorkerConfig(Section):

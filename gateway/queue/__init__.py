@@ -28,7 +28,8 @@ The life of one group (``g``), and which script moves what::
                        turn:{id}.published (a retried turn never publishes twice)
                                                │ episode file written
                                                ▼
-              finish.lua: turn:{id}.written, episodes:{g} += 1, DEL processing:{g};
+              finish.lua: turn:{id}.written, episodes:{g} += 1, DEL processing:{g},
+                       (extraction on) the batch ─▶ extractq:{g} for the extract job;
                        mailbox empty?  yes: DEL drain:{g}, lock:{g}, SREM active g
                                        no:  next turn (take.lua) on the same job
       outbox (stream, consumer group "gateway") ─▶ gateway sends, outbox_ack.lua,
@@ -44,8 +45,9 @@ The life of one group (``g``), and which script moves what::
 Terms, one meaning each: the *lease* (``drain:{g}``, holds a job id) says a drain job is
 queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with the
 lease by ``lock_renew.lua``) says one worker runs the group now; *consolidating*
-(``consolidate:{g}``) says a consolidation job is queued or running. A consolidation
-takes the same lock, so it never overlaps a turn of its group.
+(``consolidate:{g}``) says a consolidation job is queued or running, *extracting*
+(``extracting:{g}``) the same of an extraction job. Both take the same lock, so they
+never overlap a turn of their group.
 """
 
 from __future__ import annotations
@@ -55,9 +57,11 @@ from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
     DRAIN_JOB,
+    EXTRACT_JOB,
     DrainOptions,
     enqueue_consolidation,
     enqueue_drain,
+    enqueue_extraction,
     enqueue_job,
     job_queue,
 )
@@ -84,6 +88,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "DRAIN_JOB",
     "DUPLICATE",
+    "EXTRACT_JOB",
     "KEPT",
     "KEPT_ENQUEUE",
     "LOCK_BUSY",
@@ -104,6 +109,7 @@ __all__ = [
     "encode_entry",
     "enqueue_consolidation",
     "enqueue_drain",
+    "enqueue_extraction",
     "enqueue_job",
     "job_queue",
     "parse_entry",

@@ -94,6 +94,19 @@ class Keys:
         """Present while a consolidation of the group is queued, rescheduled or running."""
         return f"{self.prefix}consolidate:{group}"
 
+    def extracting(self, group: str) -> str:
+        """Present while an extraction job of the group is queued, rescheduled or running."""
+        return f"{self.prefix}extracting:{group}"
+
+    def extractions(self, group: str) -> str:
+        """List of turns whose facts are still to be extracted (JSON: turn id, entries)."""
+        return f"{self.prefix}extractq:{group}"
+
+    def extraction(self, turn_id: str) -> str:
+        """Hash of one turn's extraction: ``result`` (the model's facts, JSON, stored
+        before anything is written), ``attempts``, ``done``."""
+        return f"{self.prefix}extract:{turn_id}"
+
     def episodes(self, group: str) -> str:
         """Episodes written for the group since its last consolidation."""
         return f"{self.prefix}episodes:{group}"

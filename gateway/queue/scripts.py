@@ -164,6 +164,9 @@ def as_str(value: Any) -> str:
 
 #: how long a turn's progress record outlives the turn (a retry comes much sooner)
 TURN_STATE_TTL = 7 * 24 * 3600
+#: turns waiting for fact extraction kept per group; older ones are dropped (a group
+#: whose extraction cannot keep up loses the oldest, never blocks its turns)
+EXTRACT_QUEUE_MAX = 200
 
 #: ``take`` results besides a batch
 LOCK_LOST = -1
@@ -253,15 +256,22 @@ class GroupQueue:
             return out
         return [as_str(x) for x in out]
 
-    def finish(self, token: str, written_turn: str | None) -> tuple[int, int]:
-        """Clear the batch, marking ``written_turn``'s episode written and counting it.
-        Returns (1 more waiting | 0 drained, lease and lock released | ``LOCK_LOST``,
-        the group's episodes since its last consolidation; 0 without a turn)."""
+    def finish(self, token: str, written_turn: str | None, extract: str | None = None
+               ) -> tuple[int, int]:
+        """Clear the batch, marking ``written_turn``'s episode written and counting it,
+        and (``extract``, an entry for the extraction job) queueing it for extraction
+        in the same step. Returns (1 more waiting | 0 drained, lease and lock released |
+        ``LOCK_LOST``, the group's episodes since its last consolidation; 0 without a
+        turn)."""
         k, g = self.keys, self.group
         keys = [k.lock(g), k.processing(g), k.mailbox(g), k.lease(g), k.active]
+        args: list[str | int] = [token, g]
         if written_turn is not None:
             keys += [k.turn(written_turn), k.episodes(g)]
-        status, episodes = self._s["finish"](keys=keys, args=[token, g])
+            if extract is not None:
+                keys.append(k.extractions(g))
+                args += [extract, EXTRACT_QUEUE_MAX]
+        status, episodes = self._s["finish"](keys=keys, args=args)
         return int(status), int(episodes)
 
     def undelivered(self) -> dict[str, str]:

@@ -145,3 +145,35 @@ async def test_reflect_default_rule_and_bad_summarizer(mem: BaseMemory) -> None:
     mem.summarizer = lambda ctx: 42  # type: ignore[assignment,return-value]
     with pytest.raises(TypeError):
         await mem.reflect({"error": "x"})
+
+
+async def test_reconcile_is_limited_to_its_entities_and_never_lets_less_trust_win(
+    mem: BaseMemory,
+) -> None:
+    from memory_store.consolidate import reconcile
+
+    home = await _fact(mem, "Dan lives in Rome", kind="entity", entity="Dan", trust=0.8,
+                       created="2024-01-01T00:00:00Z")
+    moved = await _fact(mem, "Dan relocated to Oslo", kind="entity", entity="Dan", trust=0.8,
+                        created="2024-06-01T00:00:00Z")
+    rumour = await _fact(mem, "Dan relocated to Mars", kind="entity", entity="Dan",
+                         trust=0.2, created="2024-07-01T00:00:00Z")
+    eve = await _fact(mem, "Eve likes tea", kind="entity", entity="Eve", trust=0.5)
+    other = await _fact(mem, "Eve works at Acme", kind="entity", entity="Eve", trust=0.5)
+    dup_a = await _fact(mem, "Fay likes jazz", trust=0.5)
+    dup_b = await _fact(mem, "fay likes jazz!", trust=0.5)
+    # a claimed replacement of another entity's fact, and of a more trusted one
+    changed = reconcile(mem, ["Dan"], [(home, moved), (moved, rumour), (other, moved)])
+    assert changed > 0
+    rec = await mem.read(home)  # no attribute in common: replaced only because told so
+    assert rec.metadata["superseded_by"] == moved
+    assert rec.metadata["superseded_reason"] == "contradicted"
+    assert (await mem.read(moved)).metadata.get("superseded_reason") == "folded"
+    assert "disputed" in (await mem.read(rumour)).tags
+    dan = await mem.read("entity-dan")
+    live = dan.content.partition("### Superseded")[0]
+    assert "Dan relocated to Oslo" in live and "Dan lives in Rome" not in live
+    # Eve and the duplicates were not its business
+    for untouched in (eve, other, dup_a, dup_b):
+        assert (await mem.read(untouched)).valid_to is None
+    assert reconcile(mem, ["Dan"], [(home, moved)]) == 0

@@ -74,6 +74,7 @@ class Redaction:
 
     request: str
     paths: list[str] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list, repr=False)
 
@@ -82,7 +83,9 @@ class Redaction:
         return bool(self.paths)
 
 
-def _pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern matching any of ``words`` (longest first); None
+    when there is none (the marker itself never counts)."""
     alts = sorted({w for w in words if w and w != MARKER}, key=len, reverse=True)
     if not alts:
         return None
@@ -162,6 +165,7 @@ class _Run:
         path, _ = self.mem._load(rec.id)
         self.mem.update_sync(rec.id, content, actor=self.actor, changes=changes)
         self.out.paths.append(self.mem._rel(path))
+        self.out.records.append(rec.id)
 
     def echo(self, pat: re.Pattern[str] | None, skip: set[str]) -> None:
         """Replace ``pat`` in every other memory and in the core files."""
@@ -248,7 +252,7 @@ def redact_message(mem: BaseMemory, message_id: str, *, request: str,
             elif ids == [message_id]:
                 derived.append(rec)
         long_texts = [t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS]
-        pat = _pattern(long_texts)
+        pat = words_pattern(long_texts)
         for rec in derived:
             run.rewrite(rec, MARKER, pat, supersede="source deleted")
         run.entity_files({r.id for r in derived})
@@ -267,7 +271,7 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
     the marker; facts that held it are superseded. Raises ``ValueError`` for a phrase
     shorter than ``PHRASE_MIN_CHARS``."""
     phrase = check_phrase(phrase)
-    pat = _pattern([phrase])
+    pat = words_pattern([phrase])
     assert pat is not None
     with mem.group.lock():
         run = _Run(mem, request, actor)
@@ -301,7 +305,7 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
     from memory_store.fileformat import parse
     from memory_store.paths import id_from_filename
 
-    pat = _pattern([check_phrase(phrase)])
+    pat = words_pattern([check_phrase(phrase)])
     assert pat is not None
     hits: list[Hit] = []
     for name in _CORE_FILES:

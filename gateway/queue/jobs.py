@@ -19,6 +19,8 @@ from rq import Queue, Retry
 DRAIN_JOB = "workers.drain.drain_group"
 #: import path of the consolidation job
 CONSOLIDATE_JOB = "workers.maintenance.consolidate_group"
+#: import path of the redaction job (deleted messages, ``/forget``)
+REDACT_JOB = "workers.redaction.redact_group"
 #: the RQ queue jobs go to unless ``[queue] name`` says otherwise
 DEFAULT_QUEUE = "pnc-drain"
 #: seconds between RQ's retries of a failed job (its scheduler runs them)
@@ -95,4 +97,15 @@ def enqueue_consolidation(queue: Queue, group: str, kwargs: dict[str, Any], *, t
     """Enqueue (or, with ``delay``, schedule) the consolidation job of ``group``."""
     return enqueue_job(queue, CONSOLIDATE_JOB, {"group": group, **kwargs}, timeout=timeout,
                        retries=retries, description=f"consolidate {group}", job_id=job_id,
+                       delay=delay)
+
+
+def enqueue_redaction(queue: Queue, group: str, kwargs: dict[str, Any], *, timeout: int,
+                      retries: int, job_id: str | None = None,
+                      delay: timedelta | None = None) -> str:
+    """Enqueue (or, with ``delay``, schedule) the redaction job of ``group``: it applies
+    every deletion in ``changes:{group}`` and request in ``forget:{group}``, so one job
+    serves any number of them and a duplicate is harmless."""
+    return enqueue_job(queue, REDACT_JOB, {"group": group, **kwargs}, timeout=timeout,
+                       retries=retries, description=f"redact {group}", job_id=job_id,
                        delay=delay)

@@ -6,9 +6,11 @@ Two ways in, one mechanism:
   in every episode that covers it (``message_ids`` in the front matter) is replaced by
   ``MARKER``; facts whose only source is that message are superseded (``valid_to``,
   ``superseded_reason: source deleted``) and their text replaced by the marker, as is
-  their copy in an entity file; the message's words (when at least ``ECHO_MIN_CHARS``
-  long, so "ok" does not wipe everyone's "ok") are also replaced wherever else they
-  occur verbatim in the group's files (a reply quoting them, core memory).
+  their copy in an entity file, as are core-memory entries whose only source it is
+  (dropped from the agent section, audited as ``core_evict``); the message's words
+  (when at least ``ECHO_MIN_CHARS`` long, so "ok" does not wipe everyone's "ok") are
+  also replaced wherever else they occur verbatim in the group's files (a reply quoting
+  them, core memory).
 * ``redact_phrase(mem, phrase)``: ``/forget <phrase>``: every occurrence of the phrase
   (case-insensitive) in the group's memory files and core files becomes the marker;
   facts that contained it are superseded (``superseded_reason: forgotten``).
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_store.atomic import atomic_write_text, read_regular
+from memory_store.coresection import CoreSectionError, retire_entries
 from memory_store.fileformat import content_hash, now_utc
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.protocol import MemoryRecord
@@ -125,6 +128,12 @@ def message_texts(body: str, message_ids: list[str]) -> dict[str, tuple[int, int
 def _ids(record: MemoryRecord) -> list[str]:
     raw = record.metadata.get("message_ids") or []
     return [str(x) for x in raw] if isinstance(raw, list) else []
+
+
+def only_from(source: str, message_id: str) -> bool:
+    """Whether ``source`` (``<group>:msg/<id>,<id>``) names ``message_id`` alone."""
+    head, sep, ids = source.rpartition(":msg/")
+    return bool(head and sep) and ids.split(",") == [message_id]
 
 
 def _live(record: MemoryRecord) -> bool:
@@ -256,6 +265,13 @@ def redact_message(mem: BaseMemory, message_id: str, *, request: str,
         for rec in derived:
             run.rewrite(rec, MARKER, pat, supersede="source deleted")
         run.entity_files({r.id for r in derived})
+        for name in _CORE_FILES:  # entries the agent added to core memory from it
+            try:
+                if retire_entries(mem.group, name, lambda src: only_from(src, message_id),
+                                  actor=actor, reason="source deleted"):
+                    run.out.paths.append(name)
+            except CoreSectionError as err:
+                log.warning("%s of %s: %s; its entries are left", name, mem.group.group, err)
         run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived})
         for rec, (start, end) in episodes:  # last: a crashed run can still find the text
             fresh = mem._load(rec.id)[1]

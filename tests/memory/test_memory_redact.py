@@ -70,6 +70,9 @@ async def _setup(mem: BaseMemory) -> dict[str, Any]:
         "trust": 0.6})
     add_entry(mem.group, "user_profile.md", f"Bob: {SECRET}", source=f"{GROUP}:msg/12",
               trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
+    for text, mid in (("Greet Bob by his nickname Qwerty", "12"), ("Answer in English", "11")):
+        add_entry(mem.group, "CLAUDE.md", text, source=f"{GROUP}:msg/{mid}", trust=0.6,
+                  actor="test", today=datetime(2026, 11, 30).date())
     return {"ep": ep, "other": other, "only": only, "shared": shared}
 
 
@@ -107,6 +110,11 @@ async def test_a_deleted_message_leaves_every_file_and_the_index(mem: BaseMemory
     shared = await mem.read(ids["shared"])  # another source still backs it
     assert shared.content == "Cy likes weather" and shared.valid_to is None
     assert (await mem.read(ids["other"])).content.count("what is for lunch") == 1
+    # core entries the agent took only from that message are retired, others stay
+    core = (root / "CLAUDE.md").read_text()
+    assert "Qwerty" not in core and "Answer in English" in core
+    assert any(e["op"] == "core_evict" and e.get("reason") == "source deleted"
+               for e in AuditLog(root).entries())
     audit = [e for e in AuditLog(root).entries() if e["op"] == "redact"]
     assert len(audit) == 1 and audit[0]["message_id"] == "12"
     assert audit[0]["id"] == "del-1" and "user_profile.md" in audit[0]["path"]

@@ -20,7 +20,12 @@ redacted too. Under the lock it
    other entry holding the words gets them replaced by the marker, and a published
    turn's kept reply (``turn:{id}``, replayed by a retry) too;
 3. removes the requests it applied (LREM of each exact record), last: a crash before
-   that applies them again, which changes nothing the second time.
+   that applies them again, which changes nothing the second time;
+4. has Redis rewrite its persistence from the data set as it is now: the append-only
+   file keeps every command ever run, the original words included, until
+   ``BGREWRITEAOF`` replaces it (and an RDB snapshot, when configured, is saved anew).
+   A server that refuses (a managed Redis without CONFIG, a rewrite already running)
+   is logged: its next rewrite drops the words.
 
 A group busy ``MAX_RESCHEDULES`` times in a row is left with its requests waiting; the
 next redaction of the group applies them.
@@ -40,6 +45,7 @@ from gateway.queue import (
     DEFAULT_QUEUE,
     GroupQueue,
     Keys,
+    as_str,
     encode_entry,
     enqueue_redaction,
     job_queue,
@@ -116,6 +122,32 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
     return pairs
+
+
+def rewrite_persistence(client: redis.Redis) -> list[str]:
+    """Rewrite Redis's append-only file (and RDB snapshot) from the current data set,
+    so removed words are not kept in its history. Returns what was started."""
+    started: list[str] = []
+    try:
+        conf: Any = client.config_get("appendonly")
+        saves: Any = client.config_get("save")
+    except redis.ResponseError as err:
+        log.warning("redaction: cannot read the server's persistence settings (%s); its "
+                    "files may keep removed words until they are rewritten", err)
+        return started
+    aof = {as_str(k): as_str(v) for k, v in conf.items()}.get("appendonly")
+    save = {as_str(k): as_str(v) for k, v in saves.items()}.get("save", "")
+    for wanted, name, call in ((aof == "yes", "aof", client.bgrewriteaof),
+                               (bool(save.strip()), "rdb", client.bgsave)):
+        if not wanted:
+            continue
+        try:
+            call()
+            started.append(name)
+        except redis.ResponseError as err:
+            log.warning("redaction: %s rewrite not started (%s); the next one drops the "
+                        "removed words", name, err)
+    return started
 
 
 def _reschedule(client: redis.Redis, group: str, kwargs: dict[str, Any], reschedules: int
@@ -219,4 +251,6 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
         for raw, _ in forgets:
             pipe.lrem(keys.forget(group), 1, raw)
         pipe.execute()
+    if deletions or forgets:
+        rewrite_persistence(client)
     return {"requests": len(deletions) + len(forgets), "files": files, "entries": entries}

@@ -225,9 +225,10 @@ class _Run:
             content = _preserved_head(rec.content) + "\n\n" + _render_facts(entries)
             self.rewrite(rec, content, None, extra={"facts": entries})
 
-    def finish(self, op_detail: dict[str, Any]) -> Redaction:
+    def finish(self, op_detail: dict[str, Any], scrub: bool) -> Redaction:
         if self.out.changed:
-            scrub_index(self.mem)
+            if scrub:
+                scrub_index(self.mem)
             self.mem.audit.append(actor=self.actor, op="redact", memory_id=self.out.request,
                                   path=",".join(sorted(set(self.out.paths))), old_hash=None,
                                   new_hash=None, superseded=sorted(set(self.out.superseded)),
@@ -236,9 +237,11 @@ class _Run:
 
 
 def redact_message(mem: BaseMemory, message_id: str, *, request: str,
-                   actor: str = "redaction") -> Redaction:
+                   actor: str = "redaction", scrub: bool = True) -> Redaction:
     """Remove the text of deleted message ``message_id`` from ``mem`` (see the module
-    docstring). ``request`` names the request in the audit log."""
+    docstring). ``request`` names the request in the audit log. With ``scrub`` False
+    the caller runs ``scrub_index`` itself (once after several requests, and again
+    when a retry finds the files already redacted)."""
     message_id = str(message_id)
     with mem.group.lock():
         run = _Run(mem, request, actor)
@@ -278,11 +281,11 @@ def redact_message(mem: BaseMemory, message_id: str, *, request: str,
             span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))
             content = fresh.content[:span[0]] + MARKER + fresh.content[span[1]:]
             run.rewrite(fresh, pat.sub(MARKER, content) if pat else content, pat)
-        return run.finish({"reason": "deletion", "message_id": message_id})
+        return run.finish({"reason": "deletion", "message_id": message_id}, scrub)
 
 
 def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
-                  actor: str = "redaction") -> Redaction:
+                  actor: str = "redaction", scrub: bool = True) -> Redaction:
     """Replace every occurrence of ``phrase`` (case-insensitive) in ``mem``'s files by
     the marker; facts that held it are superseded. Raises ``ValueError`` for a phrase
     shorter than ``PHRASE_MIN_CHARS``."""
@@ -304,7 +307,7 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
             run.core(mem.group, name, pat)
         if run.out.changed:
             run.out.removed.append(phrase)
-        return run.finish({"reason": "forget"})
+        return run.finish({"reason": "forget"}, scrub)
 
 
 def check_phrase(phrase: str) -> str:

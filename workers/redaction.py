@@ -14,7 +14,8 @@ wait: the turn that is about to write an episode goes first, so its episode is
 redacted too. Under the lock it
 
 1. rewrites memory (``memory_store.redact``: episodes, facts, entity and core files,
-   the index, one audit entry per request without the words);
+   one audit entry per request without the words), then scrubs the index once
+   (``scrub_index``; again on a retry, so a failed scrub is not skipped);
 2. takes the words out of what Redis still holds (``scrub.lua``): an entry of a deleted
    message is removed from the context, mailbox, processing and dead-letter lists, any
    other entry holding the words gets them replaced by the marker, and a published
@@ -56,6 +57,7 @@ from memory_store.redact import (
     MARKER,
     redact_message,
     redact_phrase,
+    scrub_index,
     words_pattern,
 )
 from workers.context import WorkerContext, current
@@ -219,7 +221,8 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
         lock.check()
         mid = str(rec["original_id"])
         out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
-                             actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}")
+                             actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
+                             scrub=False)
         deleted.add((str(rec.get("account", "default")), mid))
         # short texts ('ok') are not hunted elsewhere: they would hit everyone's words
         words += [t for t in out.removed if len(t) >= ECHO_MIN_CHARS]
@@ -229,7 +232,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
         lock.check()
         try:
             out = redact_phrase(memory, rec["phrase"], request=str(rec.get("id", "forget")),
-                                actor=f"forget:{rec.get('by', '?')}")
+                                actor=f"forget:{rec.get('by', '?')}", scrub=False)
         except ValueError:
             log.warning("forget request %s in %s has no usable phrase; dropped",
                         rec.get("id"), group)
@@ -237,6 +240,11 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
         words.append(rec["phrase"])
         turns.update(out.records)
         files += len(set(out.paths))
+    if deletions or forgets:
+        # once for all requests, and also when a retry finds the files already redacted
+        # (an earlier attempt failed after rewriting them, before or while scrubbing)
+        with memory.group.lock():
+            scrub_index(memory)
     lock.check()
     entries = gq.scrub(held_changes(gq, deleted, words))
     pat = words_pattern(words)

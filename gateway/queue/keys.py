@@ -115,7 +115,7 @@ class Keys:
 
     def changes(self, group: str) -> str:
         """List of edits/deletions of messages already taken by a turn (JSON each),
-        for the memory layer to act on."""
+        for the memory layer: the redaction job consumes the deletions."""
         return f"{self.prefix}changes:{group}"
 
     def forget(self, group: str) -> str:

@@ -103,3 +103,23 @@ def test_whoami_reports_identity_and_roles() -> None:
 def test_registry_names_fit_telegram_rules() -> None:
     for name, description in commands.registry_entries():
         assert commands._NAME.fullmatch(name) and 3 <= len(description) <= 256
+
+
+def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
+    from gateway.memorydesk import MemoryDesk
+    from gateway.queue import Keys
+    from memory_store import open_memory
+
+    c = parse_config({"data_dir": str(tmp_path), "policy": {"admins": [OPERATOR]}}, env={})
+    mem = open_memory(tmp_path, "telegram:7")
+    mem.write_sync("Ann likes green tea", kind="fact", metadata={"id": "f1"})
+    mem.close()
+    desk = MemoryDesk(c, None, Keys())  # type: ignore[arg-type]  # a preview enqueues nothing
+    dm = {"is_group": False, "chat_id": "7"}
+    answer = commands.run(msg("/forget Green Tea", **dm), c, desk)
+    assert answer is not None and "fact f1" in answer
+    assert "send /forget Green Tea confirm" in answer
+    short = commands.run(msg("/forget ab", **dm), c, desk)
+    assert short is not None and "at least 3 characters" in short
+    listing = commands.run(msg("/memory", **dm), c, desk)
+    assert listing is not None and "Ann likes green tea (from memory_store" in listing

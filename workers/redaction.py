@@ -28,8 +28,8 @@ redacted too. Under the lock it
    A server that refuses (a managed Redis without CONFIG, a rewrite already running)
    is logged: its next rewrite drops the words.
 
-A group busy ``MAX_RESCHEDULES`` times in a row is left with its requests waiting; the
-next redaction of the group applies them.
+A redaction is never given up: a group busy ``MAX_RESCHEDULES`` times in a row is
+tried every ``SLOW_DELAY`` seconds from then on (a warning says so), until it runs.
 """
 
 from __future__ import annotations
@@ -69,8 +69,9 @@ log = logging.getLogger(__name__)
 LOCK_WAIT = 0.5
 #: delay before a job that found the group busy tries again, seconds
 RESCHEDULE_DELAY = 5
-#: busy this many times in a row: the requests wait for the group's next redaction
+#: busy this many times in a row: from then on, tried every ``SLOW_DELAY`` seconds
 MAX_RESCHEDULES = 120
+SLOW_DELAY = 300
 #: lifetime of the ``redact:{g}`` key the lock renews while the job runs, seconds
 LEASE_TTL = 3600
 DEFAULT_RETRIES = 2
@@ -154,16 +155,15 @@ def rewrite_persistence(client: redis.Redis) -> list[str]:
 
 def _reschedule(client: redis.Redis, group: str, kwargs: dict[str, Any], reschedules: int
                 ) -> dict[str, Any]:
-    if reschedules >= MAX_RESCHEDULES:
-        log.warning("redaction of %s: group busy %d times; requests wait for the next one",
-                    group, reschedules)
-        return {"group": group, "end": "gave-up", "reschedules": reschedules}
+    delay = RESCHEDULE_DELAY if reschedules < MAX_RESCHEDULES else SLOW_DELAY
+    if reschedules == MAX_RESCHEDULES:
+        log.warning("redaction of %s: group busy %d times in a row; trying every %ds",
+                    group, reschedules, SLOW_DELAY)
     job_id = enqueue_redaction(
         job_queue(client, kwargs["queue"]), group, {**kwargs, "reschedules": reschedules + 1},
         timeout=kwargs["job_timeout"], retries=kwargs["retries"],
-        delay=timedelta(seconds=RESCHEDULE_DELAY))
-    log.info("redaction of %s: group busy, rescheduled in %ds (%s)", group,
-             RESCHEDULE_DELAY, job_id)
+        delay=timedelta(seconds=delay))
+    log.info("redaction of %s: group busy, rescheduled in %ds (%s)", group, delay, job_id)
     return {"group": group, "end": "rescheduled", "job": job_id}
 
 
@@ -181,7 +181,7 @@ def redact_group(
 ) -> dict[str, Any]:
     """Apply every waiting deletion and ``/forget`` of ``group`` under the group lock.
     Returns a JSON summary: ``end`` is "redacted" (with the requests applied, the memory
-    files changed and the queue entries scrubbed), "rescheduled" or "gave-up"."""
+    files changed and the queue entries scrubbed) or "rescheduled" (with the new job)."""
     ctx = ctx or current(redis_url)
     client = ctx.redis
     keys = Keys(prefix)

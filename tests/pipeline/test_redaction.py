@@ -6,6 +6,7 @@ gateway in-process, real worker processes (end to end) or the job called in-proc
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -22,7 +23,7 @@ from memory_store.audit import AuditLog
 from memory_store.redact import MARKER
 from tests.pipeline.conftest import Stack, Valkey
 from workers.context import WorkerContext
-from workers.redaction import redact_group
+from workers.redaction import MAX_RESCHEDULES, SLOW_DELAY, redact_group
 
 K = Keys()
 SECRET = "my door code is 4417 Zanzibar"
@@ -208,6 +209,11 @@ def test_an_unknown_id_loses_nothing_and_a_busy_group_is_rescheduled(
     assert busy["end"] == "rescheduled" and r.llen(K.changes(group)) == 1
     [job_id] = [j.decode() for j in r.zrange("rq:scheduled:pnc-drain", 0, -1)]
     assert r.hget(f"rq:job:{job_id}", "description") == f"redact {group}".encode()
+    # never given up: a group busy for long is tried again less often
+    slow = redact_group(group, ctx=ctx, reschedules=MAX_RESCHEDULES)
+    assert slow["end"] == "rescheduled"
+    at = r.zscore("rq:scheduled:pnc-drain", slow["job"])
+    assert at is not None and at >= time.time() + SLOW_DELAY - 30
     r.delete(K.lease(group))
     assert redact_group(group, ctx=ctx)["files"] == 0
     assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot

@@ -26,6 +26,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
@@ -49,6 +50,17 @@ class ParsedCommand:
     args: str
 
 
+class MemoryServices(Protocol):
+    """What ``/memory`` and ``/forget`` may ask of a group's memory
+    (``gateway.memorydesk.MemoryDesk``); blocking calls."""
+
+    def view(self, group: str) -> str: ...
+
+    def forget_preview(self, group: str, phrase: str) -> str: ...
+
+    def forget(self, group: str, phrase: str, by: str) -> str: ...
+
+
 @dataclass(frozen=True)
 class Invocation:
     """One command call with everything a handler may read."""
@@ -57,6 +69,7 @@ class Invocation:
     command: ParsedCommand
     roles: frozenset[Role]
     config: GatewayConfig
+    memory: MemoryServices | None = None
 
     @property
     def where(self) -> Where:
@@ -74,6 +87,9 @@ class CommandSpec:
     where: frozenset[Where]
     confirm: bool
     handler: Handler
+    #: answers an unconfirmed call (what would happen, how to confirm) instead of the
+    #: generic "needs confirmation"
+    preview: Handler | None = None
 
 
 #: Telegram's limit for a command name (setMyCommands: 1-32 chars, a-z 0-9 _).
@@ -123,20 +139,30 @@ def permitted(spec: CommandSpec, roles: frozenset[Role], where: Where) -> str | 
     return f"/{spec.name} needs one of: {needed}."
 
 
-def run(msg: Inbound, config: GatewayConfig) -> str | None:
-    """The reply to ``msg`` if it is a command (the model never sees it), else None."""
+def run(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = None
+        ) -> str | None:
+    """The reply to ``msg`` if it is a command (the model never sees it), else None.
+    Blocking when ``memory`` is given (it reads files): call it from a thread."""
     command = parse(msg)
     if command is None:
         return None
     spec = COMMANDS[command.name]
-    call = Invocation(msg, command, roles_of(msg, config), config)
+    call = Invocation(msg, command, roles_of(msg, config), config, memory)
     refusal = permitted(spec, call.roles, call.where)
     if refusal is not None:
         return f"Not allowed: {refusal}"
     if spec.confirm and command.args.split()[-1:] != [CONFIRM_WORD]:
+        if spec.preview is not None:
+            return spec.preview(call)
         return (f"/{spec.name}: {spec.summary}. This needs confirmation: send "
                 f"/{spec.name} {(command.args + ' ').lstrip()}{CONFIRM_WORD}")
     return spec.handler(call)
+
+
+def unconfirmed_args(command: ParsedCommand) -> str:
+    """The arguments without a trailing ``confirm``."""
+    words = command.args.split()
+    return " ".join(words[:-1] if words[-1:] == [CONFIRM_WORD] else words)
 
 
 # ---------------------------------------------------------------------- handlers
@@ -174,6 +200,29 @@ def _status(call: Invocation) -> str:
             f"groups {cfg.policy.groups}.")
 
 
+_NO_MEMORY = "memory is not reachable from here (the gateway's memory desk is off)"
+
+
+def _memory(call: Invocation) -> str:
+    if call.memory is None:
+        return f"/memory is not available: {_NO_MEMORY}."
+    return call.memory.view(call.msg.group)
+
+
+def _forget_preview(call: Invocation) -> str:
+    if call.memory is None:
+        return f"/forget is not available: {_NO_MEMORY}; nothing was deleted."
+    return call.memory.forget_preview(call.msg.group, unconfirmed_args(call.command))
+
+
+def _forget(call: Invocation) -> str:
+    if call.memory is None:
+        return f"/forget is not available: {_NO_MEMORY}; nothing was deleted."
+    msg = call.msg
+    return call.memory.forget(msg.group, unconfirmed_args(call.command),
+                              f"{msg.channel}:{msg.sender_id}")
+
+
 _ANY = frozenset({Where.DM, Where.GROUP})
 _OWNERS = frozenset({Role.CHAT_ADMIN, Role.DM_OWNER})
 
@@ -187,11 +236,10 @@ COMMANDS: dict[str, CommandSpec] = {
                     frozenset({Role.MEMBER}), _ANY, False, _whoami),
         CommandSpec("status", "how this chat is set up", frozenset({Role.MEMBER}), _ANY,
                     False, _status),
-        CommandSpec("memory", "show what the bot remembers about this chat",
-                    frozenset({Role.MEMBER}), _ANY, False,
-                    _not_yet("browsing memory from the chat comes with the memory work")),
-        CommandSpec("forget", "forget this chat's memory", _OWNERS, _ANY, True,
-                    _not_yet("redaction belongs to the memory work; nothing was deleted")),
+        CommandSpec("memory", "show what the bot remembers about this chat, with sources",
+                    frozenset({Role.MEMBER}), _ANY, False, _memory),
+        CommandSpec("forget", "remove words from this chat's memory: /forget <words>",
+                    _OWNERS, _ANY, True, _forget, preview=_forget_preview),
         CommandSpec("link", "link your identity on another channel to this one",
                     frozenset({Role.DM_OWNER}), frozenset({Where.DM}), True,
                     _not_yet("cross-channel identities are not built")),

@@ -15,6 +15,7 @@ the second copy a no-op.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 
@@ -23,6 +24,7 @@ import redis.asyncio as aioredis
 from channels.models import Inbound, Outbound
 from gateway import commands
 from gateway.config import GatewayConfig
+from gateway.memorydesk import MemoryDesk
 from gateway.pairing import CODE_TTL, PairingStore, user_key
 from gateway.queue import Keys
 from gateway.router import Disposition, Route, Router
@@ -43,8 +45,11 @@ class FrontDesk:
     """The pairing gate and the command layer, in front of the router's mailbox path."""
 
     def __init__(self, config: GatewayConfig, client: aioredis.Redis, keys: Keys,
-                 router: Router, pairing: PairingStore | None = None) -> None:
+                 router: Router, pairing: PairingStore | None = None,
+                 memory: MemoryDesk | None = None) -> None:
         self._cfg = config
+        #: ``/memory`` and ``/forget`` (None: they answer that memory is not reachable)
+        self.memory = memory
         self._r = client
         self._keys = keys
         self._router = router
@@ -69,7 +74,10 @@ class FrontDesk:
         route = router.route(msg, paired)
         if route.disposition is Disposition.DROP:
             return route
-        reply = commands.run(msg, self._cfg)
+        if commands.parse(msg) is None:
+            return route
+        # in a thread: /memory and /forget read the group's files
+        reply = await asyncio.to_thread(commands.run, msg, self._cfg, self.memory)
         if reply is None:
             return route
         return await self._answer(msg, reply, "command")

@@ -31,6 +31,7 @@ from channels.models import Inbound
 from gateway.changes import apply_change
 from gateway.config import GatewayConfig
 from gateway.frontdesk import FrontDesk
+from gateway.memorydesk import MemoryDesk
 from gateway.queue import (
     DUPLICATE,
     KEPT_ENQUEUE,
@@ -106,7 +107,9 @@ class Inbox:
         self._q = GatewayQueue(redis_client, keys or Keys())
         self._router = Router(config)
         self._enqueuer = enqueuer
-        self.front = FrontDesk(config, redis_client, self._q.keys, self._router)
+        self.memory = MemoryDesk(config, enqueuer.queue, self._q.keys)
+        self.front = FrontDesk(config, redis_client, self._q.keys, self._router,
+                               memory=self.memory)
         self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
                                        "command": 0, "pairing": 0}
 
@@ -130,6 +133,8 @@ class Inbox:
             # an edit/deletion: never a turn of its own (gateway/changes.py)
             outcome = await apply_change(self._q, msg, route.group,
                                          dedupe_ttl=self._cfg.queue.dedupe_ttl)
+            if outcome == "recorded" and msg.kind == "deletion":
+                await self._redact(route.group)
             self.counts[outcome] = self.counts.get(outcome, 0) + 1
             return outcome
         if route.disposition is Disposition.DROP:
@@ -151,6 +156,18 @@ class Inbox:
             await self._enqueuer.aenqueue(route.group, job_id)
         self.counts[route.disposition.value] += 1
         return route.disposition.value
+
+
+    async def _redact(self, group: str) -> None:
+        """A deletion of a message memory may hold: the redaction job takes its words
+        out (workers/redaction.py). The deletion is durable in ``changes:{group}``
+        already, so a failed enqueue is logged, not raised: the group's next
+        redaction (another deletion, a /forget) applies it."""
+        try:
+            await asyncio.to_thread(self.memory.request_redaction, group)
+        except (redis.RedisError, OSError) as err:
+            log.warning("could not enqueue the redaction of %s (%s); the deletion waits "
+                        "in changes:%s", group, err, group)
 
 
 class Sweeper:

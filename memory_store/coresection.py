@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -156,3 +157,44 @@ def add_entry(
         audit.append(actor=actor, op="core_add", memory_id=eid, path=name, old_hash=old_hash,
                      new_hash=new_hash, turn=turn_id, source=source, trust=round(trust, 2))
     return CoreChange(eid, added=True, evicted=evicted)
+
+
+def entry_source(line: str) -> str | None:
+    """The ``source`` of one entry line, or None for a line that is not an entry."""
+    m = _ENTRY.match(line)
+    return None if m is None else m.group("meta").rsplit("; trust ", 1)[0]
+
+
+def retire_entries(
+    gd: GroupDirectory,
+    name: str,
+    retire: Callable[[str], bool],
+    *,
+    actor: str,
+    reason: str,
+) -> list[str]:
+    """Drop the entries of ``name``'s agent section whose source ``retire`` accepts
+    (their message was deleted); returns their ids. Each drop is audited
+    (``core_evict`` with ``reason``), never with the entry's text. Raises
+    ``CoreSectionError`` for damaged markers (nothing written)."""
+    audit = AuditLog(gd.path)
+    with gd.lock():
+        old = _read(gd, name)
+        before, lines, after = split_section(old)
+        keep, gone = [], []
+        for line in lines:
+            src = entry_source(line)
+            m = _ENTRY.match(line)
+            if src is not None and m is not None and retire(src):
+                gone.append(entry_id(m.group("text")))
+            else:
+                keep.append(line)
+        if not gone:
+            return []
+        new = _join(before, keep, after, True)
+        atomic_write_text(gd.path / name, new)
+        for eid in gone:
+            audit.append(actor=actor, op="core_evict", memory_id=eid, path=name,
+                         old_hash=content_hash(old.encode()),
+                         new_hash=content_hash(new.encode()), reason=reason)
+    return gone

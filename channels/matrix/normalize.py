@@ -5,7 +5,10 @@ room is encrypted) plus a ``RoomView`` of the room's state. Promises:
 
 * only ``m.room.message`` events become messages; edits (``m.replace``), the bot's own
   events, notices (``m.notice``: bots must not answer them, the Matrix convention that
-  keeps two bots from talking forever), state, reactions and redactions give ``None``;
+  keeps two bots from talking forever), state and reactions give ``None``;
+* a redaction (``m.room.redaction``; the redacted event id in ``redacts``, top level
+  before room version 11, in ``content`` since) becomes ``kind="deletion"`` with
+  ``original_id``: the memory layer redacts that message's words;
 * ``is_group`` comes from membership (joined + invited members), never from the room
   name: a room of the bot and one person is a DM (what ``m.direct`` marks), a room with a
   third member is a group whatever its flags, since everyone in it reads it;
@@ -115,6 +118,20 @@ def _attachment(event_id: str, msgtype: str, content: dict[str, Any]) -> Attachm
     )
 
 
+def _redaction(event: Mapping[str, Any], room: RoomView, bot: BotIdentity, account: str
+               ) -> Inbound | None:
+    sender, event_id = event.get("sender"), event.get("event_id")
+    redacts = event.get("redacts") or _dict(event.get("content")).get("redacts")
+    if not isinstance(sender, str) or not isinstance(event_id, str) or \
+            not isinstance(redacts, str) or not redacts or sender == bot.user_id:
+        return None
+    return Inbound(channel="matrix", account=account, chat_id=room.room_id,
+                   chat_name=room.name, is_group=room.members > 2, sender_id=sender,
+                   sender_name=room.display_names.get(sender) or sender,
+                   message_id=event_id, text="", kind="deletion", original_id=redacts,
+                   is_admin=room.power.get(sender, 0) >= ADMIN_POWER)
+
+
 def normalize_event(
     event: Mapping[str, Any],
     room: RoomView,
@@ -124,6 +141,8 @@ def normalize_event(
     display_name_mentions: bool = True,
 ) -> Inbound | None:
     """The ``Inbound`` for one timeline event, or None when it is not a message for us."""
+    if event.get("type") == "m.room.redaction":
+        return _redaction(event, room, bot, account)
     if event.get("type") != "m.room.message" or "state_key" in event:
         return None
     sender, event_id = event.get("sender"), event.get("event_id")

@@ -40,7 +40,11 @@ The life of one group (``g``), and which script moves what::
               delivery:counts (for /healthz)
       edit / deletion (gateway, amend.lua): the entry still waiting in mailbox:{g} or
               context:{g} is replaced / removed; else the change goes to changes:{g}
-              (for the memory layer); never a turn of its own
+              (for the memory layer); never a turn of its own; a recorded deletion
+              enqueues the redaction job (enqueue_redaction), as does /forget
+              (forget:{g}); it takes lock:{g} like a consolidation (redact:{g} as
+              its lease), rewrites memory, scrub.lua takes the words out of
+              context/mailbox/processing/dead, then LREMs what it applied
 
 Terms, one meaning each: the *lease* (``drain:{g}``, holds a job id) says a drain job is
 queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with the
@@ -58,11 +62,13 @@ from gateway.queue.jobs import (
     DEFAULT_QUEUE,
     DRAIN_JOB,
     EXTRACT_JOB,
+    REDACT_JOB,
     DrainOptions,
     enqueue_consolidation,
     enqueue_drain,
     enqueue_extraction,
     enqueue_job,
+    enqueue_redaction,
     job_queue,
 )
 from gateway.queue.keys import OUTBOX_GROUP, Keys
@@ -94,6 +100,7 @@ __all__ = [
     "LOCK_BUSY",
     "LOCK_LOST",
     "OUTBOX_GROUP",
+    "REDACT_JOB",
     "TURN_STATE_TTL",
     "DeadLetters",
     "DeadRecord",
@@ -111,6 +118,7 @@ __all__ = [
     "enqueue_drain",
     "enqueue_extraction",
     "enqueue_job",
+    "enqueue_redaction",
     "job_queue",
     "parse_entry",
 ]

@@ -21,6 +21,8 @@ DRAIN_JOB = "workers.drain.drain_group"
 CONSOLIDATE_JOB = "workers.maintenance.consolidate_group"
 #: import path of the fact-extraction job
 EXTRACT_JOB = "workers.extraction.extract_group"
+#: import path of the redaction job (deleted messages, ``/forget``)
+REDACT_JOB = "workers.redaction.redact_group"
 #: the RQ queue jobs go to unless ``[queue] name`` says otherwise
 DEFAULT_QUEUE = "pnc-drain"
 #: seconds between RQ's retries of a failed job (its scheduler runs them)
@@ -106,4 +108,15 @@ def enqueue_extraction(queue: Queue, group: str, kwargs: dict[str, Any], *, time
     """Enqueue (or, with ``delay``, schedule) the fact-extraction job of ``group``."""
     return enqueue_job(queue, EXTRACT_JOB, {"group": group, **kwargs}, timeout=timeout,
                        retries=retries, description=f"extract {group}", job_id=job_id,
+                       delay=delay)
+
+
+def enqueue_redaction(queue: Queue, group: str, kwargs: dict[str, Any], *, timeout: int,
+                      retries: int, job_id: str | None = None,
+                      delay: timedelta | None = None) -> str:
+    """Enqueue (or, with ``delay``, schedule) the redaction job of ``group``: it applies
+    every deletion in ``changes:{group}`` and request in ``forget:{group}``, so one job
+    serves any number of them and a duplicate is harmless."""
+    return enqueue_job(queue, REDACT_JOB, {"group": group, **kwargs}, timeout=timeout,
+                       retries=retries, description=f"redact {group}", job_id=job_id,
                        delay=delay)

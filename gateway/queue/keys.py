@@ -128,5 +128,15 @@ class Keys:
 
     def changes(self, group: str) -> str:
         """List of edits/deletions of messages already taken by a turn (JSON each),
-        for the memory layer to act on."""
+        for the memory layer: the redaction job consumes the deletions."""
         return f"{self.prefix}changes:{group}"
+
+    def forget(self, group: str) -> str:
+        """List of ``/forget`` requests (JSON each: id, phrase, by, at) waiting for the
+        redaction job, which removes each once applied."""
+        return f"{self.prefix}forget:{group}"
+
+    def redacting(self, group: str) -> str:
+        """Present while a redaction job of the group runs or is rescheduled (the lease
+        its lock renews, as ``consolidating`` is for a consolidation)."""
+        return f"{self.prefix}redact:{group}"

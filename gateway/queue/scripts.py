@@ -25,7 +25,7 @@ from gateway.queue.keys import OUTBOX_GROUP, Keys
 LUA_DIR = Path(__file__).with_name("lua")
 NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
          "turn_begin", "turn_publish", "outbox_ack", "gcra", "outcome", "amend",
-         "dead_retry")
+         "dead_retry", "scrub")
 
 
 @functools.cache
@@ -293,6 +293,38 @@ class GroupQueue:
     def hand_over(self, job_id: str, lease_ttl_ms: int) -> None:
         """The lease now stands for the successor job ``job_id``."""
         self.r.set(self.keys.lease(self.group), job_id, px=lease_ttl_ms)
+
+    # -- redaction ----------------------------------------------------------------------
+    def held_entries(self) -> list[str]:
+        """Every entry the group's lists hold now (context, mailbox, processing, dead):
+        where a deleted or forgotten message's words may still be."""
+        k, g = self.keys, self.group
+        with self.r.pipeline(transaction=False) as pipe:
+            for key in (k.context(g), k.mailbox(g), k.processing(g), k.dead(g)):
+                pipe.lrange(key, 0, -1)
+            lists = pipe.execute()
+        return [as_str(x) for items in lists for x in items]
+
+    def scrub(self, pairs: list[tuple[str, str | None]]) -> int:
+        """Replace each held entry ``old`` by ``new`` (None: remove it), atomically
+        (``scrub.lua``). Returns how many were found and changed."""
+        if not pairs:
+            return 0
+        k, g = self.keys, self.group
+        args = [x for old, new in pairs for x in (old, new or "")]
+        return int(self._s["scrub"](
+            keys=[k.context(g), k.mailbox(g), k.processing(g), k.dead(g)], args=args))
+
+    def turn_reply(self, turn_id: str) -> str | None:
+        """The reply text a published turn keeps (a retry replays it), if any."""
+        raw = self.r.hget(self.keys.turn(turn_id), "reply")
+        return None if raw is None else as_str(raw)
+
+    def replace_turn_reply(self, turn_id: str, text: str) -> None:
+        """Overwrite the kept reply text of ``turn_id`` (redaction), if it still exists."""
+        key = self.keys.turn(turn_id)
+        if self.r.hexists(key, "reply"):
+            self.r.hset(key, "reply", text)
 
     # -- turn record --------------------------------------------------------------------
     def turn_begin(self, turn_id: str, typing_event: dict[str, Any] | None,

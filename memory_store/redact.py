@@ -1,0 +1,364 @@
+"""Redaction: removing words from a group's memory for good, with an audit trail.
+
+Two ways in, one mechanism:
+
+* ``redact_message(mem, message_id)``: a message was deleted on its platform. Its line
+  in every episode that covers it (``message_ids`` in the front matter) is replaced by
+  ``MARKER``; facts whose only source is that message are superseded (``valid_to``,
+  ``superseded_reason: source deleted``) and their text replaced by the marker, as is
+  their copy in an entity file, as are core-memory entries whose only source it is
+  (dropped from the agent section, audited as ``core_evict``); the message's words
+  (when at least ``ECHO_MIN_CHARS`` long, so "ok" does not wipe everyone's "ok") are
+  also replaced wherever else they occur verbatim in the group's files (a reply quoting
+  them, core memory).
+* ``redact_phrase(mem, phrase)``: ``/forget <phrase>``: every occurrence of the phrase
+  (case-insensitive) in the group's memory files and core files becomes the marker;
+  facts that contained it are superseded (``superseded_reason: forgotten``).
+
+Every rewrite goes through ``BaseMemory.update_sync`` (atomic rename under the group
+lock, audited with old/new hashes, reindexed). Afterwards the SQLite index is scrubbed:
+``secure_delete`` zeroes freed pages, the FTS5 index is merged (``optimize`` drops the
+deleted rows' terms), the database is vacuumed and its WAL truncated, so the words are
+in no byte under ``.index/`` either. One ``redact`` audit entry per request names the
+request, the message id and the paths, never the removed text.
+
+Idempotent: redacting again finds only the marker, changes nothing, and writes no
+second audit entry. ``find_phrase`` is the read-only preview of ``redact_phrase``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from memory_store.atomic import atomic_write_text, read_regular
+from memory_store.coresection import CoreSectionError, retire_entries
+from memory_store.fileformat import content_hash, now_utc
+from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
+from memory_store.protocol import MemoryRecord
+
+if TYPE_CHECKING:
+    from memory_store.base import BaseMemory
+
+log = logging.getLogger(__name__)
+
+MARKER = "[redacted]"
+#: shortest deleted text also removed outside its own episode line, characters
+ECHO_MIN_CHARS = 8
+#: shortest phrase ``/forget`` accepts (a shorter one would hit too much by accident)
+PHRASE_MIN_CHARS = 3
+#: a message line of an episode (``workers.turn.episode_text``):
+#: ``- [YYYY-MM-DD HH:MM:SS] name (sender id)[ (context)]: text``
+_LINE = re.compile(r"^- \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [^\n]*?\([^()\n]*\)"
+                   r"(?: \(context\))?: ", re.MULTILINE)
+_BOT = re.compile(r"^Bot: ", re.MULTILINE)
+_CORE_FILES = (CORE_FILE, PROFILE_FILE)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A memory that holds the words (preview): where, from whom, how trusted."""
+
+    id: str
+    kind: str
+    path: str
+    source: str
+    trust: float
+    count: int
+
+
+@dataclass
+class Redaction:
+    """What one request changed. ``removed`` holds the words taken out, for the caller
+    to scrub its own copies (queues); it is never logged nor audited."""
+
+    request: str
+    paths: list[str] = field(default_factory=list)
+    records: list[str] = field(default_factory=list)
+    superseded: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.paths)
+
+
+def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern matching any of ``words`` (longest first); None
+    when there is none (the marker itself never counts)."""
+    alts = sorted({w for w in words if w and w != MARKER}, key=len, reverse=True)
+    if not alts:
+        return None
+    return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
+
+
+def _scrub(value: Any, pat: re.Pattern[str]) -> Any:
+    """``value`` (front-matter metadata) with every match replaced by the marker."""
+    if isinstance(value, str):
+        return pat.sub(MARKER, value)
+    if isinstance(value, list):
+        return [_scrub(v, pat) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v, pat) for k, v in value.items()}
+    return value
+
+
+def message_texts(body: str, message_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """The span of each message's text in an episode body, by message id. Empty when
+    the lines cannot be matched to the ids one to one (a hand-edited episode, a text
+    that itself looks like a message line): nothing is guessed."""
+    starts = list(_LINE.finditer(body))
+    if len(starts) != len(message_ids):
+        return {}
+    bot = [m.start() for m in _BOT.finditer(body)]
+    spans: dict[str, tuple[int, int]] = {}
+    for i, (mid, m) in enumerate(zip(message_ids, starts, strict=True)):
+        end = starts[i + 1].start() if i + 1 < len(starts) else \
+            next((b for b in bot if b > m.end()), len(body))
+        text_end = end
+        while text_end > m.end() and body[text_end - 1] == "\n":
+            text_end -= 1
+        spans[str(mid)] = (m.end(), text_end)
+    return spans
+
+
+def _ids(record: MemoryRecord) -> list[str]:
+    raw = record.metadata.get("message_ids") or []
+    return [str(x) for x in raw] if isinstance(raw, list) else []
+
+
+def only_from(source: str, message_id: str) -> bool:
+    """Whether ``source`` (``<group>:msg/<id>,<id>``) names ``message_id`` alone."""
+    head, sep, ids = source.rpartition(":msg/")
+    return bool(head and sep) and ids.split(",") == [message_id]
+
+
+def _live(record: MemoryRecord) -> bool:
+    return record.valid_to is None or record.valid_to > now_utc()
+
+
+class _Run:
+    """One request's rewrites, under the group lock."""
+
+    def __init__(self, mem: BaseMemory, request: str, actor: str) -> None:
+        self.mem = mem
+        self.actor = actor
+        self.out = Redaction(request)
+        self.now = now_utc()
+        with mem.catalog.lock:  # what the rewrites free is zeroed, not left in free pages
+            mem.catalog.conn.execute("PRAGMA secure_delete=ON")
+
+    def records(self) -> list[MemoryRecord]:
+        return self.mem.records({"include_superseded": True})
+
+    def rewrite(self, rec: MemoryRecord, content: str, pat: re.Pattern[str] | None, *,
+                supersede: str | None = None, extra: dict[str, Any] | None = None) -> None:
+        """Write ``rec`` with ``content`` and its metadata scrubbed by ``pat`` (and the
+        ``extra`` changes); ``supersede`` (a reason) also ends its validity."""
+        changes: dict[str, Any] = dict(extra or {})
+        if pat is not None:
+            for key, value in rec.metadata.items():
+                new = _scrub(value, pat)
+                if new != value and key not in changes:
+                    changes[key] = new
+        if supersede is not None and (_live(rec) or
+                                      rec.metadata.get("superseded_reason") != supersede):
+            changes.update({"valid_to": self.now, "superseded_by": "redaction",
+                            "superseded_reason": supersede})
+            self.out.superseded.append(rec.id)
+        if content == rec.content and not changes:
+            return
+        path, _ = self.mem._load(rec.id)
+        self.mem.update_sync(rec.id, content, actor=self.actor, changes=changes)
+        self.out.paths.append(self.mem._rel(path))
+        self.out.records.append(rec.id)
+
+    def echo(self, pat: re.Pattern[str] | None, skip: set[str]) -> None:
+        """Replace ``pat`` in every other memory and in the core files."""
+        if pat is None:
+            return
+        for rec in self.records():
+            if rec.id in skip:
+                continue
+            content = pat.sub(MARKER, rec.content)
+            if content != rec.content or _scrub(rec.metadata, pat) != rec.metadata:
+                self.rewrite(rec, content, pat)
+        for name in _CORE_FILES:
+            self.core(self.mem.group, name, pat)
+
+    def core(self, gd: GroupDirectory, name: str, pat: re.Pattern[str]) -> None:
+        path = gd.path / name
+        try:
+            old = read_regular(path).decode("utf-8")
+        except FileNotFoundError:
+            return
+        new = pat.sub(MARKER, old)
+        if new == old:
+            return
+        atomic_write_text(path, new, durable=self.mem.durable)
+        self.mem.audit.append(actor=self.actor, op="update", memory_id=name, path=name,
+                              old_hash=content_hash(old.encode()),
+                              new_hash=content_hash(new.encode()))
+        self.out.paths.append(name)
+
+    def entity_files(self, gone: set[str]) -> None:
+        """Mark facts redacted in the entity files that folded them."""
+        if not gone:
+            return
+        from memory_store.consolidate import _preserved_head, _render_facts
+
+        for rec in self.records():
+            facts = rec.metadata.get("facts")
+            if not rec.metadata.get("entity_file") or not isinstance(facts, list):
+                continue
+            entries = [dict(e) if isinstance(e, dict) else e for e in facts]
+            hit = False
+            for e in entries:
+                if isinstance(e, dict) and e.get("id") in gone and e.get("text") != MARKER:
+                    e.update(text=MARKER, superseded_by="redaction")
+                    hit = True
+            if not hit:
+                continue
+            content = _preserved_head(rec.content) + "\n\n" + _render_facts(entries)
+            self.rewrite(rec, content, None, extra={"facts": entries})
+
+    def finish(self, op_detail: dict[str, Any], scrub: bool) -> Redaction:
+        if self.out.changed:
+            if scrub:
+                scrub_index(self.mem)
+            self.mem.audit.append(actor=self.actor, op="redact", memory_id=self.out.request,
+                                  path=",".join(sorted(set(self.out.paths))), old_hash=None,
+                                  new_hash=None, superseded=sorted(set(self.out.superseded)),
+                                  **op_detail)
+        return self.out
+
+
+def redact_message(mem: BaseMemory, message_id: str, *, request: str,
+                   actor: str = "redaction", scrub: bool = True) -> Redaction:
+    """Remove the text of deleted message ``message_id`` from ``mem`` (see the module
+    docstring). ``request`` names the request in the audit log. With ``scrub`` False
+    the caller runs ``scrub_index`` itself (once after several requests, and again
+    when a retry finds the files already redacted)."""
+    message_id = str(message_id)
+    with mem.group.lock():
+        run = _Run(mem, request, actor)
+        episodes: list[tuple[MemoryRecord, tuple[int, int]]] = []
+        derived: list[MemoryRecord] = []
+        for rec in run.records():
+            ids = _ids(rec)
+            if message_id not in ids:
+                continue
+            if rec.kind == "episode":
+                span = message_texts(rec.content, ids).get(message_id)
+                if span is None:
+                    log.warning("episode %s covers %s but its lines do not match its "
+                                "message ids; left as is", rec.id, message_id)
+                    continue
+                text = rec.content[span[0]:span[1]].strip()
+                if text and text != MARKER:
+                    run.out.removed.append(text)
+                    episodes.append((rec, span))
+            elif ids == [message_id]:
+                derived.append(rec)
+        long_texts = [t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS]
+        pat = words_pattern(long_texts)
+        for rec in derived:
+            run.rewrite(rec, MARKER, pat, supersede="source deleted")
+        run.entity_files({r.id for r in derived})
+        for name in _CORE_FILES:  # entries the agent added to core memory from it
+            try:
+                if retire_entries(mem.group, name, lambda src: only_from(src, message_id),
+                                  actor=actor, reason="source deleted"):
+                    run.out.paths.append(name)
+            except CoreSectionError as err:
+                log.warning("%s of %s: %s; its entries are left", name, mem.group.group, err)
+        run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived})
+        for rec, (start, end) in episodes:  # last: a crashed run can still find the text
+            fresh = mem._load(rec.id)[1]
+            span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))
+            content = fresh.content[:span[0]] + MARKER + fresh.content[span[1]:]
+            run.rewrite(fresh, pat.sub(MARKER, content) if pat else content, pat)
+        return run.finish({"reason": "deletion", "message_id": message_id}, scrub)
+
+
+def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
+                  actor: str = "redaction", scrub: bool = True) -> Redaction:
+    """Replace every occurrence of ``phrase`` (case-insensitive) in ``mem``'s files by
+    the marker; facts that held it are superseded. Raises ``ValueError`` for a phrase
+    shorter than ``PHRASE_MIN_CHARS``."""
+    phrase = check_phrase(phrase)
+    pat = words_pattern([phrase])
+    assert pat is not None
+    with mem.group.lock():
+        run = _Run(mem, request, actor)
+        gone: set[str] = set()
+        for rec in run.records():
+            content = pat.sub(MARKER, rec.content)
+            if content == rec.content and _scrub(rec.metadata, pat) == rec.metadata:
+                continue
+            fact = rec.kind in ("fact", "entity") and not rec.metadata.get("entity_file")
+            run.rewrite(rec, content, pat, supersede="forgotten" if fact else None)
+            if fact:
+                gone.add(rec.id)
+        for name in _CORE_FILES:
+            run.core(mem.group, name, pat)
+        if run.out.changed:
+            run.out.removed.append(phrase)
+        return run.finish({"reason": "forget"}, scrub)
+
+
+def check_phrase(phrase: str) -> str:
+    """``phrase`` with outer whitespace removed; ``ValueError`` if it is too short."""
+    phrase = " ".join(phrase.split())
+    if len(phrase) < PHRASE_MIN_CHARS or phrase.casefold() == MARKER:
+        raise ValueError(f"say what to forget, at least {PHRASE_MIN_CHARS} characters")
+    return phrase
+
+
+def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
+    """The memories and core files holding ``phrase`` (case-insensitive), read-only:
+    no lock, no index, nothing written (the preview of ``redact_phrase``)."""
+    from memory_store.fileformat import parse
+    from memory_store.paths import id_from_filename
+
+    pat = words_pattern([check_phrase(phrase)])
+    assert pat is not None
+    hits: list[Hit] = []
+    for name in _CORE_FILES:
+        try:
+            text = read_regular(gd.path / name).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        if n := len(pat.findall(text)):
+            hits.append(Hit(name, "core", name, "core memory", 1.0, n))
+    for path in sorted(gd.memory_files()):
+        try:
+            text = read_regular(path).decode("utf-8", errors="replace")
+        except FileNotFoundError:
+            continue
+        if not (n := len(pat.findall(text))):
+            continue
+        rec = parse(text, fallback_id=id_from_filename(path.name), fallback_kind="note",
+                    mtime=now_utc())
+        hits.append(Hit(rec.id, rec.kind, path.relative_to(gd.path).as_posix(), rec.source,
+                        rec.trust, n))
+    return hits
+
+
+def scrub_index(mem: BaseMemory) -> None:
+    """Leave no removed byte in ``.index/``: zero freed pages, merge the FTS5 segments,
+    vacuum, truncate the WAL. A reader in another process can delay the truncation;
+    then it is logged (the next scrub or checkpoint finishes it)."""
+    cat = mem.catalog
+    with cat.lock:
+        conn = cat.conn
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.execute("INSERT INTO fts(fts) VALUES('optimize')")
+        conn.execute("VACUUM")
+        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if busy:
+            log.warning("index of %s: WAL not truncated (a reader is active)",
+                        mem.group.group)

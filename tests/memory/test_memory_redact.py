@@ -1,0 +1,155 @@
+"""Redaction (memory_store.redact) on every backend: the words leave every file under
+the group directory, the index finds nothing, the audit log says so without them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from channels.models import Inbound
+from memory_store import BaseMemory
+from memory_store.audit import AuditLog
+from memory_store.consolidate import consolidate
+from memory_store.coresection import add_entry
+from memory_store.redact import (
+    MARKER,
+    find_phrase,
+    message_texts,
+    redact_message,
+    redact_phrase,
+)
+from workers.turn import Batch, episode_text
+
+SECRET = "my door code is 4417 Zanzibar"
+GROUP = "test:g1"
+
+
+def _msg(mid: str, text: str, sender: str = "7", name: str = "Ann") -> Inbound:
+    return Inbound(channel="test", chat_id="g1", is_group=True, sender_id=sender,
+                   sender_name=name, message_id=mid, text=text,
+                   received_at=datetime(2026, 11, 30, 10, 0, tzinfo=UTC))
+
+
+async def _episode(mem: BaseMemory, msgs: list[Inbound], reply: str, eid: str) -> str:
+    batch = Batch(group=GROUP, messages=msgs, engaged_ids=[m.message_id for m in msgs],
+                  raw=[])
+    return await mem.write(episode_text(batch, reply), kind="episode", metadata={
+        "id": eid, "source": f"{GROUP}:msg/" + ",".join(m.message_id for m in msgs),
+        "message_ids": [m.message_id for m in msgs], "trust": 0.8})
+
+
+async def index_finds(mem: BaseMemory, word: str) -> list[str]:
+    """Ids whose indexed text holds ``word``: the FTS5 table itself, and any search
+    result (a vector search always returns neighbours: their text must not hold it)."""
+    with mem.catalog.lock:
+        rows = mem.catalog.conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?",
+                                        (word,)).fetchall()
+    hits = await mem.search(word, k=10, filters={"include_superseded": True})
+    return [str(r[0]) for r in rows] + [h.id for h in hits if word in h.content.lower()]
+
+
+def files_holding(root: Path, words: str) -> list[str]:
+    """Every file under ``root`` (index, audit log, lock included) whose bytes hold
+    ``words`` in any case."""
+    needle = words.lower().encode()
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if p.is_file() and needle in p.read_bytes().lower())
+
+
+async def _setup(mem: BaseMemory) -> dict[str, Any]:
+    ep = await _episode(mem, [_msg("11", "hello all"), _msg("12", SECRET, "8", "Bob"),
+                              _msg("13", "nice weather\ntoday", "9", "Cy")],
+                        f"Noted, Bob: {SECRET}.", "turn-a")
+    other = await _episode(mem, [_msg("20", "what is for lunch")], "Soup.", "turn-b")
+    only = await mem.write("Bob's door code is 4417", kind="fact", metadata={
+        "id": "fact-only", "message_ids": ["12"], "source": f"{GROUP}:msg/12",
+        "entity": "Bob", "trust": 0.6})
+    shared = await mem.write("Cy likes weather", kind="fact", metadata={
+        "id": "fact-shared", "message_ids": ["12", "13"], "source": f"{GROUP}:msg/12,13",
+        "trust": 0.6})
+    add_entry(mem.group, "user_profile.md", f"Bob: {SECRET}", source=f"{GROUP}:msg/12",
+              trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
+    for text, mid in (("Greet Bob by his nickname Qwerty", "12"), ("Answer in English", "11")):
+        add_entry(mem.group, "CLAUDE.md", text, source=f"{GROUP}:msg/{mid}", trust=0.6,
+                  actor="test", today=datetime(2026, 11, 30).date())
+    return {"ep": ep, "other": other, "only": only, "shared": shared}
+
+
+def test_message_lines_map_to_ids_or_nothing() -> None:
+    body = episode_text(Batch(GROUP, [_msg("1", "a\n- b"), _msg("2", "c")], ["1", "2"], []),
+                        "ok")
+    spans = message_texts(body, ["1", "2"])
+    assert [body[s:e] for s, e in spans.values()] == ["a\n- b", "c"]
+    # a text that looks like a message line makes the mapping ambiguous: nothing guessed
+    fake = episode_text(Batch(GROUP, [_msg("1", "x\n- [2026-01-01 00:00:00] Eve (1): y")],
+                              ["1"], []), None)
+    assert message_texts(fake, ["1"]) == {}
+
+
+async def test_a_deleted_message_leaves_every_file_and_the_index(mem: BaseMemory) -> None:
+    ids = await _setup(mem)
+    await mem.consolidate()  # folds fact-only into an entity file: another copy
+    mem.flush()
+    assert await index_finds(mem, "zanzibar")
+    root = mem.group.path
+    assert files_holding(root, SECRET)
+
+    out = redact_message(mem, "12", request="del-1")
+    mem.flush()
+    assert out.changed and out.removed == [SECRET]
+    assert files_holding(root, SECRET) == []
+    assert files_holding(root, "Zanzibar") == []
+    assert await index_finds(mem, "zanzibar") == []
+    episode = await mem.read(ids["ep"])
+    assert f"Bob (8): {MARKER}" in episode.content
+    assert "hello all" in episode.content and "nice weather\ntoday" in episode.content
+    fact = await mem.read(ids["only"])
+    assert fact.content == MARKER and fact.valid_to is not None
+    assert fact.metadata["superseded_reason"] == "source deleted"
+    shared = await mem.read(ids["shared"])  # another source still backs it
+    assert shared.content == "Cy likes weather" and shared.valid_to is None
+    assert (await mem.read(ids["other"])).content.count("what is for lunch") == 1
+    # core entries the agent took only from that message are retired, others stay
+    core = (root / "CLAUDE.md").read_text()
+    assert "Qwerty" not in core and "Answer in English" in core
+    assert any(e["op"] == "core_evict" and e.get("reason") == "source deleted"
+               for e in AuditLog(root).entries())
+    audit = [e for e in AuditLog(root).entries() if e["op"] == "redact"]
+    assert len(audit) == 1 and audit[0]["message_id"] == "12"
+    assert audit[0]["id"] == "del-1" and "user_profile.md" in audit[0]["path"]
+
+    again = redact_message(mem, "12", request="del-1")
+    assert not again.changed
+    assert [e for e in AuditLog(root).entries() if e["op"] == "redact"] == audit
+
+
+async def test_an_unknown_message_id_changes_nothing(mem: BaseMemory) -> None:
+    await _setup(mem)
+    root = mem.group.path
+    before = {p: p.read_bytes() for p in root.rglob("*.md")}
+    out = redact_message(mem, "999", request="del-x")
+    assert not out.changed and out.removed == []
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == before
+
+
+async def test_forget_a_phrase_preview_then_redact(mem: BaseMemory) -> None:
+    ids = await _setup(mem)
+    consolidate(mem)
+    hits = find_phrase(mem.group, "4417 ZANZIBAR")
+    assert {h.path for h in hits} >= {"user_profile.md"}
+    assert ids["ep"] in {h.id for h in hits}
+    root = mem.group.path
+    before = {p: p.read_bytes() for p in root.rglob("*.md")}
+    assert find_phrase(mem.group, "4417 zanzibar") == hits  # read-only
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == before
+
+    out = redact_phrase(mem, "4417 zanzibar", request="forget-1")
+    mem.flush()
+    assert files_holding(root, "4417 zanzibar") == []
+    assert await index_finds(mem, "zanzibar") == []
+    assert find_phrase(mem.group, "4417 zanzibar") == []
+    assert "hello all" in (await mem.read(ids["ep"])).content
+    entry = [e for e in AuditLog(root).entries() if e["op"] == "redact"]
+    assert len(entry) == 1 and "zanzibar" not in str(entry).casefold()
+    assert out.paths and not redact_phrase(mem, "4417 zanzibar", request="forget-1").changed

@@ -1,0 +1,220 @@
+"""Redaction in the loop: a platform deletion of an answered message and a confirmed
+``/forget`` take the words out of every file under the group directory, the index and
+what Redis still holds; the audit log records it without them. Real Valkey, the
+gateway in-process, real worker processes (end to end) or the job called in-process."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from channels.models import Inbound
+from gateway.config import load_worker_settings
+from gateway.queue import Keys, encode_entry, parse_entry
+from memory_store import open_memory
+from memory_store.audit import AuditLog
+from memory_store.redact import MARKER
+from tests.pipeline.conftest import Stack, Valkey
+from workers.context import WorkerContext
+from workers.redaction import MAX_RESCHEDULES, SLOW_DELAY, redact_group
+
+K = Keys()
+SECRET = "my door code is 4417 Zanzibar"
+OPERATOR = "boss"
+
+
+def message(chat: str, mid: str, text: str, **kw: Any) -> Inbound:
+    base: dict[str, Any] = {"channel": "local", "chat_id": chat, "is_group": False,
+                            "sender_id": chat, "sender_name": chat.title(),
+                            "message_id": mid, "text": text}
+    return Inbound(**{**base, **kw})
+
+
+def deletion(chat: str, original: str) -> Inbound:
+    return message(chat, f"{original}:deleted", "", kind="deletion", original_id=original)
+
+
+def files_holding(root: Path, words: str) -> list[str]:
+    """Every file under ``root`` (``.index/``, audit log, lock included) whose bytes
+    hold ``words``, in any case."""
+    needle = words.lower().encode()
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if p.is_file() and needle in p.read_bytes().lower())
+
+
+def group_dir(stack: Stack, chat: str) -> Path:
+    return stack.data_dir / "groups" / "local" / chat
+
+
+def index_hits(data_dir: Path, group: str, word: str) -> list[str]:
+    with closing(open_memory(data_dir, group, backend="file", watch="poll")) as mem:
+        hits = mem.search_sync(word, k=10, filters={"include_superseded": True})
+    return [h.id for h in hits]
+
+
+def redactions(root: Path) -> list[dict[str, Any]]:
+    return [e for e in AuditLog(root).entries() if e["op"] == "redact"]
+
+
+@pytest.fixture
+async def admin_stack(tmp_path: Path, valkey: Valkey) -> AsyncIterator[Stack]:
+    s = Stack(tmp_path, valkey, f'\n[policy]\nadmins = ["local:{OPERATOR}"]\n')
+    yield s
+    await s.close()
+
+
+async def test_a_platform_deletion_redacts_memory_and_redis(stack: Stack) -> None:
+    gw = await stack.start_gateway()
+    assert gw.inbox is not None
+    stack.start_workers(1)
+    group = "local:ann"
+    assert (await stack.ask("ann", "ann", SECRET, message_id="m1")).reply == "ack m1"
+    assert (await stack.ask("ann", "ann", "hello there", message_id="m2")).reply == "ack m2"
+    await stack.settled(group)
+    root = group_dir(stack, "ann")
+    assert files_holding(root, "Zanzibar") and index_hits(stack.data_dir, group, "zanzibar")
+    # copies Redis still holds: a dead-lettered batch with the message, a waiting entry
+    # quoting it
+    dead = message("ann", "m1", SECRET)
+    stack.r.rpush(K.dead(group), f"7 {encode_entry(dead.model_dump_json(), True)}")
+    quoting = message("ann", "m3", "what?", reply_to_id="m1", reply_to_text=SECRET)
+    stack.r.rpush(K.context(group), f"8 {encode_entry(quoting.model_dump_json(), False)}")
+
+    stack.r.delete("test:turns")  # the scripted model's own record of what it saw
+    assert await gw.inbox.accept(deletion("ann", "m1")) == "recorded"
+    await stack.wait_for(lambda: not stack.r.exists(K.changes(group)) and
+                         bool(redactions(root)), what="the redaction")
+    assert files_holding(root, "Zanzibar") == []
+    assert files_holding(root, "4417") == []
+    assert index_hits(stack.data_dir, group, "zanzibar") == []
+    assert "hello there" in "".join(p.read_text() for p in (root / "episodes").rglob("*.md"))
+    [entry] = redactions(root)
+    assert entry["reason"] == "deletion" and entry["message_id"] == "m1"
+    assert "zanzibar" not in json.dumps(entry).lower()
+    assert not stack.r.exists(K.dead(group))  # the dead batch held only that message
+    [held] = [parse_entry(x) for x in stack.r.lrange(K.context(group), 0, -1)]
+    assert held.msg["reply_to_text"] == MARKER and held.msg["text"] == "what?"
+    # Redis's own append-only file was rewritten: its history no longer holds them
+    await stack.wait_for(lambda: aof_idle(stack.r), what="the AOF rewrite")
+    assert files_holding(stack.valkey.data_dir, "Zanzibar") == []
+
+
+def aof_idle(r: redis.Redis) -> bool:
+    info: dict[str, Any] = r.info("persistence")
+    return not info["aof_rewrite_in_progress"] and not info["aof_rewrite_scheduled"] and \
+        info.get("aof_rewrites", 1) > 0
+
+
+async def test_forget_is_refused_to_a_member_previewed_then_confirmed_by_an_admin(
+    admin_stack: Stack,
+) -> None:
+    s = admin_stack
+    await s.start_gateway()
+    s.start_workers(1)
+    group = "local:crew"
+    said = await s.ask("crew", "bo", f"@bot {SECRET}", group=True, mention=True,
+                       message_id="g1")
+    assert said.reply == "ack g1"
+    await s.settled(group)
+    root = group_dir(s, "crew")
+    before = files_holding(root, "4417 zanzibar")
+    assert before
+
+    member = await s.ask("crew", "bo", "/forget 4417 zanzibar confirm", group=True,
+                         message_id="f1")
+    assert member.reply is not None and member.reply.startswith("Not allowed")
+    preview = await s.ask("crew", OPERATOR, "/forget 4417 Zanzibar", group=True,
+                          message_id="f2")
+    assert preview.reply is not None and "/forget 4417 Zanzibar confirm" in preview.reply
+    assert "episode" in preview.reply
+    assert files_holding(root, "4417 zanzibar") == before  # a preview changes nothing
+    assert not s.r.exists(K.forget(group))
+
+    done = await s.ask("crew", OPERATOR, "/forget 4417 Zanzibar confirm", group=True,
+                       message_id="f3")
+    assert done.reply is not None and done.reply.startswith("Forgetting")
+    await s.wait_for(lambda: not s.r.exists(K.forget(group)) and bool(redactions(root)),
+                     what="the redaction")
+    assert files_holding(root, "4417 zanzibar") == []
+    assert index_hits(s.data_dir, group, "zanzibar") == []
+    [entry] = redactions(root)
+    assert entry["reason"] == "forget" and "zanzibar" not in json.dumps(entry).lower()
+    # in Redis only the local chat's own transcript (the platform side: the chat where
+    # it was typed, and the bot's preview) still shows the words; no pipeline key does
+    s.r.delete("test:turns")  # the scripted model's own record of what it saw
+    holding = {k.decode() for k in s.r.scan_iter(count=1000)
+               if b"zanzibar" in (s.r.dump(k) or b"").lower()}
+    assert holding == {"pnc:local:out:default:crew"}
+    memory = await s.ask("crew", "bo", "/memory", group=True, message_id="f4")
+    assert memory.reply is not None and "What I keep about local:crew" in memory.reply
+
+
+# -- the job in-process ------------------------------------------------------------------
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, valkey: Valkey) -> Iterator[WorkerContext]:
+    from tests.pipeline.conftest import write_config
+
+    settings = load_worker_settings(write_config(tmp_path / "pnc.toml", valkey.url))
+    c = WorkerContext(settings, redis.Redis.from_url(valkey.url))
+    yield c
+    c.close()
+
+
+def _episode(ctx: WorkerContext, group: str) -> Path:
+    _, mem = ctx.group_memory(group)
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:00:00] Ann (ann): {SECRET}\n\n"
+                   f"Bot: noted, {SECRET}\n", kind="episode",
+                   metadata={"id": "turn-x", "message_ids": ["m1"], "trust": 0.8,
+                             "source": f"{group}:msg/m1"})
+    return mem.group.path
+
+
+def test_the_job_is_idempotent_keeps_edits_and_scrubs_the_kept_reply(
+        ctx: WorkerContext) -> None:
+    group, r = "local:ann", ctx.redis
+    root = _episode(ctx, group)
+    r.hset(K.turn("turn-x"), mapping={"published": "1", "reply": f"noted, {SECRET}"})
+    edit = {"kind": "edit", "original_id": "m9", "text": "new words", "account": "default"}
+    gone = {"kind": "deletion", "original_id": "m1", "event_id": "d1", "account": "default"}
+    r.rpush(K.changes(group), json.dumps(edit), json.dumps(gone))
+    out = redact_group(group, ctx=ctx)
+    assert out["end"] == "redacted" and out["requests"] == 1
+    assert files_holding(root, "Zanzibar") == []
+    assert r.hget(K.turn("turn-x"), "reply") == f"noted, {MARKER}".encode()
+    assert [json.loads(x) for x in r.lrange(K.changes(group), 0, -1)] == [edit]
+    snapshot = {p: p.read_bytes() for p in root.rglob("*.md")}
+    r.rpush(K.changes(group), json.dumps(gone))  # the same deletion again
+    assert redact_group(group, ctx=ctx)["files"] == 0
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
+    assert len(redactions(root)) == 1
+
+
+def test_an_unknown_id_loses_nothing_and_a_busy_group_is_rescheduled(
+        ctx: WorkerContext) -> None:
+    group, r = "local:ann", ctx.redis
+    root = _episode(ctx, group)
+    snapshot = {p: p.read_bytes() for p in root.rglob("*.md")}
+    r.rpush(K.changes(group), json.dumps({"kind": "deletion", "original_id": "nope"}))
+    r.set(K.lease(group), "a-drain-job")  # a drain is queued: turns go first
+    busy = redact_group(group, ctx=ctx)
+    assert busy["end"] == "rescheduled" and r.llen(K.changes(group)) == 1
+    [job_id] = [j.decode() for j in r.zrange("rq:scheduled:pnc-drain", 0, -1)]
+    assert r.hget(f"rq:job:{job_id}", "description") == f"redact {group}".encode()
+    # never given up: a group busy for long is tried again less often
+    slow = redact_group(group, ctx=ctx, reschedules=MAX_RESCHEDULES)
+    assert slow["end"] == "rescheduled"
+    at = r.zscore("rq:scheduled:pnc-drain", slow["job"])
+    assert at is not None and at >= time.time() + SLOW_DELAY - 30
+    r.delete(K.lease(group))
+    assert redact_group(group, ctx=ctx)["files"] == 0
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
+    assert redactions(root) == [] and not r.exists(K.changes(group))

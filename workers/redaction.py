@@ -1,0 +1,264 @@
+"""Redaction: what was deleted on its platform, or forgotten with ``/forget``, leaves the
+group's memory and the queue.
+
+Requests wait in Redis: deletions of messages a turn already took in ``changes:{g}``
+(``gateway/changes.py``; edits there are left for later), ``/forget`` phrases in
+``forget:{g}`` (``gateway/memorydesk.py``). The gateway enqueues ``redact_group`` for
+each (``gateway.queue.enqueue_redaction``); one job applies all that wait, so a
+duplicate job is harmless.
+
+The job follows the consolidation job (``workers/maintenance.py``): it takes the SAME
+group lock as the drain job, never runs during a turn, and yields (reschedules itself
+``RESCHEDULE_DELAY`` s later with RQ's scheduler) while a drain is queued or messages
+wait: the turn that is about to write an episode goes first, so its episode is
+redacted too. Under the lock it
+
+1. rewrites memory (``memory_store.redact``: episodes, facts, entity and core files,
+   one audit entry per request without the words), then scrubs the index once
+   (``scrub_index``; again on a retry, so a failed scrub is not skipped);
+2. takes the words out of what Redis still holds (``scrub.lua``): an entry of a deleted
+   message is removed from the context, mailbox, processing and dead-letter lists, any
+   other entry holding the words gets them replaced by the marker, and a published
+   turn's kept reply (``turn:{id}``, replayed by a retry) too;
+3. removes the requests it applied (LREM of each exact record), last: a crash before
+   that applies them again, which changes nothing the second time;
+4. has Redis rewrite its persistence from the data set as it is now: the append-only
+   file keeps every command ever run, the original words included, until
+   ``BGREWRITEAOF`` replaces it (and an RDB snapshot, when configured, is saved anew).
+   A server that refuses (a managed Redis without CONFIG, a rewrite already running)
+   is logged: its next rewrite drops the words.
+
+A redaction is never given up: a group busy ``MAX_RESCHEDULES`` times in a row is
+tried every ``SLOW_DELAY`` seconds from then on (a warning says so), until it runs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import timedelta
+from typing import Any
+
+import redis
+
+from gateway.queue import (
+    DEFAULT_QUEUE,
+    GroupQueue,
+    Keys,
+    as_str,
+    encode_entry,
+    enqueue_redaction,
+    job_queue,
+    parse_entry,
+)
+from memory_store.redact import (
+    ECHO_MIN_CHARS,
+    MARKER,
+    redact_message,
+    redact_phrase,
+    scrub_index,
+    words_pattern,
+)
+from workers.context import WorkerContext, current
+from workers.lock import GroupLock
+
+log = logging.getLogger(__name__)
+
+#: how long the job waits for the group lock before rescheduling itself, seconds
+LOCK_WAIT = 0.5
+#: delay before a job that found the group busy tries again, seconds
+RESCHEDULE_DELAY = 5
+#: busy this many times in a row: from then on, tried every ``SLOW_DELAY`` seconds
+MAX_RESCHEDULES = 120
+SLOW_DELAY = 300
+#: lifetime of the ``redact:{g}`` key the lock renews while the job runs, seconds
+LEASE_TTL = 3600
+DEFAULT_RETRIES = 2
+#: ``Inbound`` fields of a held entry whose words are scrubbed (``raw``: the platform's
+#: own event, which repeats the text)
+_TEXT_FIELDS = ("text", "reply_to_text", "raw")
+
+
+def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for raw in client.lrange(key, 0, -1):  # type: ignore[union-attr]
+        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        try:
+            rec = json.loads(text)
+        except ValueError:
+            log.warning("unreadable record in %s skipped", key)
+            continue
+        if isinstance(rec, dict):
+            out.append((text, rec))
+    return out
+
+
+def _scrub(value: Any, pat: re.Pattern[str]) -> Any:
+    if isinstance(value, str):
+        return pat.sub(MARKER, value)
+    if isinstance(value, list):
+        return [_scrub(v, pat) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub(v, pat) for k, v in value.items()}
+    return value
+
+
+def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
+                 ) -> list[tuple[str, str | None]]:
+    """(entry, replacement or None: remove) for every held entry of a deleted message
+    (``(account, message id)``) or holding one of ``words``."""
+    pat = words_pattern(words)
+    pairs: list[tuple[str, str | None]] = []
+    for raw in gq.held_entries():
+        try:
+            entry = parse_entry(raw)
+        except ValueError:
+            continue
+        msg = entry.msg
+        if (str(msg.get("account", "default")), str(msg.get("message_id"))) in deleted:
+            pairs.append((raw, None))
+            continue
+        if pat is None:
+            continue
+        new_msg = {k: _scrub(v, pat) if k in _TEXT_FIELDS else v for k, v in msg.items()}
+        if new_msg != msg:
+            pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
+    return pairs
+
+
+def rewrite_persistence(client: redis.Redis) -> list[str]:
+    """Rewrite Redis's append-only file (and RDB snapshot) from the current data set,
+    so removed words are not kept in its history. Returns what was started."""
+    started: list[str] = []
+    try:
+        conf: Any = client.config_get("appendonly")
+        saves: Any = client.config_get("save")
+    except redis.ResponseError as err:
+        log.warning("redaction: cannot read the server's persistence settings (%s); its "
+                    "files may keep removed words until they are rewritten", err)
+        return started
+    aof = {as_str(k): as_str(v) for k, v in conf.items()}.get("appendonly")
+    save = {as_str(k): as_str(v) for k, v in saves.items()}.get("save", "")
+    for wanted, name, call in ((aof == "yes", "aof", client.bgrewriteaof),
+                               (bool(save.strip()), "rdb", client.bgsave)):
+        if not wanted:
+            continue
+        try:
+            call()
+            started.append(name)
+        except redis.ResponseError as err:
+            log.warning("redaction: %s rewrite not started (%s); the next one drops the "
+                        "removed words", name, err)
+    return started
+
+
+def _reschedule(client: redis.Redis, group: str, kwargs: dict[str, Any], reschedules: int
+                ) -> dict[str, Any]:
+    delay = RESCHEDULE_DELAY if reschedules < MAX_RESCHEDULES else SLOW_DELAY
+    if reschedules == MAX_RESCHEDULES:
+        log.warning("redaction of %s: group busy %d times in a row; trying every %ds",
+                    group, reschedules, SLOW_DELAY)
+    job_id = enqueue_redaction(
+        job_queue(client, kwargs["queue"]), group, {**kwargs, "reschedules": reschedules + 1},
+        timeout=kwargs["job_timeout"], retries=kwargs["retries"],
+        delay=timedelta(seconds=delay))
+    log.info("redaction of %s: group busy, rescheduled in %ds (%s)", group, delay, job_id)
+    return {"group": group, "end": "rescheduled", "job": job_id}
+
+
+def redact_group(
+    group: str,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    prefix: str = "pnc:",
+    lock_ttl: float = 30.0,
+    job_timeout: int = 300,
+    retries: int = DEFAULT_RETRIES,
+    reschedules: int = 0,
+    redis_url: str | None = None,
+    ctx: WorkerContext | None = None,
+) -> dict[str, Any]:
+    """Apply every waiting deletion and ``/forget`` of ``group`` under the group lock.
+    Returns a JSON summary: ``end`` is "redacted" (with the requests applied, the memory
+    files changed and the queue entries scrubbed) or "rescheduled" (with the new job)."""
+    ctx = ctx or current(redis_url)
+    client = ctx.redis
+    keys = Keys(prefix)
+    kwargs = {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
+              "job_timeout": job_timeout, "retries": retries}
+    lock = GroupLock(client, keys.lock(group), keys.redacting(group), ttl=lock_ttl,
+                     lease_ttl=LEASE_TTL)
+    # Yield to the group's turns, as a consolidation does.
+    waiting = int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
+                                keys.processing(group)))
+    if waiting or not lock.acquire(timeout=LOCK_WAIT):
+        return _reschedule(client, group, kwargs, reschedules)
+    client.set(keys.redacting(group), "1", ex=LEASE_TTL)
+    try:
+        summary = _apply(ctx, keys, group, lock)
+    finally:
+        lock.release()
+        client.delete(keys.redacting(group))
+    log.info("redacted %s: %d requests, %d files, %d queue entries", group,
+             summary["requests"], summary["files"], summary["entries"])
+    return {"group": group, "end": "redacted", **summary}
+
+
+def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[str, int]:
+    client = ctx.redis
+    gq = GroupQueue(client, keys, group)
+    _, memory = ctx.group_memory(group)
+    deletions = [(raw, rec) for raw, rec in _records(client, keys.changes(group))
+                 if rec.get("kind") == "deletion" and rec.get("original_id")]
+    forgets = [(raw, rec) for raw, rec in _records(client, keys.forget(group))
+               if isinstance(rec.get("phrase"), str)]
+    deleted: set[tuple[str, str]] = set()
+    words: list[str] = []
+    turns: set[str] = set()
+    files = 0
+    for _, rec in deletions:
+        lock.check()
+        mid = str(rec["original_id"])
+        out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
+                             actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
+                             scrub=False)
+        deleted.add((str(rec.get("account", "default")), mid))
+        # short texts ('ok') are not hunted elsewhere: they would hit everyone's words
+        words += [t for t in out.removed if len(t) >= ECHO_MIN_CHARS]
+        turns.update(out.records)
+        files += len(set(out.paths))
+    for _, rec in forgets:
+        lock.check()
+        try:
+            out = redact_phrase(memory, rec["phrase"], request=str(rec.get("id", "forget")),
+                                actor=f"forget:{rec.get('by', '?')}", scrub=False)
+        except ValueError:
+            log.warning("forget request %s in %s has no usable phrase; dropped",
+                        rec.get("id"), group)
+            continue
+        words.append(rec["phrase"])
+        turns.update(out.records)
+        files += len(set(out.paths))
+    if deletions or forgets:
+        # once for all requests, and also when a retry finds the files already redacted
+        # (an earlier attempt failed after rewriting them, before or while scrubbing)
+        with memory.group.lock():
+            scrub_index(memory)
+    lock.check()
+    entries = gq.scrub(held_changes(gq, deleted, words))
+    pat = words_pattern(words)
+    if pat is not None:
+        for turn_id in sorted(t for t in turns if t.startswith("turn-")):
+            reply = gq.turn_reply(turn_id)
+            if reply is not None and pat.search(reply):
+                gq.replace_turn_reply(turn_id, pat.sub(MARKER, reply))
+    with client.pipeline(transaction=True) as pipe:
+        for raw, _ in deletions:
+            pipe.lrem(keys.changes(group), 1, raw)
+        for raw, _ in forgets:
+            pipe.lrem(keys.forget(group), 1, raw)
+        pipe.execute()
+    if deletions or forgets:
+        rewrite_persistence(client)
+    return {"requests": len(deletions) + len(forgets), "files": files, "entries": entries}

@@ -4,7 +4,7 @@
 The gateway never writes memory. It reads the group's files directly, read-only (no
 lock, no index), to answer ``/memory`` and to preview a ``/forget``; a confirmed
 ``/forget`` becomes a request in ``forget:{g}`` (JSON: id, phrase, by, at) and a
-redaction job (``gateway.queue.enqueue_redaction``, run by ``workers/redaction.py``
+redaction job (``gateway.queue.enqueue_group_job``, run by ``workers/redaction.py``
 under the group lock), which removes the request once applied. Methods are blocking:
 the front desk calls them from a thread.
 """
@@ -20,7 +20,7 @@ from pathlib import Path
 from rq import Queue
 
 from gateway.config import GatewayConfig
-from gateway.queue import Keys, enqueue_redaction
+from gateway.queue import REDACT_JOB, Keys, enqueue_group_job
 from memory_store import GroupDirectory
 from memory_store.atomic import read_regular
 from memory_store.coresection import CoreSectionError, entries
@@ -146,8 +146,8 @@ class MemoryDesk:
     def request_redaction(self, group: str) -> str:
         """Enqueue the redaction job of ``group`` (it applies every waiting request)."""
         q = self._cfg.queue
-        return enqueue_redaction(
-            self._queue, group,
+        return enqueue_group_job(
+            self._queue, REDACT_JOB, group,
             {"queue": q.name, "prefix": self._keys.prefix, "lock_ttl": q.lock_ttl,
              "job_timeout": self._cfg.job_timeout, "retries": q.retries},
             timeout=self._cfg.job_timeout, retries=q.retries)

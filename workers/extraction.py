@@ -50,7 +50,15 @@ from pydantic_ai.usage import UsageLimits
 from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import WorkerSettings
-from gateway.queue import DEFAULT_QUEUE, TURN_STATE_TTL, Keys, as_str, enqueue_extraction, job_queue
+from gateway.queue import (
+    DEFAULT_QUEUE,
+    EXTRACT_JOB,
+    TURN_STATE_TTL,
+    Keys,
+    as_str,
+    enqueue_group_job,
+    job_queue,
+)
 from memory_store import BaseMemory
 from memory_store.consolidate import entity_of, normalized, reconcile, slug
 from memory_store.errors import MemoryNotFound
@@ -157,8 +165,8 @@ def schedule_extraction(
         if not client.set(keys.extracting(group), job_id, nx=True, ex=PENDING_TTL):
             return None
         try:
-            enqueue_extraction(
-                job_queue(client, queue), group,
+            enqueue_group_job(
+                job_queue(client, queue), EXTRACT_JOB, group,
                 _job_kwargs(queue, prefix, lock_ttl, settings.worker.job_timeout, retries),
                 timeout=settings.worker.job_timeout, retries=retries, job_id=job_id)
         except BaseException:
@@ -377,8 +385,8 @@ def extract_group(
                         reschedules)
             client.delete(pending)
             return {"group": group, "end": "gave-up", "reschedules": reschedules}
-        job_id = enqueue_extraction(
-            job_queue(client, queue), group,
+        job_id = enqueue_group_job(
+            job_queue(client, queue), EXTRACT_JOB, group,
             _job_kwargs(queue, prefix, lock_ttl, job_timeout, retries, reschedules + 1),
             timeout=job_timeout, retries=retries, delay=timedelta(seconds=RESCHEDULE_DELAY))
         client.set(pending, job_id, ex=PENDING_TTL)

@@ -30,9 +30,10 @@ import redis
 
 from gateway.config import WorkerSettings
 from gateway.queue import (
+    CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
     Keys,
-    enqueue_consolidation,
+    enqueue_group_job,
     job_queue,
 )
 from memory_store.consolidate import consolidate
@@ -99,8 +100,8 @@ def schedule_consolidation(
     if not client.set(pending_key(prefix, group), job_id, nx=True, ex=PENDING_TTL):
         return None
     try:
-        enqueue_consolidation(
-            job_queue(client, queue), group,
+        enqueue_group_job(
+            job_queue(client, queue), CONSOLIDATE_JOB, group,
             {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
              "job_timeout": job_timeout, "retries": retries},
             timeout=job_timeout, retries=retries, job_id=job_id)
@@ -192,8 +193,8 @@ def consolidate_group(
                         reschedules)
             client.delete(pending)
             return {"group": group, "end": "gave-up", "reschedules": reschedules}
-        job_id = enqueue_consolidation(
-            job_queue(client, queue), group,
+        job_id = enqueue_group_job(
+            job_queue(client, queue), CONSOLIDATE_JOB, group,
             {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl, "job_timeout": job_timeout,
              "retries": retries, "reschedules": reschedules + 1},
             timeout=job_timeout, retries=retries, delay=timedelta(seconds=RESCHEDULE_DELAY))

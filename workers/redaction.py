@@ -4,7 +4,7 @@ group's memory and the queue.
 Requests wait in Redis: deletions of messages a turn already took in ``changes:{g}``
 (``gateway/changes.py``; edits there are left for later), ``/forget`` phrases in
 ``forget:{g}`` (``gateway/memorydesk.py``). The gateway enqueues ``redact_group`` for
-each (``gateway.queue.enqueue_redaction``); one job applies all that wait, so a
+each (``gateway.queue.enqueue_group_job``); one job applies all that wait, so a
 duplicate job is harmless.
 
 The job follows the consolidation job (``workers/maintenance.py``): it takes the SAME
@@ -44,11 +44,12 @@ import redis
 
 from gateway.queue import (
     DEFAULT_QUEUE,
+    REDACT_JOB,
     GroupQueue,
     Keys,
     as_str,
     encode_entry,
-    enqueue_redaction,
+    enqueue_group_job,
     job_queue,
     parse_entry,
 )
@@ -159,8 +160,9 @@ def _reschedule(client: redis.Redis, group: str, kwargs: dict[str, Any], resched
     if reschedules == MAX_RESCHEDULES:
         log.warning("redaction of %s: group busy %d times in a row; trying every %ds",
                     group, reschedules, SLOW_DELAY)
-    job_id = enqueue_redaction(
-        job_queue(client, kwargs["queue"]), group, {**kwargs, "reschedules": reschedules + 1},
+    job_id = enqueue_group_job(
+        job_queue(client, kwargs["queue"]), REDACT_JOB, group,
+        {**kwargs, "reschedules": reschedules + 1},
         timeout=kwargs["job_timeout"], retries=kwargs["retries"],
         delay=timedelta(seconds=delay))
     log.info("redaction of %s: group busy, rescheduled in %ds (%s)", group, delay, job_id)

@@ -41,7 +41,7 @@ The life of one group (``g``), and which script moves what::
       edit / deletion (gateway, amend.lua): the entry still waiting in mailbox:{g} or
               context:{g} is replaced / removed; else the change goes to changes:{g}
               (for the memory layer); never a turn of its own; a recorded deletion
-              enqueues the redaction job (enqueue_redaction), as does /forget
+              enqueues the redaction job (enqueue_group_job), as does /forget
               (forget:{g}); it takes lock:{g} like a consolidation (redact:{g} as
               its lease), rewrites memory, scrub.lua takes the words out of
               context/mailbox/processing/dead, then LREMs what it applied
@@ -64,11 +64,9 @@ from gateway.queue.jobs import (
     EXTRACT_JOB,
     REDACT_JOB,
     DrainOptions,
-    enqueue_consolidation,
     enqueue_drain,
-    enqueue_extraction,
+    enqueue_group_job,
     enqueue_job,
-    enqueue_redaction,
     job_queue,
 )
 from gateway.queue.keys import OUTBOX_GROUP, Keys
@@ -114,11 +112,9 @@ __all__ = [
     "TurnRecord",
     "as_str",
     "encode_entry",
-    "enqueue_consolidation",
     "enqueue_drain",
-    "enqueue_extraction",
+    "enqueue_group_job",
     "enqueue_job",
-    "enqueue_redaction",
     "job_queue",
     "parse_entry",
 ]

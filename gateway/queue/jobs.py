@@ -93,30 +93,19 @@ def enqueue_drain(queue: Queue, group: str, options: DrainOptions, job_id: str |
                        description=f"drain {group}", job_id=job_id, pipeline=pipeline)
 
 
-def enqueue_consolidation(queue: Queue, group: str, kwargs: dict[str, Any], *, timeout: int,
-                          retries: int, job_id: str | None = None,
-                          delay: timedelta | None = None) -> str:
-    """Enqueue (or, with ``delay``, schedule) the consolidation job of ``group``."""
-    return enqueue_job(queue, CONSOLIDATE_JOB, {"group": group, **kwargs}, timeout=timeout,
-                       retries=retries, description=f"consolidate {group}", job_id=job_id,
-                       delay=delay)
+#: what each background job of a group does, for its RQ description
+_VERBS = {CONSOLIDATE_JOB: "consolidate", EXTRACT_JOB: "extract", REDACT_JOB: "redact"}
 
 
-def enqueue_extraction(queue: Queue, group: str, kwargs: dict[str, Any], *, timeout: int,
-                       retries: int, job_id: str | None = None,
-                       delay: timedelta | None = None) -> str:
-    """Enqueue (or, with ``delay``, schedule) the fact-extraction job of ``group``."""
-    return enqueue_job(queue, EXTRACT_JOB, {"group": group, **kwargs}, timeout=timeout,
-                       retries=retries, description=f"extract {group}", job_id=job_id,
-                       delay=delay)
-
-
-def enqueue_redaction(queue: Queue, group: str, kwargs: dict[str, Any], *, timeout: int,
-                      retries: int, job_id: str | None = None,
+def enqueue_group_job(queue: Queue, job: str, group: str, kwargs: dict[str, Any], *,
+                      timeout: int, retries: int, job_id: str | None = None,
                       delay: timedelta | None = None) -> str:
-    """Enqueue (or, with ``delay``, schedule) the redaction job of ``group``: it applies
-    every deletion in ``changes:{group}`` and request in ``forget:{group}``, so one job
-    serves any number of them and a duplicate is harmless."""
-    return enqueue_job(queue, REDACT_JOB, {"group": group, **kwargs}, timeout=timeout,
-                       retries=retries, description=f"redact {group}", job_id=job_id,
+    """Enqueue (or, with ``delay``, schedule) one of a group's background jobs:
+    ``CONSOLIDATE_JOB``, ``EXTRACT_JOB`` or ``REDACT_JOB``. Each takes the group lock
+    and yields to the group's turns itself; one job serves everything waiting for it,
+    so a duplicate is harmless."""
+    if job not in _VERBS:
+        raise ValueError(f"not a group background job: {job!r}")
+    return enqueue_job(queue, job, {"group": group, **kwargs}, timeout=timeout,
+                       retries=retries, description=f"{_VERBS[job]} {group}", job_id=job_id,
                        delay=delay)

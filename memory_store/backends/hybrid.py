@@ -14,6 +14,7 @@ from memory_store.backends.vector import VectorMemory
 from memory_store.embed import Embedder
 from memory_store.filters import SearchFilters
 from memory_store.group import GroupDirectory
+from memory_store.people import PeopleIndex, without_names
 
 DAY = 86_400.0
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -41,22 +42,24 @@ def _minmax(values: Floats) -> Floats:
 class HybridMemory(VectorMemory):
     """Convex combination of BM25 and dense scores, then small recency and trust priors.
 
-    Each retriever contributes its top ``pool`` records with min-max normalized scores
-    (0 outside its pool). Like the dense scores, the lexical ones are smoothed over
-    neighbouring episodes (``lexical_smooth``), so the turn right after a strong keyword
-    hit (often the answer) becomes a candidate too. Score fusion beat reciprocal rank
-    fusion on LoCoMo (bench/README.md): RRF throws away how far ahead the top hit of one
-    retriever is.
+    The dense half embeds the query without the names of the group's people
+    (:mod:`memory_store.people`); BM25 gets the whole query. Each retriever contributes
+    its top ``pool`` records with min-max normalized scores (0 outside its pool). Like
+    the dense scores, the lexical ones are smoothed over neighbouring episodes
+    (``lexical_smooth``), so the turn right after a strong keyword hit (often the
+    answer) becomes a candidate too. Score fusion beat reciprocal rank fusion on LoCoMo
+    (bench/README.md): RRF throws away how far ahead the top hit of one retriever is.
     """
 
     backend = "hybrid"
 
     def __init__(self, group: GroupDirectory, *, embedder: Embedder | None = None,
                  lexical_weight: float = 1.0, dense_weight: float = 1.0,
-                 lexical_smooth: float = 0.3, recency_weight: float = 0.02,
+                 lexical_smooth: float = 0.5, recency_weight: float = 0.02,
                  trust_weight: float = 0.02, half_life_days: float = 90.0, pool: int = 200,
                  **options: Any) -> None:
-        super().__init__(group, embedder=embedder, **options)
+        self.people = PeopleIndex()
+        super().__init__(group, embedder=embedder, hooks=[self.people], **options)
         self.lexical_weight = lexical_weight
         self.dense_weight = dense_weight
         self.lexical_smooth = lexical_smooth
@@ -68,8 +71,9 @@ class HybridMemory(VectorMemory):
     def _rank(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
         pool = max(self.pool, 2 * k)
         # The query embedding (onnxruntime) and the BM25 query (SQLite) both release the
-        # GIL: run them side by side.
-        embedding = _embed_pool().submit(self.dense.embedder.embed, [query])
+        # GIL: run them side by side. Names of the group's people go to BM25 only.
+        embedding = _embed_pool().submit(self.dense.embedder.embed,
+                                         [without_names(query, self.people.names)])
         lexical = self.catalog.lexical(query, pool, filters)
         qvec = embedding.result()[0]
         allowed = None if filters.only_superseded_check else self.catalog.allowed(filters)

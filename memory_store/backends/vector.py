@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from memory_store.base import BaseMemory
+from memory_store.catalog import IndexHook
 from memory_store.dense import DenseIndex
 from memory_store.dense_fill import DenseFiller
 from memory_store.embed import Embedder, default_embedder
@@ -24,9 +26,10 @@ class VectorMemory(BaseMemory):
     backend = "vector"
 
     def __init__(self, group: GroupDirectory, *, embedder: Embedder | None = None,
-                 background: bool = True, **options: Any) -> None:
+                 background: bool = True, hooks: Sequence[IndexHook] = (),
+                 **options: Any) -> None:
         self.dense = DenseIndex(embedder or default_embedder(), group.index_dir)
-        super().__init__(group, hooks=[self.dense], **options)
+        super().__init__(group, hooks=[self.dense, *hooks], **options)
         self.filler = DenseFiller(self.dense, self.catalog, background=background)
 
     def close(self) -> None:

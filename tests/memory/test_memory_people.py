@@ -1,0 +1,83 @@
+"""Names of a group's people: learned from metadata, kept out of the dense query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from memory_store import open_memory
+from memory_store.backends.hybrid import HybridMemory
+from memory_store.embed import Vectors, default_embedder
+from memory_store.people import name_words, without_names
+from memory_store.protocol import MemoryRecord
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+class RecordingEmbedder:
+    """The real model, remembering every text it was asked to embed."""
+
+    def __init__(self) -> None:
+        self.inner = default_embedder()
+        self.dim = self.inner.dim
+        self.model_id = self.inner.model_id
+        self.texts: list[str] = []
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def _record(**metadata: object) -> MemoryRecord:
+    return MemoryRecord(id="x", kind="episode", content="hi", source="s", created=T0,
+                        updated=T0, trust=0.5, metadata=dict(metadata))
+
+
+def test_name_words_from_speaker_and_participants() -> None:
+    rec = _record(speaker="Ann", participants=["Bo Lee (telegram:42)", "Will (matrix:@w)"])
+    # "will" is a stopword: a name that is also a common word is never stripped.
+    assert name_words(rec) == {"ann", "bo", "lee"}
+    assert name_words(_record()) == set()
+    assert name_words(_record(speaker=7, participants="Ann")) == set()
+
+
+def test_without_names_strips_standalone_names_only() -> None:
+    names = frozenset({"ann", "bo"})
+    assert without_names("What does Ann do to relax?", names) == "What does do to relax?"
+    assert without_names("Did ann, or Bo? go", names) == "Did or go"
+    # A possessive says whose thing is asked about: it stays.
+    assert without_names("What do Ann's kids like?", names) == "What do Ann's kids like?"
+    assert without_names("Annie went home", names) == "Annie went home"
+    # Nothing but names: the query is kept as it is.
+    assert without_names("Ann?", names) == "Ann?"
+    assert without_names("What does Ann like?", frozenset()) == "What does Ann like?"
+
+
+def test_hybrid_learns_names_and_embeds_the_query_without_them(tmp_path: Path) -> None:
+    emb = RecordingEmbedder()
+    mem = open_memory(tmp_path, "t:people", "hybrid", embedder=emb, background=False)
+    assert isinstance(mem, HybridMemory)
+    mem.write_sync("Ann: I just signed up for a pottery class.", kind="episode",
+                   metadata={"id": "t1", "speaker": "Ann", "created": T0.isoformat()})
+    mem.write_sync("Bo: Nice! Have fun.", kind="episode",
+                   metadata={"id": "t2", "participants": ["Bo Lee (telegram:42)"],
+                             "created": T0.isoformat()})
+    mem.flush()
+    assert mem.people.names == {"ann", "bo", "lee"}
+    emb.texts.clear()
+    hits = mem.search_sync("What class did Ann sign up for?", k=2)
+    assert emb.texts == ["What class did sign up for?"]
+    # BM25 still sees the name: the turn that says it comes first.
+    assert hits[0].id == "t1"
+    mem.close()
+
+    # Reopened: the names come from the catalog's table, not from the records.
+    mem = open_memory(tmp_path, "t:people", "hybrid", embedder=emb, background=False)
+    assert isinstance(mem, HybridMemory)
+    assert mem.people.names == {"ann", "bo", "lee"}
+    # An index from before the table learns the names of what it holds, once.
+    mem.catalog.conn.execute("DROP TABLE people")
+    mem.people.attach(mem.catalog.conn)
+    assert mem.people.names == {"ann", "bo", "lee"}
+    mem.close()

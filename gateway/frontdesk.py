@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 from channels.models import Inbound, Outbound
 from gateway import commands
 from gateway.config import GatewayConfig
+from gateway.identity import IdentityStore
 from gateway.pairing import CODE_TTL, PairingStore, user_key
 from gateway.queue import Keys
 from gateway.router import Disposition, Route, Router
@@ -49,6 +50,7 @@ class FrontDesk:
         self._keys = keys
         self._router = router
         self.pairing = pairing or PairingStore(client, keys.prefix)
+        self.identities = IdentityStore(config, client, keys)
         self.ungated = UNGATED_CHANNELS
 
     async def triage(self, msg: Inbound) -> Route | str:
@@ -69,7 +71,7 @@ class FrontDesk:
         route = router.route(msg, paired)
         if route.disposition is Disposition.DROP:
             return route
-        reply = commands.run(msg, self._cfg)
+        reply = await commands.answer(msg, self._cfg, self.identities)
         if reply is None:
             return route
         return await self._answer(msg, reply, "command")

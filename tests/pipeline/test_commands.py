@@ -77,8 +77,8 @@ def test_where_a_command_runs_is_enforced_even_for_operators() -> None:
     c = cfg()
     group_link = commands.run(msg("/link confirm", sender_id="1"), c)
     assert group_link is not None and "works in a DM only" in group_link
-    dm_share = commands.run(msg("/share confirm", sender_id="1", is_group=False, chat_id="1"), c)
-    assert dm_share is not None and "works in a group only" in dm_share
+    group_share = commands.run(msg("/share profile on", sender_id="1"), c)
+    assert group_share is not None and "works in a DM only" in group_share
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -96,7 +96,9 @@ def test_help_lists_only_what_the_sender_may_run_here() -> None:
     assert member is not None
     assert "/whoami" in member and "/forget" not in member and "/link" not in member
     operator = commands.run(msg("/help", sender_id="1"), cfg())
-    assert operator is not None and "/forget" in operator and "/share" in operator
+    assert operator is not None and "/forget" in operator and "/share" not in operator
+    dm = commands.run(msg("/help", is_group=False, chat_id="7"), cfg())
+    assert dm is not None and "/link" in dm and "/share" in dm
 
 
 def test_whoami_reports_identity_and_roles() -> None:

@@ -189,6 +189,8 @@ def _whoami(call: Invocation) -> str | Awaitable[str]:
     base = (f"You are {msg.sender_name} ({msg.channel}:{msg.sender_id}) in {msg.group}; "
             f"your roles here: {roles}.")
     me = sender(msg)
+    if msg.is_group:  # which other accounts a person has is theirs to see, in a DM
+        return base
     if call.identities is None:
         person = call.config.person_of(me)
         if person is None:

@@ -107,6 +107,22 @@ def test_whoami_reports_identity_and_roles() -> None:
                       "chat admin, member.")
 
 
+def test_whoami_lists_config_linked_identities_in_a_dm_only() -> None:
+    c = parse_config({"identities": {"ann": {"members": ["slack:U7", "telegram:7"]}}}, env={})
+    answer = commands.run(msg("/whoami", is_group=False, chat_id="7"), c)
+    assert answer == ("You are Ann (telegram:7) in telegram:7; your roles here: DM owner, "
+                      "member. Linked identities (person ann): telegram:7, slack:U7.")
+    in_group = commands.run(msg("/whoami"), c)
+    assert in_group is not None and "slack:U7" not in in_group
+
+
+def test_share_and_link_need_the_store_and_say_how() -> None:
+    share = commands.run(msg("/share profile maybe", is_group=False, chat_id="7"), cfg())
+    assert share is not None and share.startswith("Usage: /share profile on|off")
+    link = commands.run(msg("/link", is_group=False, chat_id="7"), cfg())
+    assert link == "/link needs the gateway's Redis: nothing was linked."
+
+
 def test_registry_names_fit_telegram_rules() -> None:
     for name, description in commands.registry_entries():
         assert commands._NAME.fullmatch(name) and 3 <= len(description) <= 256

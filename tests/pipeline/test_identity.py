@@ -169,3 +169,36 @@ def test_person_keys_are_distinct_from_every_channel() -> None:
     with pytest.raises(InvalidGroupKey):
         person_key("")
     assert group_dir(Path("/d"), "telegram:person") != group_dir(Path("/d"), "person:telegram")
+
+
+async def test_link_refuses_own_code_and_never_merges_two_people(valkey: Valkey) -> None:
+    import redis.asyncio as aioredis
+
+    from gateway.config import parse_config
+    from gateway.identity import IdentityStore
+    from gateway.queue import Keys
+
+    settings = parse_config({"identities": {"ada": {"members": ["telegram:42"]},
+                                            "bo": {"members": ["slack:U2"]}}}, env={})
+    client = aioredis.Redis.from_url(valkey.url)
+    try:
+        store = IdentityStore(settings, client, Keys())
+        own = await store.issue_code(dm("telegram", "42", "42", "a", "/link"))
+        refused = await store.redeem(own, dm("telegram", "42", "42", "b", f"/link {own}"))
+        assert not refused.ok and "made for this account" in refused.text
+        assert not (await store.redeem(own, dm("slack", "D3", "U3", "c", "x"))).ok  # spent
+        # a new code voids the previous one
+        first = await store.issue_code(dm("telegram", "42", "42", "d", "/link"))
+        second = await store.issue_code(dm("telegram", "42", "42", "e", "/link"))
+        assert not (await store.redeem(first, dm("slack", "D3", "U3", "f", "x"))).ok
+        # two configured people are not merged by chat
+        apart = await store.redeem(second, dm("slack", "D2", "U2", "g", "x"))
+        assert not apart.ok and await store.person_of("slack:U2") == "bo"
+        # an unlinked account joins the configured person; the config stays the source
+        joined = await store.redeem(await store.issue_code(dm("telegram", "42", "42", "h", "")),
+                                    dm("slack", "D3", "U3", "i", "x"))
+        assert joined.ok and joined.person == "ada"
+        assert await store.members("ada") == ["telegram:42", "slack:U3"]
+        assert await client.hgetall("pnc:identity:links") == {b"slack:U3": b"ada"}
+    finally:
+        await client.aclose()

@@ -116,6 +116,9 @@ class TurnRunner:
         self._identities = Identities(ctx.settings.person_of, gq.r, gq.keys)
         #: the turn id whose ``written`` flag the last ``run(mark_written=False)`` left
         self.unmarked_written: str | None = None
+        #: the memory the last ``run`` opened: the group's, or a linked person's
+        #: (``person:<id>``, for their DM: ``workers.identity``)
+        self.opened: str | None = None
 
     def _event(self, msg: Inbound, **extra: Any) -> dict[str, Any]:
         return {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
@@ -177,8 +180,8 @@ class TurnRunner:
         state = gq.turn_begin(batch.turn_id, self._event(anchor) if batch.engaged_ids else None,
                               max_attempts)
         # a linked person's DM opens their personal memory (workers/identity.py)
-        gd, memory = self._ctx.group_memory(memory_key(self._identities, batch.group,
-                                                       batch.messages))
+        self.opened = memory_key(self._identities, batch.group, batch.messages)
+        gd, memory = self._ctx.group_memory(self.opened)
         outcome = "replayed"
         if state.published:
             reply_text = state.reply

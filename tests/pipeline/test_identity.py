@@ -202,3 +202,25 @@ async def test_link_refuses_own_code_and_never_merges_two_people(valkey: Valkey)
         assert await client.hgetall("pnc:identity:links") == {b"slack:U3": b"ada"}
     finally:
         await client.aclose()
+
+
+async def test_a_persons_memory_is_consolidated_from_all_their_dms(
+        tmp_path: Path, valkey: Valkey) -> None:
+    stack = Stack(tmp_path, valkey, LINKED)
+    text = stack.config_path.read_text(encoding="utf-8")
+    stack.config_path.write_text(text.replace('backend = "file"',
+                                              'backend = "file"\nconsolidate_every = 2'),
+                                 encoding="utf-8")
+    try:
+        stack.start_workers(1)
+        await stack.start_gateway()
+        await turn(stack, dm("telegram", "42", "42", "t1", FACT))
+        assert stack.r.get("pnc:episodes:person:ada") == b"1"
+        await turn(stack, dm("slack", "D0999", "U0123", "s1", FACT))
+        # two episodes of the person, from two DMs: one consolidation of persons/ada
+        await stack.wait_for(lambda: stack.r.get("pnc:episodes:person:ada") == b"0"
+                             and not stack.r.exists("pnc:consolidate:person:ada"),
+                             what="the person's consolidation")
+        assert not stack.r.exists("pnc:consolidate:telegram:42", "pnc:consolidate:slack:D0999")
+    finally:
+        await stack.close()

@@ -224,3 +224,32 @@ async def test_a_persons_memory_is_consolidated_from_all_their_dms(
         assert not stack.r.exists("pnc:consolidate:telegram:42", "pnc:consolidate:slack:D0999")
     finally:
         await stack.close()
+
+
+async def test_links_and_sharing_survive_a_redis_restart(valkey: Valkey) -> None:
+    import redis.asyncio as aioredis
+
+    from gateway.config import parse_config
+    from gateway.identity import IdentityStore
+    from gateway.queue import Keys
+
+    settings = parse_config({}, env={})
+    client = aioredis.Redis.from_url(valkey.url)
+    store = IdentityStore(settings, client, Keys())
+    code = await store.issue_code(dm("telegram", "42", "42", "a", "/link"))
+    linked = await store.redeem(code, dm("slack", "D1", "U1", "b", f"/link {code}"))
+    assert linked.ok and linked.person is not None
+    await store.set_share_profile(linked.person, True)
+    await client.aclose()
+    valkey.stop()
+    valkey.start()  # same port, from its append-only file
+    client = aioredis.Redis.from_url(valkey.url)
+    try:
+        store = IdentityStore(settings, client, Keys())
+        assert await store.person_of("telegram:42") == linked.person
+        assert await store.person_of("slack:U1") == linked.person
+        assert await store.shares_profile(linked.person)
+        # the spent code stays spent
+        assert not (await store.redeem(code, dm("discord", "9", "9", "c", "x"))).ok
+    finally:
+        await client.aclose()

@@ -22,14 +22,17 @@ Roles are computed from structure: ``operator`` = ``[policy] admins``; ``chat_ad
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
+from gateway.identity import IdentityStore, sender
 
 
 class Role(StrEnum):
@@ -70,13 +73,16 @@ class Invocation:
     roles: frozenset[Role]
     config: GatewayConfig
     memory: MemoryServices | None = None
+    #: the identity links in Redis (the gateway passes it; None: config links only)
+    identities: IdentityStore | None = None
 
     @property
     def where(self) -> Where:
         return Where.GROUP if self.msg.is_group else Where.DM
 
 
-Handler = Callable[[Invocation], str]
+#: a handler answers at once (``str``) or, when it needs Redis, with a coroutine
+Handler = Callable[[Invocation], str | Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -139,15 +145,13 @@ def permitted(spec: CommandSpec, roles: frozenset[Role], where: Where) -> str | 
     return f"/{spec.name} needs one of: {needed}."
 
 
-def run(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = None
-        ) -> str | None:
-    """The reply to ``msg`` if it is a command (the model never sees it), else None.
-    Blocking when ``memory`` is given (it reads files): call it from a thread."""
+def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None,
+              identities: IdentityStore | None) -> str | Awaitable[str] | None:
     command = parse(msg)
     if command is None:
         return None
     spec = COMMANDS[command.name]
-    call = Invocation(msg, command, roles_of(msg, config), config, memory)
+    call = Invocation(msg, command, roles_of(msg, config), config, memory, identities)
     refusal = permitted(spec, call.roles, call.where)
     if refusal is not None:
         return f"Not allowed: {refusal}"
@@ -163,6 +167,30 @@ def unconfirmed_args(command: ParsedCommand) -> str:
     """The arguments without a trailing ``confirm``."""
     words = command.args.split()
     return " ".join(words[:-1] if words[-1:] == [CONFIRM_WORD] else words)
+
+
+def run(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = None
+        ) -> str | None:
+    """The reply to ``msg`` if it is a command (the model never sees it), else None.
+    Blocking when ``memory`` is given (it reads files). Without Redis a command that
+    needs it says so (``answer`` is the gateway's call)."""
+    reply = _dispatch(msg, config, memory, None)
+    if reply is None or isinstance(reply, str):
+        return reply
+    if inspect.iscoroutine(reply):
+        reply.close()
+    raise TypeError("a handler returned a coroutine without an identity store")
+
+
+async def answer(msg: Inbound, config: GatewayConfig, identities: IdentityStore,
+                 memory: MemoryServices | None = None) -> str | None:
+    """``run`` with Redis: what the gateway calls. The handler runs in a thread
+    (``/memory`` and ``/forget`` read the group's files); a handler that needs Redis
+    hands back a coroutine, awaited here on the loop."""
+    reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities)
+    if reply is None or isinstance(reply, str):
+        return reply
+    return await reply
 
 
 # ---------------------------------------------------------------------- handlers
@@ -184,11 +212,78 @@ def _help(call: Invocation) -> str:
     return "Commands you can use here:\n" + "\n".join(lines)
 
 
-def _whoami(call: Invocation) -> str:
+def _whoami(call: Invocation) -> str | Awaitable[str]:
     msg = call.msg
     roles = ", ".join(sorted(r.value for r in call.roles))
-    return (f"You are {msg.sender_name} ({msg.channel}:{msg.sender_id}) in {msg.group}; "
+    base = (f"You are {msg.sender_name} ({msg.channel}:{msg.sender_id}) in {msg.group}; "
             f"your roles here: {roles}.")
+    me = sender(msg)
+    if msg.is_group:  # which other accounts a person has is theirs to see, in a DM
+        return base
+    if call.identities is None:
+        person = call.config.person_of(me)
+        if person is None:
+            return base
+        return base + _linked(person, list(call.config.identities[person].members), me)
+    store = call.identities
+
+    async def with_links() -> str:
+        person = await store.person_of(me)
+        if person is None:
+            return base
+        return base + _linked(person, await store.members(person), me)
+
+    return with_links()
+
+
+def _linked(person: str, members: list[str], me: str) -> str:
+    others = [m for m in members if m != me]
+    listed = ", ".join([me, *others])
+    return f" Linked identities (person {person}): {listed}."
+
+
+def _link(call: Invocation) -> str | Awaitable[str]:
+    store = call.identities
+    if store is None:
+        return "/link needs the gateway's Redis: nothing was linked."
+    code = call.command.args.strip()
+
+    async def linking() -> str:
+        if not code:
+            issued = await store.issue_code(call.msg)
+            return (f"Your link code is {issued} (valid {max(1, store.code_ttl // 60)} "
+                    f"minutes, once). Send /link {issued} from your DM with me on the other "
+                    "channel; your DMs there and here then share one personal memory.")
+        return (await store.redeem(code, call.msg)).text
+
+    return linking()
+
+
+_SHARE_USAGE = ("Usage: /share profile on|off: whether group chats you are in may see "
+                "your profile (user_profile.md of your personal memory; never your DMs).")
+
+
+def _share(call: Invocation) -> str | Awaitable[str]:
+    store = call.identities
+    words = call.command.args.lower().split()
+    if len(words) != 2 or words[0] != "profile" or words[1] not in ("on", "off"):
+        return _SHARE_USAGE
+    if store is None:
+        return "/share needs the gateway's Redis: nothing was changed."
+    on = words[1] == "on"
+
+    async def sharing() -> str:
+        person = await store.person_of(sender(call.msg))
+        if person is None:
+            return ("You have no personal memory to share yet: link your accounts first "
+                    "(/link), or ask the operator to list you in [identities].")
+        await store.set_share_profile(person, on)
+        if on:
+            return ("Sharing on: group turns where you take part now see your profile "
+                    "(user_profile.md of your personal memory), never your DMs.")
+        return "Sharing off: group turns no longer see your profile."
+
+    return sharing()
 
 
 def _status(call: Invocation) -> str:
@@ -241,11 +336,9 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("forget", "remove words from this chat's memory: /forget <words>",
                     _OWNERS, _ANY, True, _forget, preview=_forget_preview),
         CommandSpec("link", "link your identity on another channel to this one",
-                    frozenset({Role.DM_OWNER}), frozenset({Where.DM}), True,
-                    _not_yet("cross-channel identities are not built")),
-        CommandSpec("share", "share this chat's memory with another chat",
-                    frozenset({Role.CHAT_ADMIN}), frozenset({Where.GROUP}), True,
-                    _not_yet("memory sharing between chats is not built")),
+                    frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _link),
+        CommandSpec("share", "let group chats see your profile: /share profile on|off",
+                    frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _share),
         CommandSpec("usage", "model usage and cost for this chat",
                     _OWNERS, _ANY, False,
                     _not_yet("usage is not metered yet")),

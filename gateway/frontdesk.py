@@ -15,7 +15,6 @@ the second copy a no-op.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 
@@ -24,6 +23,7 @@ import redis.asyncio as aioredis
 from channels.models import Inbound, Outbound
 from gateway import commands
 from gateway.config import GatewayConfig
+from gateway.identity import IdentityStore
 from gateway.memorydesk import MemoryDesk
 from gateway.pairing import CODE_TTL, PairingStore, user_key
 from gateway.queue import Keys
@@ -54,6 +54,7 @@ class FrontDesk:
         self._keys = keys
         self._router = router
         self.pairing = pairing or PairingStore(client, keys.prefix)
+        self.identities = IdentityStore(config, client, keys)
         self.ungated = UNGATED_CHANNELS
 
     async def triage(self, msg: Inbound) -> Route | str:
@@ -76,8 +77,7 @@ class FrontDesk:
             return route
         if commands.parse(msg) is None:
             return route
-        # in a thread: /memory and /forget read the group's files
-        reply = await asyncio.to_thread(commands.run, msg, self._cfg, self.memory)
+        reply = await commands.answer(msg, self._cfg, self.identities, self.memory)
         if reply is None:
             return route
         return await self._answer(msg, reply, "command")

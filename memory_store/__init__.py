@@ -10,7 +10,7 @@ from memory_store.base import BaseMemory, Summarizer
 from memory_store.errors import InvalidGroupKey, InvalidMemoryId, MemoryNotFound
 from memory_store.factory import BACKENDS, open_group, open_memory
 from memory_store.group import CoreMemory, GroupDirectory
-from memory_store.paths import global_dir, group_dir
+from memory_store.paths import global_dir, group_dir, is_person_key, person_key
 from memory_store.protocol import Memory, MemoryRecord
 
 __all__ = [
@@ -27,6 +27,8 @@ __all__ = [
     "Summarizer",
     "global_dir",
     "group_dir",
+    "is_person_key",
     "open_group",
     "open_memory",
+    "person_key",
 ]

@@ -1,6 +1,8 @@
 """Group key -> group directory, safely.
 
-A group key (``<channel>:<chat_id>``) becomes ``<data>/groups/<channel>/<chat>``. Each
+A group key (``<channel>:<chat_id>``) becomes ``<data>/groups/<channel>/<chat>``; a
+person's key (``person:<id>``, :func:`person_key`: the personal memory all of one
+person's linked DMs share) becomes ``<data>/persons/<id>``. Each
 component is sanitized to ``[A-Za-z0-9._-]`` with anything else percent-style escaped,
 so distinct keys stay distinct, ``..``/NUL/slashes cannot appear, and the resolved path
 is checked to lie under the data dir.
@@ -15,6 +17,8 @@ from pathlib import Path
 from memory_store.errors import InvalidGroupKey
 
 GLOBAL_GROUP = "global"
+#: the "channel" of a person's memory key; no chat platform is called that
+PERSON_CHANNEL = "person"
 _SAFE = re.compile(r"[A-Za-z0-9_-]")
 _MAX_COMPONENT = 120
 
@@ -35,6 +39,21 @@ def groups_root(data_dir: Path) -> Path:
     return Path(data_dir).resolve() / "groups"
 
 
+def persons_root(data_dir: Path) -> Path:
+    return Path(data_dir).resolve() / "persons"
+
+
+def person_key(person_id: str) -> str:
+    """The memory key of a person's own directory (``<data>/persons/<id>/``)."""
+    if not person_id:
+        raise InvalidGroupKey("empty person id")
+    return f"{PERSON_CHANNEL}:{person_id}"
+
+
+def is_person_key(key: str) -> bool:
+    return key.partition(":")[0] == PERSON_CHANNEL
+
+
 def group_dir(data_dir: Path, group: str) -> Path:
     """The directory of ``group`` (``<channel>:<chat_id>``) under ``data_dir``.
 
@@ -44,6 +63,12 @@ def group_dir(data_dir: Path, group: str) -> Path:
     channel, sep, chat = group.partition(":")
     if not sep or not channel or not chat:
         raise InvalidGroupKey(f"group key must be '<channel>:<chat>', got {group!r}")
+    if channel == PERSON_CHANNEL:
+        people = persons_root(data_dir)
+        path = (people / _component(chat)).resolve()
+        if path.parent != people:
+            raise InvalidGroupKey(f"person key {group!r} escapes the data dir")
+        return path
     root = groups_root(data_dir)
     path = (root / _component(channel) / _component(chat)).resolve()
     if root not in path.parents or path.parent.parent != root:

@@ -74,6 +74,9 @@ class TurnRequest:
     engaged_ids: Collection[str] | None = None
     #: the system's own notices for this turn (a previous reply not delivered...)
     notes: Sequence[str] = ()
+    #: records from outside this chat's memory it may see, ranked first: the profiles
+    #: members chose to share with groups (``workers.identity.shared_profiles``)
+    shared: Sequence[MemoryRecord] = ()
 
 
 @dataclass(frozen=True)
@@ -156,7 +159,7 @@ class TurnAgent:
 
     async def _run(self, req: TurnRequest, secret: str | None) -> TurnReply:
         engaged = engaged_ids(req.messages, req.engaged_ids)
-        found = await self._search(req, engaged)
+        found = [*req.shared, *await self._search(req, engaged)]
         fitted = fit_memory(req.core, found, self.memory_budget)
         results = fitted.records
         prompt = build_prompt(

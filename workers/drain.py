@@ -28,6 +28,7 @@ from gateway.queue import (
     enqueue_drain,
     job_queue,
 )
+from memory_store import is_person_key
 from workers.context import WorkerContext, current
 from workers.extraction import extraction_entry, schedule_extraction
 from workers.lock import GroupLock, LockLost
@@ -108,8 +109,16 @@ def drain_group(
                 if extract is not None:  # after publishing: never on the reply's path
                     schedule_extraction(ctx.redis, group, ctx.settings, queue=queue,
                                         prefix=prefix, lock_ttl=lock_ttl)
-                if written and consolidation_due(episodes,
-                                                 ctx.settings.memory.consolidate_every):
+                person = runner.opened if runner.opened and is_person_key(runner.opened) \
+                    else None
+                if written and person is not None:
+                    # the episode went to a linked person's memory, shared by their DMs:
+                    # count it there, and consolidate that (under its directory's lock)
+                    count = int(ctx.redis.incr(keys.episodes(person)))  # type: ignore[arg-type]
+                    after_episodes(ctx.redis, person, ctx.settings, count, queue=queue,
+                                   prefix=prefix, lock_ttl=lock_ttl)
+                elif written and consolidation_due(episodes,
+                                                   ctx.settings.memory.consolidate_every):
                     after_episodes(ctx.redis, group, ctx.settings, episodes, queue=queue,
                                    prefix=prefix, lock_ttl=lock_ttl)
                 if more == 0:

@@ -59,6 +59,7 @@ from gateway.queue import (
     enqueue_group_job,
     job_queue,
 )
+from gateway.queue.identity import Identities
 from memory_store import BaseMemory
 from memory_store.consolidate import entity_of, normalized, reconcile, slug
 from memory_store.errors import MemoryNotFound
@@ -66,6 +67,7 @@ from memory_store.protocol import MemoryRecord
 from workers.agent import build_agent
 from workers.attribution import Attribution, attribute
 from workers.context import WorkerContext, current
+from workers.identity import memory_key
 from workers.lock import GroupLock
 from workers.maintenance import LOCK_WAIT, MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
 from workers.prompt import role_of
@@ -396,7 +398,12 @@ def extract_group(
 
     if _waiting(client, keys, group):
         return reschedule()
-    _, memory = ctx.group_memory(group)
+    identities = Identities(settings.person_of, client, keys)
+
+    def memory_of(batch: Batch) -> BaseMemory:
+        """The memory the batch's turn opened: a linked person's DM writes to theirs."""
+        return ctx.group_memory(memory_key(identities, group, batch.messages))[1]
+
     secret = settings.model.api_key.get_secret_value() if settings.model.api_key else None
     ready: list[tuple[str, Batch, ExtractedFacts, dict[str, tuple[str, str, float]]]] = []
     for raw, batch in _queued(client, keys, group):
@@ -404,7 +411,7 @@ def extract_group(
         if client.hexists(state, "done"):
             client.lrem(keys.extractions(group), 1, raw)
             continue
-        known = find_known(memory, batch)
+        known = find_known(memory_of(batch), batch)
         result = _stored(client, state)
         if result is None:
             if _waiting(client, keys, group):
@@ -440,7 +447,8 @@ def extract_group(
         try:
             for raw, batch, result, known in ready:
                 lock.check()
-                ids = apply_facts(memory, batch, result, known, settings, datetime.now(UTC))
+                ids = apply_facts(memory_of(batch), batch, result, known, settings,
+                                  datetime.now(UTC))
                 written += len(ids)
                 client.hset(keys.extraction(batch.turn_id), "done", "1")
                 client.lrem(keys.extractions(group), 1, raw)

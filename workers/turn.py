@@ -20,8 +20,10 @@ from typing import Any
 
 from channels.models import Inbound, Outbound
 from gateway.queue import GroupQueue, parse_entry
+from gateway.queue.identity import Identities
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
+from workers.identity import memory_key, shared_profiles
 from workers.lock import GroupLock, LockLost
 from workers.prompt import QUOTED_TRUST, content_trust, undelivered_note
 from workers.reflection import reflect_on_failure
@@ -111,8 +113,12 @@ class TurnRunner:
         self._ctx = ctx
         self._gq = gq
         self._settings = ctx.settings
+        self._identities = Identities(ctx.settings.person_of, gq.r, gq.keys)
         #: the turn id whose ``written`` flag the last ``run(mark_written=False)`` left
         self.unmarked_written: str | None = None
+        #: the memory the last ``run`` opened: the group's, or a linked person's
+        #: (``person:<id>``, for their DM: ``workers.identity``)
+        self.opened: str | None = None
 
     def _event(self, msg: Inbound, **extra: Any) -> dict[str, Any]:
         return {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
@@ -173,7 +179,9 @@ class TurnRunner:
         ids = [m.message_id for m in batch.messages]
         state = gq.turn_begin(batch.turn_id, self._event(anchor) if batch.engaged_ids else None,
                               max_attempts)
-        gd, memory = self._ctx.group_memory(batch.group)
+        # a linked person's DM opens their personal memory (workers/identity.py)
+        self.opened = memory_key(self._identities, batch.group, batch.messages)
+        gd, memory = self._ctx.group_memory(self.opened)
         outcome = "replayed"
         if state.published:
             reply_text = state.reply
@@ -194,6 +202,8 @@ class TurnRunner:
                     group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
                     core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
                     engaged_ids=batch.engaged_ids, notes=self._notes(),
+                    shared=shared_profiles(self._identities, self._settings.data_dir,
+                                           batch.messages),
                 ))
             except TurnError as err:
                 await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,

@@ -31,6 +31,7 @@ from gateway.config.sections import (
     EngageMode,
     GroupConfig,
     HttpConfig,
+    IdentityConfig,
     MemoryConfig,
     ModelConfig,
     PolicyConfig,
@@ -76,6 +77,7 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
 __all__ = [
     "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "REDIS_URL_ENV", "Backend",
     "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
+    "IdentityConfig",
     "MemoryConfig", "ModelConfig", "PolicyConfig", "Provider", "QueueConfig", "RedisConfig",
     "Settings", "WorkerConfig", "WorkerExit", "WorkerSettings", "config_path",
     "default_config_path",

@@ -25,6 +25,7 @@ from gateway.config.sections import (
     ENV_NAME,
     GroupConfig,
     HttpConfig,
+    IdentityConfig,
     MemoryConfig,
     ModelConfig,
     PolicyConfig,
@@ -43,7 +44,7 @@ DEFAULT_MODEL_NAMES: dict[str, str] = {
 }
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _TABLES = ("redis", "policy", "engage", "groups", "channels", "queue", "http", "model",
-           "memory", "worker")
+           "memory", "worker", "identities")
 _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "redis": RedisConfig, "policy": PolicyConfig, "engage": _Engage, "queue": QueueConfig,
     "http": HttpConfig, "model": ModelConfig, "memory": MemoryConfig, "worker": WorkerConfig,
@@ -220,6 +221,8 @@ def _known_keys(loc: list[str]) -> list[str]:
         cls = Settings
     elif loc[0] == "groups" and len(loc) == 2:
         cls = GroupConfig
+    elif loc[0] == "identities" and len(loc) == 2:
+        cls = IdentityConfig
     else:
         cls = _SECTION_MODELS.get(loc[0]) if len(loc) == 1 else None
     if cls is None:

@@ -91,6 +91,35 @@ class GroupConfig(Section):
     trigger_words: list[str] | None = None
 
 
+#: a person's name in ``[identities.<name>]``: it names their directory
+#: ``<data>/persons/<name>/``, so lowercase letters, digits, ``_`` and ``-`` only
+PERSON_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
+#: ids the ``/link`` flow makes start with this; no configured name may
+LINKED_PREFIX = "linked-"
+_USER_KEY = re.compile(r"[a-z][a-z0-9_-]*:\S+")
+
+
+class IdentityConfig(Section):
+    """``[identities.<name>]``: one person's accounts, linked by the operator. Their DMs
+    on every listed channel share one personal memory, ``<data>/persons/<name>/``.
+
+    Members are user keys exactly as ``[policy] allow`` writes them,
+    ``<channel>:<sender id>`` (``telegram:42``, ``slack:U0123``, ``local:ada``)."""
+
+    members: list[str] = Field(min_length=1)
+
+    @field_validator("members")
+    @classmethod
+    def _user_keys(cls, v: list[str]) -> list[str]:
+        for item in v:
+            if not _USER_KEY.fullmatch(item):
+                raise ValueError(f"{item!r} is not a user key 'channel:sender_id' (e.g. "
+                                 "'telegram:42', 'slack:U0123')")
+        if len(set(v)) != len(v):
+            raise ValueError("lists a member twice")
+        return v
+
+
 class QueueConfig(Section):
     """``[queue]``: pipeline tunables (defaults suit one machine)."""
 
@@ -205,6 +234,9 @@ class Settings(Section):
     model: ModelConfig = ModelConfig()
     memory: MemoryConfig = MemoryConfig()
     worker: WorkerConfig = WorkerConfig()
+    #: ``[identities.<name>]``: people whose accounts on several channels the operator
+    #: linked (the ``/link`` flow adds links in Redis; these always hold)
+    identities: dict[str, IdentityConfig] = Field(default_factory=dict)
     #: the file this was loaded from (None: built in code); not a key of the file
     source: Path | None = Field(default=None, exclude=True)
 
@@ -216,6 +248,30 @@ class Settings(Section):
                 raise ValueError(f"group key {key!r} must be 'channel:chat_id', "
                                  f"e.g. [groups.\"telegram:-100123\"]")
         return v
+
+    @field_validator("identities")
+    @classmethod
+    def _identity_names(cls, v: dict[str, IdentityConfig]) -> dict[str, IdentityConfig]:
+        owner: dict[str, str] = {}
+        for name, identity in v.items():
+            if not PERSON_NAME.fullmatch(name) or name.startswith(LINKED_PREFIX):
+                raise ValueError(f"identity name {name!r} must be lowercase letters, digits, "
+                                 f"'_' or '-' (it names <data>/persons/{name}/), not "
+                                 f"starting with {LINKED_PREFIX!r}, e.g. [identities.alice]")
+            for member in identity.members:
+                if member in owner:
+                    raise ValueError(f"{member!r} is a member of both [identities."
+                                     f"{owner[member]}] and [identities.{name}]; a "
+                                     "person's account belongs to one identity")
+                owner[member] = name
+        return v
+
+    def person_of(self, user: str) -> str | None:
+        """The configured identity ``user`` (``channel:sender_id``) belongs to, if any."""
+        for name, identity in self.identities.items():
+            if user in identity.members:
+                return name
+        return None
 
     @property
     def config_path(self) -> Path | None:

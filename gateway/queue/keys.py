@@ -140,3 +140,24 @@ class Keys:
         """Present while a redaction job of the group runs or is rescheduled (the lease
         its lock renews, as ``consolidating`` is for a consolidation)."""
         return f"{self.prefix}redact:{group}"
+
+    @property
+    def identity_links(self) -> str:
+        """Hash ``channel:sender_id`` -> person id: accounts linked by ``/link`` (the
+        config's ``[identities]`` are not stored here; they always win)."""
+        return f"{self.prefix}identity:links"
+
+    def link_code(self, code: str) -> str:
+        """A ``/link`` one-time code (JSON: the account that asked, its name), with a TTL;
+        taken with GETDEL, so it is used at most once."""
+        return f"{self.prefix}identity:code:{code}"
+
+    def link_pending(self, user: str) -> str:
+        """The account's live ``/link`` code (one at a time), same TTL."""
+        return f"{self.prefix}identity:pending:{user}"
+
+    @property
+    def identity_share(self) -> str:
+        """Hash person id -> what the person shares with group turns (``profile``);
+        absent: nothing (the default)."""
+        return f"{self.prefix}identity:share"

@@ -3,7 +3,8 @@
 It answers ``ack <ids>`` listing the transcript's message ids in order, plus any
 ``MARK-...`` token found in core memory (the instructions), so tests can check what a
 turn saw. With ``PNC_TEST_REDIS_URL`` set it records every turn in Redis:
-``test:turns`` (JSON: group, ids, pid, texts, the prompt's "System note:" lines) and
+``test:turns`` (JSON: group, ids, pid, texts, the prompt's "System note:" lines, the
+whole prompt) and
 ``test:overlap`` (a group whose turns ran at the same time). A message whose text
 contains ``BLOCK`` makes the model write its pid to ``$PNC_TEST_DIR/blocked.pid`` and
 wait until ``$PNC_TEST_DIR/release`` exists. A message ``SILENT`` gets no reply.
@@ -66,7 +67,8 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             r.rpush("test:overlap", group)
         notes = sorted({ln for ln in instructions.splitlines() if ln.startswith("System note:")})
         r.rpush("test:turns", json.dumps({"group": group, "ids": ids, "pid": os.getpid(),
-                                          "texts": texts, "notes": notes}))
+                                          "texts": texts, "notes": notes,
+                                          "prompt": instructions + "\n\n" + user}))
     try:
         if any("BLOCK" in t for t in texts):
             d = Path(os.environ["PNC_TEST_DIR"])

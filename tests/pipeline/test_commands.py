@@ -72,8 +72,8 @@ def test_where_a_command_runs_is_enforced_even_for_operators() -> None:
     c = cfg()
     group_link = commands.run(msg("/link confirm", sender_id="1"), c)
     assert group_link is not None and "works in a DM only" in group_link
-    dm_share = commands.run(msg("/share confirm", sender_id="1", is_group=False, chat_id="1"), c)
-    assert dm_share is not None and "works in a group only" in dm_share
+    group_share = commands.run(msg("/share profile on", sender_id="1"), c)
+    assert group_share is not None and "works in a DM only" in group_share
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -91,13 +91,31 @@ def test_help_lists_only_what_the_sender_may_run_here() -> None:
     assert member is not None
     assert "/whoami" in member and "/forget" not in member and "/link" not in member
     operator = commands.run(msg("/help", sender_id="1"), cfg())
-    assert operator is not None and "/forget" in operator and "/share" in operator
+    assert operator is not None and "/forget" in operator and "/share" not in operator
+    dm = commands.run(msg("/help", is_group=False, chat_id="7"), cfg())
+    assert dm is not None and "/link" in dm and "/share" in dm
 
 
 def test_whoami_reports_identity_and_roles() -> None:
     answer = commands.run(msg("/whoami", is_admin=True), cfg())
     assert answer == ("You are Ann (telegram:7) in telegram:-100; your roles here: "
                       "chat admin, member.")
+
+
+def test_whoami_lists_config_linked_identities_in_a_dm_only() -> None:
+    c = parse_config({"identities": {"ann": {"members": ["slack:U7", "telegram:7"]}}}, env={})
+    answer = commands.run(msg("/whoami", is_group=False, chat_id="7"), c)
+    assert answer == ("You are Ann (telegram:7) in telegram:7; your roles here: DM owner, "
+                      "member. Linked identities (person ann): telegram:7, slack:U7.")
+    in_group = commands.run(msg("/whoami"), c)
+    assert in_group is not None and "slack:U7" not in in_group
+
+
+def test_share_and_link_need_the_store_and_say_how() -> None:
+    share = commands.run(msg("/share profile maybe", is_group=False, chat_id="7"), cfg())
+    assert share is not None and share.startswith("Usage: /share profile on|off")
+    link = commands.run(msg("/link", is_group=False, chat_id="7"), cfg())
+    assert link == "/link needs the gateway's Redis: nothing was linked."
 
 
 def test_registry_names_fit_telegram_rules() -> None:

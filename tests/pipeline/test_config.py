@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -123,3 +124,26 @@ def test_run_stops_with_the_workers_config_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "model.api_key_env" in proc.stderr and "PNC_TEST_UNSET_KEY" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(("identities", "error"), [
+    ({"Ada": {"members": ["telegram:42"]}}, "identity name 'Ada' must be lowercase"),
+    ({"linked-x": {"members": ["telegram:42"]}}, "not starting with 'linked-'"),
+    ({"ada": {"members": ["telegram42"]}},
+     "identities.ada.members: 'telegram42' is not a user key 'channel:sender_id'"),
+    ({"ada": {"members": []}}, "identities.ada.members: list should have at least 1 item"),
+    ({"ada": {"members": ["telegram:42"], "share": True}},
+     "identities.ada.share: unknown key 'share' in [identities.ada]; known keys: members"),
+    ({"ada": {"members": ["telegram:42"]}, "bo": {"members": ["telegram:42"]}},
+     "'telegram:42' is a member of both [identities.ada] and [identities.bo]"),
+])
+def test_identity_errors_name_the_key(identities: dict[str, Any], error: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config({"identities": identities}, env={})
+    assert error in str(err.value)
+
+
+def test_identities_map_user_keys_to_people() -> None:
+    c = parse_config({"identities": {"ada": {"members": ["telegram:42", "slack:U0123"]}}},
+                     env={})
+    assert c.person_of("slack:U0123") == "ada" and c.person_of("slack:U9") is None

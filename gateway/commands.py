@@ -246,9 +246,13 @@ def _link(call: Invocation) -> str | Awaitable[str]:
     store = call.identities
     if store is None:
         return "/link needs the gateway's Redis: nothing was linked."
-    code = call.command.args.strip()
+    words = call.command.args.split()
+    confirmed = words[-1:] == [CONFIRM_WORD]
+    code = " ".join(words[:-1] if confirmed else words)
 
     async def linking() -> str:
+        if code and not confirmed:
+            return await store.preview(code, call.msg)
         if not code:
             issued = await store.issue_code(call.msg)
             return (f"Your link code is {issued} (valid {max(1, store.code_ttl // 60)} "

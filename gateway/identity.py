@@ -3,7 +3,10 @@
 The flow (every step a Redis command, so it survives a gateway restart as Redis does)::
 
     account A, in a DM:  /link        -> a one-time code (CODE_TTL), A's only live one
-    account B, in a DM:  /link CODE   -> the code is taken (GETDEL: at most once);
+    account B, in a DM:  /link CODE   -> whose code it is, and what linking means;
+                                         nothing changes
+    account B, in a DM:  /link CODE confirm
+                                      -> the code is taken (GETDEL: at most once);
                                          A and B are now one person (a new id, or the
                                          person one of them already is)
     a wrong, expired or already used code changes nothing and says so
@@ -86,6 +89,25 @@ class IdentityStore:
             pipe.set(self._keys.link_pending(user), code, ex=self.code_ttl)
             await pipe.execute()
         return code
+
+    async def preview(self, code: str, msg: Inbound) -> str:
+        """What redeeming ``code`` from ``msg``'s account would do, changing nothing (the
+        code stays live). The person who sends a code joins the account that asked for
+        it, and that account then reads what they say here: someone talked into sending
+        a stranger's code must see whose it is before anything is linked."""
+        raw = await self._r.get(self._keys.link_code(normalize_code(code)))
+        if raw is None:
+            return ("That code is not valid: it is wrong, expired or already used. Nothing "
+                    "was linked. Send /link in your other DM for a new one.")
+        asked = json.loads(_s(raw))
+        asker, name = str(asked["user"]), str(asked.get("name") or "")
+        if asker == sender(msg):
+            return ("That code was made for this account: send it from your DM on the "
+                    "other channel. Nothing was linked.")
+        named = f"{asker} ({name})" if name else asker
+        return (f"This would join your account here ({sender(msg)}) with {named} as one "
+                f"person: whoever uses {asker} will read what you tell me in either DM. "
+                f"Only if that account is yours, send /link {normalize_code(code)} confirm")
 
     async def redeem(self, code: str, msg: Inbound) -> LinkOutcome:
         """Link the sender with the account that asked for ``code``. The code is spent

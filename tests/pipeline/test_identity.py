@@ -122,14 +122,17 @@ async def test_link_codes_join_two_dms_once_and_expire(tmp_path: Path,
         # a wrong code does nothing but say so
         await command(stack, dm("telegram", "42", "42", "l2", "/link ZZZZZZZZ"))
         assert stack.r.hlen("pnc:identity:links") == 0
-        await command(stack, dm("telegram", "42", "42", "l3", f"/link {code}"))
+        # the code alone only says whose it is: nothing linked, the code still live
+        await command(stack, dm("telegram", "42", "42", "l3a", f"/link {code}"))
+        assert stack.r.hlen("pnc:identity:links") == 0
+        await command(stack, dm("telegram", "42", "42", "l3", f"/link {code} confirm"))
         links = stack.r.hgetall("pnc:identity:links")
         person = links[b"local:ada"].decode()
         assert links == {b"local:ada": person.encode(), b"telegram:42": person.encode()}
         who = await stack.ask("ada", "ada", "/whoami", message_id="l4")
         assert who.reply is not None and "local:ada, telegram:42" in who.reply
         # reused: refused, nothing linked
-        await command(stack, dm("slack", "D0999", "U0123", "l5", f"/link {code}"))
+        await command(stack, dm("slack", "D0999", "U0123", "l5", f"/link {code} confirm"))
         assert b"slack:U0123" not in stack.r.hgetall("pnc:identity:links")
         # expired: refused, nothing linked
         gw.inbox.front.identities.code_ttl = 1
@@ -138,7 +141,8 @@ async def test_link_codes_join_two_dms_once_and_expire(tmp_path: Path,
         stale = CODE.search(late.reply)
         assert stale and "valid 1 minutes" in late.reply
         await asyncio.sleep(1.5)
-        await command(stack, dm("slack", "D0999", "U0123", "l7", f"/link {stale.group(1)}"))
+        await command(stack, dm("slack", "D0999", "U0123", "l7",
+                                     f"/link {stale.group(1)} confirm"))
         assert b"slack:U0123" not in stack.r.hgetall("pnc:identity:links")
         # the linked DMs share memory; the refused account does not
         await turn(stack, dm("telegram", "42", "42", "t1", FACT))
@@ -251,5 +255,32 @@ async def test_links_and_sharing_survive_a_redis_restart(valkey: Valkey) -> None
         assert await store.shares_profile(linked.person)
         # the spent code stays spent
         assert not (await store.redeem(code, dm("discord", "9", "9", "c", "x"))).ok
+    finally:
+        await client.aclose()
+
+
+async def test_a_code_is_shown_with_whose_it_is_before_it_links(valkey: Valkey) -> None:
+    """Someone talked into sending a stranger's code must see whose account it joins
+    theirs with, and link only by confirming: the preview spends nothing."""
+    import redis.asyncio as aioredis
+
+    from gateway.config import parse_config
+    from gateway.identity import IdentityStore
+    from gateway.queue import Keys
+
+    client = aioredis.Redis.from_url(valkey.url)
+    try:
+        store = IdentityStore(parse_config({}, env={}), client, Keys())
+        code = await store.issue_code(dm("telegram", "42", "42", "a", "/link"))
+        victim = dm("slack", "D1", "U1", "b", f"/link {code}")
+        shown = await store.preview(code, victim)
+        assert "telegram:42 (Ada)" in shown and "slack:U1" in shown
+        assert f"/link {code} confirm" in shown
+        assert await store.person_of("slack:U1") is None
+        assert "made for this account" in await store.preview(
+            code, dm("telegram", "42", "42", "c", ""))
+        assert "not valid" in await store.preview("ZZZZZZZZ", victim)
+        assert (await store.redeem(code, victim)).ok  # still live after the previews
+        assert "not valid" in await store.preview(code, victim)
     finally:
         await client.aclose()

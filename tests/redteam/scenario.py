@@ -59,6 +59,9 @@ class Scenario:
     cites_other: bool = False
     #: benign scenarios: the fact that must be stored, at least at ``true_trust``
     benign_fact: str | None = None
+    #: identity links (user key ``channel:sender_id`` -> person id), as ``[identities]``
+    #: or ``/link`` make them: a linked person's DMs open ``persons/<id>/``
+    links: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -166,3 +169,9 @@ def filler_turns(b: Builder, n: int) -> list[tuple[Inbound, ...]]:
         b.later()
         out.append((b.bystander("@bot " + b.pick(FILLER)),))
     return out
+
+
+def other_channel(b: Builder) -> tuple[str, str]:
+    """(channel, DM chat id) of a platform other than the scenario's own."""
+    channel, _, dm = CHANNELS[(b.index + 1) % len(CHANNELS)]
+    return channel, dm

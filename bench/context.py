@@ -79,6 +79,9 @@ async def run_sample(sample: dict[str, Any], backend: str, root: Path, budget: i
                 "created": turn["when"].isoformat(), "speaker": turn["speaker"],
                 "participants": [turn["speaker"]], "trust": 0.8,
             })
+        # as bench.locomo does: a live bot embedded a conversation (in the background)
+        # long before anyone asks about it
+        await asyncio.to_thread(mem.flush)
         now = all_turns[-1]["when"] if all_turns else None
         for n, qa in enumerate(sample["qa"]):
             gold = normalize_evidence(qa.get("evidence") or [])

@@ -68,7 +68,13 @@ from workers.facts import (
 )
 from workers.identity import memory_key
 from workers.lock import GroupLock
-from workers.maintenance import LOCK_WAIT, MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
+from workers.maintenance import (
+    LOCK_WAIT,
+    MAX_RESCHEDULES,
+    PENDING_TTL,
+    RESCHEDULE_DELAY,
+    turns_waiting,
+)
 from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, fact_id
 from workers.turn import Batch, parse_batch
 
@@ -203,11 +209,6 @@ def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
 
 # -- the job ------------------------------------------------------------------------------
 
-def _waiting(client: redis.Redis, keys: Keys, group: str) -> bool:
-    return bool(int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
-                                  keys.processing(group))))
-
-
 def _queued(client: redis.Redis, keys: Keys, group: str) -> list[tuple[str, Batch]]:
     """The group's queued turns (raw entry, batch), oldest first, each turn once; an
     unreadable entry is logged and dropped."""
@@ -276,7 +277,7 @@ def extract_group(
                  RESCHEDULE_DELAY, job_id)
         return {"group": group, "end": "rescheduled", "job": job_id}
 
-    if _waiting(client, keys, group):
+    if turns_waiting(client, keys, group):
         return reschedule()
     identities = Identities(settings.person_of, client, keys)
 
@@ -294,7 +295,7 @@ def extract_group(
         known = find_known(memory_of(batch), batch)
         result = _stored(client, state)
         if result is None:
-            if _waiting(client, keys, group):
+            if turns_waiting(client, keys, group):
                 return reschedule()  # what was asked so far is stored; turns come first
             try:
                 answer = ctx.run(ask_model(settings, render_request(batch, known,
@@ -322,7 +323,7 @@ def extract_group(
         # The pending key stands in for the drain lease the lock renews (as consolidation).
         lock = GroupLock(client, keys.lock(group), pending, ttl=lock_ttl,
                          lease_ttl=PENDING_TTL)
-        if _waiting(client, keys, group) or not lock.acquire(timeout=LOCK_WAIT):
+        if turns_waiting(client, keys, group) or not lock.acquire(timeout=LOCK_WAIT):
             return reschedule()
         try:
             for raw, batch, result, known in ready:

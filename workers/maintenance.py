@@ -161,6 +161,14 @@ def after_episodes(
         return None
 
 
+def turns_waiting(client: redis.Redis, keys: Keys, group: str) -> bool:
+    """Whether ``group`` has a drain queued or running (its lease), messages waiting, or a
+    batch in processing: a background job (consolidation, extraction, redaction) yields
+    then, since taking the group lock would only make that turn wait for it."""
+    return bool(int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
+                                  keys.processing(group))))
+
+
 def consolidate_group(
     group: str,
     *,
@@ -183,11 +191,7 @@ def consolidate_group(
     # The pending key stands in for the drain lease the lock renews: renewing the real
     # lease would make the inbox believe a drain job exists and skip enqueueing one.
     lock = GroupLock(client, keys.lock(group), pending, ttl=lock_ttl, lease_ttl=PENDING_TTL)
-    # Yield to the group's turns: with a drain queued or running (its lease), or messages
-    # waiting, taking the lock would only make that drain wait for us.
-    waiting = int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
-                                keys.processing(group)))
-    if waiting or not lock.acquire(timeout=LOCK_WAIT):
+    if turns_waiting(client, keys, group) or not lock.acquire(timeout=LOCK_WAIT):
         if reschedules >= MAX_RESCHEDULES:
             log.warning("consolidation of %s: group busy %d times; left for later", group,
                         reschedules)

@@ -63,6 +63,7 @@ from memory_store.redact import (
 )
 from workers.context import WorkerContext, current
 from workers.lock import GroupLock
+from workers.maintenance import turns_waiting
 
 log = logging.getLogger(__name__)
 
@@ -191,10 +192,7 @@ def redact_group(
               "job_timeout": job_timeout, "retries": retries}
     lock = GroupLock(client, keys.lock(group), keys.redacting(group), ttl=lock_ttl,
                      lease_ttl=LEASE_TTL)
-    # Yield to the group's turns, as a consolidation does.
-    waiting = int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
-                                keys.processing(group)))
-    if waiting or not lock.acquire(timeout=LOCK_WAIT):
+    if turns_waiting(client, keys, group) or not lock.acquire(timeout=LOCK_WAIT):
         return _reschedule(client, group, kwargs, reschedules)
     client.set(keys.redacting(group), "1", ex=LEASE_TTL)
     try:

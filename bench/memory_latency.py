@@ -2,6 +2,7 @@
 
     python -m bench.memory_latency [--sizes 10000,100000,1000000] [--backends file,vector,hybrid]
                                    [--queries 200] [--writes 100] [--json]
+                                   [--lexical-budget N]
 
 For each size the synthetic group of N memories (``bench/corpus.py``, fixed by seed) is
 generated as files. Then for each backend: one process rebuilds the index from the
@@ -11,7 +12,11 @@ fresh process measures, after loading the model, its resident memory, opens the 
 detection, query embedding with the real model, ranking, records), measures its
 resident memory again (``rss_mb`` is the difference: what one open group adds, mapped
 vector pages included), then times W durable writes (``await mem.write()``: the reply
-path; vectors follow in the background). The vector backend is skipped above 100,000
+path; vectors follow in the background); for the file backend it also reruns the
+queries with the full BM25 OR-query (``exact_top10_overlap``: how much of its top 10
+the pruned query of ``memory_store/lexplan.py`` returns). ``--lexical-budget
+1000000000000`` measures the full OR-query instead (the code before the pruning). The
+vector backend is skipped above 100,000
 (``--vector-max``): at a million the dense half is measured through hybrid.
 
 Embedding a million texts with the real model would take hours here, so *corpus*
@@ -140,7 +145,8 @@ def embed_rate(real: Any, batch: int) -> float:
     return len(texts) / (time.perf_counter() - t0)
 
 
-async def measure(data: Path, backend: str, n_queries: int, n_writes: int) -> dict[str, Any]:
+async def measure(data: Path, backend: str, n_queries: int, n_writes: int,
+                  lexical_budget: int | None = None) -> dict[str, Any]:
     from memory_store import open_memory
 
     options = _options(data, backend)
@@ -155,6 +161,9 @@ async def measure(data: Path, backend: str, n_queries: int, n_writes: int) -> di
     t0 = time.perf_counter()
     mem = open_memory(data, GROUP, backend, **options)
     result["open_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+    planner = mem.catalog.planner
+    if lexical_budget is not None:
+        planner.budget = lexical_budget
     try:
         qs = corpus.queries(n_queries)
         for q in qs[:5]:  # warm caches (first search after open, model warm-up)
@@ -166,6 +175,15 @@ async def measure(data: Path, backend: str, n_queries: int, n_writes: int) -> di
             search_ms.append((time.perf_counter() - t0) * 1000)
         result["rss_mb"] = round(rss_mb() - base, 1)
         result["rss_total_mb"] = round(rss_mb(), 1)
+        result["lexical_budget"] = planner.budget
+        if backend == "file":  # the pruned top 10 against the full OR-query's
+            pruned = [[h.id for h in await mem.search(q, k=10)] for q in qs]
+            planner.budget, budget = 10**12, planner.budget
+            full = [[h.id for h in await mem.search(q, k=10)] for q in qs]
+            planner.budget = budget
+            result["exact_top10_overlap"] = round(statistics.fmean(
+                len(set(a) & set(b)) / len(b) if b else float(not a)
+                for a, b in zip(pruned, full, strict=True)), 4)
         write_ms = []
         for i in range(n_writes):
             text = (f"{random.choice(corpus._NAMES)} said the meeting moved to room {i}"
@@ -259,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--writes", type=int, default=100)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--lexical-budget", type=int, default=None,
+                    help="memory_store.lexplan budget (10**12: the full OR-query, as before)")
     ap.add_argument("--cache", action="store_true",
                     help="instead: the open-group cache under Zipf traffic (hit rate, latency)")
     ap.add_argument("--build", nargs=2, metavar=("DATA", "BACKEND"), help=argparse.SUPPRESS)
@@ -271,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(cache_sim()))
         return 0
     if args.one:
-        res = asyncio.run(measure(Path(args.one[0]), args.one[1], args.queries, args.writes))
+        res = asyncio.run(measure(Path(args.one[0]), args.one[1], args.queries, args.writes,
+                                  args.lexical_budget))
         print(json.dumps(res))
         return 0
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -291,8 +312,10 @@ def main(argv: list[str] | None = None) -> int:
                 # Fresh processes: the build's heap does not inflate the measured RSS.
                 res = _run(env, "--build", str(tmp), backend)
                 if "error" not in res:
+                    budget = ([] if args.lexical_budget is None
+                              else ["--lexical-budget", str(args.lexical_budget)])
                     res.update(_run(env, "--one", str(tmp), backend, "--queries",
-                                    str(args.queries), "--writes", str(args.writes)))
+                                    str(args.queries), "--writes", str(args.writes), *budget))
                 results[backend][str(size)] = res
                 if "error" in res:
                     continue

@@ -32,6 +32,7 @@ from memory_store.catalog_query import CatalogQueries
 from memory_store.fileformat import content_hash, parse
 from memory_store.group import GroupDirectory
 from memory_store.indexdoc import index_text, record_from_json, record_to_json
+from memory_store.lexplan import LexicalPlanner
 from memory_store.paths import DEFAULT_KIND_DIR, KIND_DIRS, MEMORY_DIRS, id_from_filename
 from memory_store.protocol import MemoryRecord
 from memory_store.watch import Watcher, make_watcher, subdirs
@@ -113,6 +114,7 @@ class Catalog(CatalogQueries):
         self.group = group
         self.hooks = list(hooks)
         self._mu = threading.RLock()
+        self.planner = LexicalPlanner()
         group.ensure()
         self._watcher: Watcher = make_watcher([group.path / d for d in MEMORY_DIRS], watch)
         self._conn: sqlite3.Connection | None = None

@@ -11,7 +11,8 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from memory_store.filters import SearchFilters
-from memory_store.indexdoc import fts_query, record_from_json
+from memory_store.indexdoc import fts_query, fts_terms, record_from_json
+from memory_store.lexplan import LexicalPlanner
 from memory_store.protocol import MemoryRecord
 
 
@@ -19,6 +20,7 @@ class CatalogQueries:
     """Queries over ``docs`` and ``fts``; the subclass provides ``conn`` and ``_mu``."""
 
     _mu: threading.RLock
+    planner: LexicalPlanner
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -36,18 +38,23 @@ class CatalogQueries:
             return int(self.conn.execute("SELECT count(*) FROM docs").fetchone()[0])
 
     def lexical(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
-        """Top ``k`` (rowid, bm25 score; higher is better) matching ``query`` and filters."""
-        match = fts_query(query)
-        if match is None or k <= 0:
+        """Top ``k`` (rowid, bm25 score; higher is better) matching ``query`` and filters
+        (common terms pruned at scale: :mod:`memory_store.lexplan`)."""
+        terms = fts_terms(query)
+        if not terms or k <= 0:
             return []
         if filters.only_superseded_check:
-            return self._lexical_unfiltered(match, k, filters)
+            return self._lexical_unfiltered(terms, k, filters)
         where, params = filters.sql("d")
         sql = ("SELECT fts.rowid, bm25(fts) AS s FROM fts JOIN docs d ON d.rowid = fts.rowid"  # noqa: S608
                f" WHERE fts MATCH ? AND {where} ORDER BY s LIMIT ?")
+
+        def run(match: str, limit: int) -> list[tuple[int, float]]:
+            rows = self.conn.execute(sql, [match, *params, limit]).fetchall()
+            return [(int(r[0]), -float(r[1])) for r in rows]
+
         with self._mu:
-            rows = self.conn.execute(sql, [match, *params, k]).fetchall()
-        return [(int(r[0]), -float(r[1])) for r in rows]
+            return self.planner.top(self.conn, terms, k, run)
 
     def lexical_among(self, query: str, rowids: Sequence[int], k: int,
                       filters: SearchFilters) -> list[tuple[int, float]]:
@@ -66,10 +73,17 @@ class CatalogQueries:
         out.sort(key=lambda t: -t[1])
         return out[:k]
 
-    def _lexical_unfiltered(self, match: str, k: int,
+    def _lexical_unfiltered(self, terms: list[str], k: int,
                             filters: SearchFilters) -> list[tuple[int, float]]:
         """The common case (no filter but "not superseded"): rank in FTS alone, without
         the join to ``docs`` for every match, and drop the few superseded rows after."""
+
+        def run(match: str, limit: int) -> list[tuple[int, float]]:
+            rows = self.conn.execute(
+                "SELECT rowid, bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?",
+                (match, limit + len(gone))).fetchall()
+            return [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in gone][:limit]
+
         with self._mu:
             gone: set[int] = set()
             if not filters.include_superseded:
@@ -77,10 +91,7 @@ class CatalogQueries:
                 gone = {int(r[0]) for r in self.conn.execute(
                     "SELECT rowid FROM docs WHERE valid_to IS NOT NULL AND valid_to <= ?",
                     (now,))}
-            rows = self.conn.execute(
-                "SELECT rowid, bm25(fts) AS s FROM fts WHERE fts MATCH ? ORDER BY s LIMIT ?",
-                (match, k + len(gone))).fetchall()
-        return [(int(r[0]), -float(r[1])) for r in rows if int(r[0]) not in gone][:k]
+            return self.planner.top(self.conn, terms, k, run)
 
     def recent(self, k: int, filters: SearchFilters) -> list[int]:
         where, params = filters.sql("d")

@@ -60,12 +60,16 @@ def index_text(record: MemoryRecord) -> str:
     return record.content + "\n" + " ".join(extra)
 
 
-def fts_query(query: str) -> str | None:
-    """An FTS5 OR-query of the query's content words (stopwords dropped), or None."""
+def fts_terms(query: str) -> list[str]:
+    """The query's content words (stopwords dropped; all words if only stopwords) as
+    quoted FTS5 phrases, each once, in query order."""
     words = [w.lower() for w in _WORD.findall(query)]
     content = [w for w in words if w not in STOPWORDS]
     chosen = content or words
-    if not chosen:
-        return None
-    unique = list(dict.fromkeys(chosen))
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
+    return ['"' + w.replace('"', '""') + '"' for w in dict.fromkeys(chosen)]
+
+
+def fts_query(query: str) -> str | None:
+    """An FTS5 OR-query of the query's content words (stopwords dropped), or None."""
+    terms = fts_terms(query)
+    return " OR ".join(terms) if terms else None

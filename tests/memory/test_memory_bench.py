@@ -75,6 +75,7 @@ def test_memory_latency_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert row["memories"] == 60
     for key in ("search_p50_ms", "search_p95_ms", "write_p95_ms", "rebuild_per_s", "rss_mb"):
         assert row[key] > 0
+    assert row["exact_top10_overlap"] == 1.0  # 60 records: never pruned
 
 
 def test_locomo_reports_the_tuning_and_held_out_split(

@@ -58,6 +58,9 @@ _INF = math.inf
 DEFAULT_SMOOTH = 0.5
 #: Weight of an episode's window vector score against its own score.
 WINDOW_WEIGHT = 0.5
+#: Records whose sentence vectors a search scores (the best by their combined vector;
+#: 0: every record). Chosen on LoCoMo's tuning conversation (bench/README.md).
+RERANK = 1000
 
 
 def f16(vecs: npt.NDArray[np.floating]) -> bytes:
@@ -74,8 +77,9 @@ class DenseIndex(DenseQueries):
 
     def __init__(self, embedder: Embedder, index_dir: Path, *,
                  smooth: float = DEFAULT_SMOOTH, window_weight: float = WINDOW_WEIGHT,
-                 session_gap: float = SESSION_GAP) -> None:
+                 session_gap: float = SESSION_GAP, rerank: int = RERANK) -> None:
         self.embedder = embedder
+        self.rerank = rerank
         self.index_dir = Path(index_dir)
         self.smooth = smooth
         self.window_weight = window_weight
@@ -105,7 +109,7 @@ class DenseIndex(DenseQueries):
         self._cowner = np.full(cslots, -1, dtype=np.int64)
         self._slot_of = np.full(0, -1, dtype=np.int64)
         self._neighbours: tuple[IntArray, IntArray] | None = None
-        self._segments: tuple[IntArray, IntArray] | None = None
+        self._segments: tuple[IntArray, IntArray, IntArray] | None = None
 
     def __len__(self) -> int:
         return int((self._rowid[: self._n] >= 0).sum())
@@ -115,7 +119,8 @@ class DenseIndex(DenseQueries):
         return self._mu
 
     def footprint_bytes(self) -> int:
-        """RAM arrays plus the mapped vector pages a search touches (all of them)."""
+        """RAM arrays plus the mapped vector pages searches touch (all of them: over
+        many searches the candidates' sentence pages cover most of the file)."""
         arrays = sum(a.nbytes for a in (self._rowid, self._created, self._trust,
                                         self._valid_to, self._episode, self._bw,
                                         self._cowner, self._slot_of))

@@ -55,11 +55,12 @@ class DenseQueries:
     _cowner: IntArray
     _slot_of: IntArray
     _neighbours: tuple[IntArray, IntArray] | None
-    _segments: tuple[IntArray, IntArray] | None
+    _segments: tuple[IntArray, IntArray, IntArray] | None
     mat: VecFile | None
     cmat: VecFile | None
     smooth: float
     session_gap: float
+    rerank: int
 
     def slot(self, rowid: int) -> int:
         if 0 <= rowid < len(self._slot_of):
@@ -82,30 +83,38 @@ class DenseQueries:
             self._neighbours = (prev, nxt)
         return self._neighbours
 
-    def _chunk_segments(self) -> tuple[IntArray, IntArray]:
-        """(first chunk slot, owner slot) of each run of live chunks with one owner."""
+    def _chunk_segments(self) -> tuple[IntArray, IntArray, IntArray]:
+        """(first chunk slot, owner slot, length) of each run of live chunks with one
+        owner (a record's sentences are one run)."""
         if self._segments is None:
             owner = self._cowner[: self._m]
             live = np.flatnonzero(owner >= 0)
-            if len(live):
-                starts = live[np.r_[True, (np.diff(live) != 1)
-                                    | (np.diff(owner[live]) != 0)]]
-            else:
-                starts = live
-            self._segments = (starts, owner[starts])
+            first = np.flatnonzero(np.r_[True, (np.diff(live) != 1)
+                                         | (np.diff(owner[live]) != 0)]) if len(live) \
+                else live
+            starts = live[first]
+            counts = np.diff(np.r_[first, len(live)]).astype(np.int64)
+            self._segments = (starts, owner[starts], counts)
         return self._segments
 
     # -- queries ----------------------------------------------------------------------
 
-    def scores(self, query_vec: Vectors) -> npt.NDArray[np.float32]:
-        """Similarity of every slot to the query (dead slots: garbage, mask them)."""
+    def scores(self, query_vec: Vectors,
+               mask: npt.NDArray[np.bool_] | None = None) -> npt.NDArray[np.float32]:
+        """Similarity of every slot to the query (dead slots: garbage, mask them).
+
+        With ``rerank`` set and more records with sentences than that, only the
+        ``rerank`` best of them by an estimate (among ``mask``) get their sentences
+        scored; see :meth:`_reranked`."""
         assert self.mat is not None and self.cmat is not None
         n, m = self._n, self._m
         q = np.asarray(query_vec, dtype=np.float32).reshape(-1)
         s = self.mat.dot(q, n)
         if m:
-            starts, owners = self._chunk_segments()
-            if len(starts):
+            starts, owners, counts = self._chunk_segments()
+            if self.rerank and len(starts) > self.rerank:
+                s = self._reranked(q, s, (starts, owners, counts), mask)
+            elif len(starts):
                 cs = self.cmat.dot(q, m)
                 cs[self._cowner[:m] < 0] = -np.inf
                 best = np.maximum.reduceat(cs, starts)
@@ -115,18 +124,45 @@ class DenseQueries:
             s = (s + np.float32(self.smooth) * (s[prev] + s[nxt]) / 2).astype(np.float32)
         return s
 
+    def _reranked(self, q: npt.NDArray[np.float32], s: npt.NDArray[np.float32],
+                  segments: tuple[IntArray, IntArray, IntArray],
+                  mask: npt.NDArray[np.bool_] | None) -> npt.NDArray[np.float32]:
+        """Scores with the best sentence computed for the ``rerank`` best candidates only.
+
+        A record's combined vector carries weight ``1 - bw`` (whole and window), its
+        best sentence ``bw``; the estimate takes the best sentence to score like the
+        combined vector (``s / (1 - bw)``). Candidates are the best by estimate; they
+        get the exact score, every other record keeps its estimate (so a search maps
+        the sentence pages of the candidates only)."""
+        assert self.cmat is not None
+        starts, owners, counts = segments
+        bw = self._bw[: self._n]
+        est = (s / (1 - bw)).astype(np.float32)
+        pick = est[owners]
+        if mask is not None:
+            pick = np.where(mask[owners], pick, -np.inf)
+        top = np.argpartition(-pick, self.rerank - 1)[: self.rerank]
+        top = np.sort(top)  # file order: neighbouring rows share pages
+        cnt = counts[top]
+        offs = np.cumsum(cnt) - cnt
+        rows = np.repeat(starts[top] - offs, cnt) + np.arange(int(cnt.sum()))
+        best = np.maximum.reduceat(self.cmat.dot_rows(q, rows), offs)
+        own = owners[top]
+        est[own] = s[own] + bw[own] * best
+        return est
+
     def masked_scores(self, query_vec: Vectors, *, now: float,
                       allowed: Sequence[int] | None = None,
                       include_superseded: bool = False) -> npt.NDArray[np.float32]:
         """:meth:`scores` with -inf for dead slots and rows the filters exclude (hold
         ``lock``; slots are only stable until the next write)."""
         n = self._n
-        scores = self.scores(query_vec)
         mask = self._rowid[:n] >= 0
         if not include_superseded:
             mask &= self._valid_to[:n] > now
         if allowed is not None:
             mask &= np.isin(self._rowid[:n], np.fromiter(allowed, dtype=np.int64))
+        scores = self.scores(query_vec, mask)
         return np.where(mask, scores, -np.inf).astype(np.float32)
 
     def snapshot(self) -> DenseView:

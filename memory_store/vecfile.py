@@ -106,6 +106,18 @@ class VecFile:
         out: Floats = (raw * scale).astype(np.float32, copy=False)
         return out
 
+    def dot_rows(self, query: npt.NDArray[np.floating], idx: npt.NDArray[np.int64]) -> Floats:
+        """Approximate ``rows[idx] @ query``: maps only the pages of those rows."""
+        if not len(idx):
+            return np.zeros(0, dtype=np.float32)
+        assert self._rows is not None and self._scale is not None
+        q8, qs = quantize_query(query)
+        raw = np.asarray(simsimd.cdist(q8, self._rows[idx], metric="dot",
+                                       out_dtype="float32"), dtype=np.float32).reshape(-1)
+        scale = np.asarray(self._scale[idx], dtype=np.float32) * np.float32(qs)
+        out: Floats = (raw * scale).astype(np.float32, copy=False)
+        return out
+
     def flush(self) -> None:
         if self._rows is not None:
             self._rows.flush()

@@ -95,14 +95,15 @@ def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
 
 
-def _scrub(value: Any, pat: re.Pattern[str]) -> Any:
-    """``value`` (front-matter metadata) with every match replaced by the marker."""
+def scrub_value(value: Any, pat: re.Pattern[str]) -> Any:
+    """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
+    replaced by the marker."""
     if isinstance(value, str):
         return pat.sub(MARKER, value)
     if isinstance(value, list):
-        return [_scrub(v, pat) for v in value]
+        return [scrub_value(v, pat) for v in value]
     if isinstance(value, dict):
-        return {k: _scrub(v, pat) for k, v in value.items()}
+        return {k: scrub_value(v, pat) for k, v in value.items()}
     return value
 
 
@@ -161,7 +162,7 @@ class _Run:
         changes: dict[str, Any] = dict(extra or {})
         if pat is not None:
             for key, value in rec.metadata.items():
-                new = _scrub(value, pat)
+                new = scrub_value(value, pat)
                 if new != value and key not in changes:
                     changes[key] = new
         if supersede is not None and (_live(rec) or
@@ -184,7 +185,7 @@ class _Run:
             if rec.id in skip:
                 continue
             content = pat.sub(MARKER, rec.content)
-            if content != rec.content or _scrub(rec.metadata, pat) != rec.metadata:
+            if content != rec.content or scrub_value(rec.metadata, pat) != rec.metadata:
                 self.rewrite(rec, content, pat)
         for name in _CORE_FILES:
             self.core(self.mem.group, name, pat)
@@ -297,7 +298,7 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
         gone: set[str] = set()
         for rec in run.records():
             content = pat.sub(MARKER, rec.content)
-            if content == rec.content and _scrub(rec.metadata, pat) == rec.metadata:
+            if content == rec.content and scrub_value(rec.metadata, pat) == rec.metadata:
                 continue
             fact = rec.kind in ("fact", "entity") and not rec.metadata.get("entity_file")
             run.rewrite(rec, content, pat, supersede="forgotten" if fact else None)

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from datetime import timedelta
 from typing import Any
 
@@ -59,16 +58,15 @@ from memory_store.redact import (
     redact_message,
     redact_phrase,
     scrub_index,
+    scrub_value,
     words_pattern,
 )
 from workers.context import WorkerContext, current
 from workers.lock import GroupLock
-from workers.maintenance import turns_waiting
+from workers.maintenance import LOCK_WAIT, turns_waiting
 
 log = logging.getLogger(__name__)
 
-#: how long the job waits for the group lock before rescheduling itself, seconds
-LOCK_WAIT = 0.5
 #: delay before a job that found the group busy tries again, seconds
 RESCHEDULE_DELAY = 5
 #: busy this many times in a row: from then on, tried every ``SLOW_DELAY`` seconds
@@ -96,16 +94,6 @@ def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def _scrub(value: Any, pat: re.Pattern[str]) -> Any:
-    if isinstance(value, str):
-        return pat.sub(MARKER, value)
-    if isinstance(value, list):
-        return [_scrub(v, pat) for v in value]
-    if isinstance(value, dict):
-        return {k: _scrub(v, pat) for k, v in value.items()}
-    return value
-
-
 def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
                  ) -> list[tuple[str, str | None]]:
     """(entry, replacement or None: remove) for every held entry of a deleted message
@@ -123,7 +111,7 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
             continue
         if pat is None:
             continue
-        new_msg = {k: _scrub(v, pat) if k in _TEXT_FIELDS else v for k, v in msg.items()}
+        new_msg = {k: scrub_value(v, pat) if k in _TEXT_FIELDS else v for k, v in msg.items()}
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
     return pairs

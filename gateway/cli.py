@@ -23,8 +23,15 @@ import redis
 import typer
 
 from gateway import opscli
-from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
-from gateway.queue import Keys
+from gateway.config import (
+    CONFIG_ENV,
+    ConfigError,
+    GatewayConfig,
+    background_workers,
+    default_config_path,
+    load_config,
+)
+from gateway.queue import Keys, background_queue, worker_queues
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
 from gateway.smoke import check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
@@ -138,9 +145,13 @@ def run(
     _logging(log_level)
     count = workers if workers is not None else cfg.queue.workers
     with _redis(cfg) as (url, embedded):
-        cmd = worker_command(path, worker_class=worker_class, queues=[cfg.queue.name],
-                             log_level=log_level)
-        sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url))
+        cmd = worker_command(path, worker_class=worker_class,
+                             queues=worker_queues(cfg.queue.name), log_level=log_level)
+        background = worker_command(path, worker_class=worker_class,
+                                    queues=[background_queue(cfg.queue.name)],
+                                    log_level=log_level)
+        sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url),
+                               extra=[background] * background_workers(cfg))
         sup.start()
         try:
             asyncio.run(_run_gateway(cfg, url, sup, embedded))
@@ -172,6 +183,9 @@ def worker(
         "--redis-url", help="[default: [redis] url or the local embedded server]")] = None,
     worker_class: WorkerClassOpt = "simple",
     burst: Annotated[bool, typer.Option(help="exit when the queue is empty")] = False,
+    background_only: Annotated[bool, typer.Option(
+        "--background-only", help="take only background jobs (fact extraction, "
+        "consolidation, redaction), never a turn")] = False,
     log_level: LogOpt = "INFO",
 ) -> None:
     """One worker process (scale out: start more, on any machine that reaches the same
@@ -181,7 +195,9 @@ def worker(
     if not url:
         raise _fail("redis.url: not set and no embedded server is running; start "
                     "`pynanoclaw gateway` first or pass --redis-url")
-    cmd = worker_command(path, worker_class=worker_class, queues=[cfg.queue.name],
+    queues = ([background_queue(cfg.queue.name)] if background_only
+              else worker_queues(cfg.queue.name))
+    cmd = worker_command(path, worker_class=worker_class, queues=queues,
                          log_level=log_level, burst=burst)
     # replaces this process (no shell involved), with the worker's allowlisted environment
     os.execve(cmd[0], cmd, worker_env(cfg, os.environ, url))  # noqa: S606

@@ -23,7 +23,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,12 +94,14 @@ class ConfigExit(Exception):
 class _Slot:
     proc: subprocess.Popen[bytes] | None
     started: float
+    command: list[str]
     failures: int = 0  #: deaths in a row, each soon after its start
     restart_at: float = 0.0  #: when a dead slot is started again (monotonic)
 
 
 class WorkerSupervisor:
-    """Keeps ``count`` worker processes alive; ``stop()`` shuts them down gracefully."""
+    """Keeps ``count`` worker processes running ``command`` alive, plus one per command
+    in ``extra`` (the background-only workers); ``stop()`` shuts them down gracefully."""
 
     def __init__(
         self,
@@ -107,12 +109,13 @@ class WorkerSupervisor:
         command: list[str],
         *,
         env: Mapping[str, str],
+        extra: Sequence[list[str]] = (),
         cwd: Path | None = None,
         backoff_first: float = BACKOFF_FIRST,
         backoff_max: float = BACKOFF_MAX,
     ) -> None:
-        self.count = count
-        self.command = command
+        self.commands = [command] * count + list(extra)
+        self.count = len(self.commands)
         self.env = dict(env)
         self.cwd = cwd
         self.backoff_first = backoff_first
@@ -126,15 +129,14 @@ class WorkerSupervisor:
     def procs(self) -> list[subprocess.Popen[bytes]]:
         return [s.proc for s in self.slots if s.proc is not None]
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
+    def _spawn(self, command: list[str]) -> subprocess.Popen[bytes]:
         # Own session: a Ctrl-C in the terminal reaches only the parent, which then
         # stops the workers in order (RQ's warm shutdown lets a running turn finish).
-        return subprocess.Popen(self.command, env=self.env, cwd=self.cwd,
-                                start_new_session=True)
+        return subprocess.Popen(command, env=self.env, cwd=self.cwd, start_new_session=True)
 
     def start(self) -> None:
         now = time.monotonic()
-        self.slots = [_Slot(self._spawn(), now) for _ in range(self.count)]
+        self.slots = [_Slot(self._spawn(cmd), now, cmd) for cmd in self.commands]
         log.info("started %d worker process(es): %s", self.count,
                  ", ".join(str(p.pid) for p in self.procs))
 
@@ -145,7 +147,7 @@ class WorkerSupervisor:
         for slot in self.slots:
             if slot.proc is None:
                 if now >= slot.restart_at:
-                    slot.proc, slot.started = self._spawn(), now
+                    slot.proc, slot.started = self._spawn(slot.command), now
                 continue
             code = slot.proc.poll()
             if code is None:
@@ -170,7 +172,7 @@ class WorkerSupervisor:
                 "counted in /healthz, not logged)", slot.proc.pid, cause, delay)
             slot.proc, slot.restart_at = None, now + delay
             if delay == 0:
-                slot.proc, slot.started = self._spawn(), now
+                slot.proc, slot.started = self._spawn(slot.command), now
         alive = self.alive()
         if alive == 0 and not self._all_down:
             log.warning("no worker alive: the gateway keeps accepting and storing messages; "

@@ -24,7 +24,7 @@ from gateway.config import (
     WorkerSettings,
     load_worker_settings,
 )
-from gateway.queue import DEFAULT_QUEUE, job_queue
+from gateway.queue import DEFAULT_QUEUE, job_queue, worker_queues
 from workers.context import WorkerContext, install
 
 
@@ -34,7 +34,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--redis-url", help=f"Redis URL (default: ${REDIS_URL_ENV}, [redis] url, "
                    "or the embedded server's <data_dir>/redis/url)")
     p.add_argument("--queue", action="append", dest="queues",
-                   help=f"queue to work on (repeatable; default {DEFAULT_QUEUE})")
+                   help=f"queue to work on, in priority order (repeatable; default "
+                        f"{' then '.join(worker_queues(DEFAULT_QUEUE))})")
     p.add_argument("--worker-class", choices=("simple", "fork"), default="simple",
                    help="simple: run jobs in this process (fast, keeps the model loaded); "
                    "fork: one forked child per job (isolation, ~ms per job)")
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     ctx = WorkerContext(settings, conn)
     install(ctx)
     atexit.register(ctx.close)  # open memories (and their watchers) closed on the way out
-    names = args.queues or [DEFAULT_QUEUE]
+    names = args.queues or worker_queues(DEFAULT_QUEUE)
     queues = [job_queue(conn, n) for n in names]
     cls = SimpleWorker if args.worker_class == "simple" else Worker
     worker = cls(queues, connection=conn, serializer="json", name=args.name)

@@ -44,7 +44,7 @@ import redis
 from pydantic import ValidationError
 
 from channels.redact import redact
-from gateway.config import WorkerSettings
+from gateway.config import WorkerSettings, extraction_enabled
 from gateway.queue import (
     DEFAULT_QUEUE,
     EXTRACT_JOB,
@@ -87,20 +87,6 @@ MAX_ATTEMPTS = 3
 FACTS_MAX = 20
 
 # -- policy -------------------------------------------------------------------------------
-
-def extraction_enabled(settings: WorkerSettings) -> tuple[bool, str]:
-    """Whether extraction runs under ``settings``, and if not, why (one phrase)."""
-    want, model = settings.memory.extract, settings.model
-    if want is False:
-        return False, "[memory] extract = false"
-    if model.provider == "local":
-        return False, "the local model cannot do structured output"
-    if not model.tools:
-        return False, "[model] tools = false (structured output needs tool calls)"
-    if want == "auto" and model.provider == "function":
-        return False, "[memory] extract = \"auto\" is off for a scripted model"
-    return True, ""
-
 
 _told: set[str] = set()
 

@@ -6,7 +6,8 @@ written episode in the group's counter, atomically with marking it written; when
 ``[memory] consolidate_every`` episodes since the last consolidation; 0 turns it off)
 and no consolidation is pending for the group (a Redis key taken with SET NX and a TTL,
 so a lost job cannot block the group for longer than ``PENDING_TTL``), ``after_episodes``
-enqueues ``consolidate_group`` on the drain queue. (``episode_written`` does the same for
+enqueues ``consolidate_group`` on the background queue (``gateway.queue.background_queue``:
+turn workers take it when no turn waits). (``episode_written`` does the same for
 a caller without the script: it counts, then calls ``after_episodes``.)
 
 The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``) takes the

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from gateway.config.background import background_workers, extraction_enabled
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
 from gateway.config.exits import WorkerExit
 from gateway.config.load import (
@@ -79,8 +80,10 @@ __all__ = [
     "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
     "IdentityConfig",
     "MemoryConfig", "ModelConfig", "PolicyConfig", "Provider", "QueueConfig", "RedisConfig",
-    "Settings", "WorkerConfig", "WorkerExit", "WorkerSettings", "config_path",
+    "Settings", "WorkerConfig", "WorkerExit", "WorkerSettings", "background_workers",
+    "config_path",
     "default_config_path",
-    "describe", "key_env_name", "load_config", "load_settings", "load_worker_settings",
+    "describe", "extraction_enabled", "key_env_name", "load_config", "load_settings",
+    "load_worker_settings",
     "parse_config", "parse_settings", "settings_from_mapping", "with_model_key",
 ]

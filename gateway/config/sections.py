@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -141,8 +141,13 @@ class QueueConfig(Section):
     #: RQ ``Retry(max=...)`` of a failed drain job (0: none; the sweeper still retries
     #: a dead worker's batch once its lease expires)
     retries: int = Field(default=3, ge=0)
-    #: worker processes ``pynanoclaw run`` starts
+    #: worker processes ``pynanoclaw run`` starts for turns (they also take background
+    #: jobs when no turn waits)
     workers: int = Field(default=1, ge=1, le=64)
+    #: more processes ``pynanoclaw run`` starts for background jobs alone (fact
+    #: extraction, consolidation, redaction), so a turn never waits behind one; "auto":
+    #: one when fact extraction is on, else none (``gateway.config.background``)
+    background_workers: Annotated[int, Field(ge=0, le=16)] | Literal["auto"] = "auto"
 
 
 class HttpConfig(Section):

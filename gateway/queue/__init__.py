@@ -64,10 +64,12 @@ from gateway.queue.jobs import (
     EXTRACT_JOB,
     REDACT_JOB,
     DrainOptions,
+    background_queue,
     enqueue_drain,
     enqueue_group_job,
     enqueue_job,
     job_queue,
+    worker_queues,
 )
 from gateway.queue.keys import OUTBOX_GROUP, Keys
 from gateway.queue.scripts import (
@@ -111,10 +113,12 @@ __all__ = [
     "Retrying",
     "TurnRecord",
     "as_str",
+    "background_queue",
     "encode_entry",
     "enqueue_drain",
     "enqueue_group_job",
     "enqueue_job",
     "job_queue",
     "parse_entry",
+    "worker_queues",
 ]

@@ -25,6 +25,11 @@ EXTRACT_JOB = "workers.extraction.extract_group"
 REDACT_JOB = "workers.redaction.redact_group"
 #: the RQ queue jobs go to unless ``[queue] name`` says otherwise
 DEFAULT_QUEUE = "pnc-drain"
+#: a group's background jobs go to the drain queue's name plus this: a worker listens
+#: to the drain queue first (RQ dequeues in the order of its queues), so an idle worker
+#: always takes a waiting turn before a background job, and a background-only worker
+#: (``[queue] background_workers``) keeps model calls for facts off the turn workers
+BACKGROUND_SUFFIX = ".background"
 #: seconds between RQ's retries of a failed job (its scheduler runs them)
 RETRY_INTERVALS = [1, 5, 30]
 #: how long RQ keeps a finished job's result, and a failed job, seconds
@@ -47,6 +52,16 @@ class DrainOptions:
 
     def job_kwargs(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def background_queue(name: str = DEFAULT_QUEUE) -> str:
+    """The name of the queue a group's background jobs go to, for drain queue ``name``."""
+    return name if name.endswith(BACKGROUND_SUFFIX) else name + BACKGROUND_SUFFIX
+
+
+def worker_queues(name: str = DEFAULT_QUEUE) -> list[str]:
+    """What a turn worker listens to, in priority order: turns, then background jobs."""
+    return [name, background_queue(name)]
 
 
 def job_queue(connection: redis.Redis, name: str = DEFAULT_QUEUE) -> Queue:
@@ -101,11 +116,12 @@ def enqueue_group_job(queue: Queue, job: str, group: str, kwargs: dict[str, Any]
                       timeout: int, retries: int, job_id: str | None = None,
                       delay: timedelta | None = None) -> str:
     """Enqueue (or, with ``delay``, schedule) one of a group's background jobs:
-    ``CONSOLIDATE_JOB``, ``EXTRACT_JOB`` or ``REDACT_JOB``. Each takes the group lock
-    and yields to the group's turns itself; one job serves everything waiting for it,
-    so a duplicate is harmless."""
+    ``CONSOLIDATE_JOB``, ``EXTRACT_JOB`` or ``REDACT_JOB``, on the background queue of
+    drain queue ``queue``. Each takes the group lock and yields to the group's turns
+    itself; one job serves everything waiting for it, so a duplicate is harmless."""
     if job not in _VERBS:
         raise ValueError(f"not a group background job: {job!r}")
+    queue = job_queue(queue.connection, background_queue(queue.name))
     return enqueue_job(queue, job, {"group": group, **kwargs}, timeout=timeout,
                        retries=retries, description=f"{_VERBS[job]} {group}", job_id=job_id,
                        delay=delay)

@@ -97,12 +97,15 @@ class Stack:
                     "PYTHONPATH": str(ROOT)}
 
     def start_workers(self, n: int = 1, worker_class: str = "simple",
-                      env: dict[str, str] | None = None) -> None:
+                      env: dict[str, str] | None = None, queues: list[str] | None = None
+                      ) -> None:
+        """``n`` worker processes on ``queues`` (default: the workers' own default)."""
+        queue_args = [a for q in queues or [] for a in ("--queue", q)]
         for _ in range(n):
             self.workers.append(subprocess.Popen(
                 [sys.executable, "-m", "workers", "--config", str(self.config_path),
                  "--redis-url", self.valkey.url, "--worker-class", worker_class,
-                 "--log-level", "WARNING"],
+                 "--log-level", "WARNING", *queue_args],
                 cwd=ROOT, env={**self.env, **(env or {})}, start_new_session=True,
             ))
 

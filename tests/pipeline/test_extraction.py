@@ -98,7 +98,7 @@ def turn(e: Env) -> list[bytes]:
     Returns what the turn queued for extraction."""
     assert drain.drain_group(GROUP, redis_url=e.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
     queued: list[bytes] = e.r.lrange(K.extractions(GROUP), 0, -1)  # type: ignore[assignment]
-    q = Queue("pnc-drain", connection=e.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=e.r, serializer="json")
     assert [j.func_name for j in q.jobs] == [EXTRACT_JOB]
     SimpleWorker([q], connection=e.r, serializer="json").work(burst=True)
     return queued
@@ -200,7 +200,7 @@ def test_a_queued_drain_makes_the_job_reschedule_not_the_turn_wait(env: Env) -> 
     assert result["end"] == "rescheduled" and snapshot(env.group_dir()) == before
     assert extract_model.CALLS == []  # not even the model was asked
     assert not env.r.exists(K.lock(GROUP)) and env.r.get(K.lease(GROUP)) == b"drain-job-id"
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     scheduled = ScheduledJobRegistry(queue=q)  # type: ignore[no-untyped-call]
     assert scheduled.get_job_ids() == [result["job"]]
     job = q.fetch_job(result["job"])
@@ -219,7 +219,7 @@ def test_a_queued_drain_makes_the_job_reschedule_not_the_turn_wait(env: Env) -> 
 
 
 def test_turns_that_come_fast_are_extracted_by_one_job(env: Env) -> None:
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     for mid, text in [("m1", "Alice moved to Lisbon"), ("m2", "Bob is vegan")]:
         say(env.r, mid, text)
         assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
@@ -243,7 +243,7 @@ def test_a_model_that_cannot_answer_is_given_up_on_never_a_crash(
     assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
     [entry] = env.r.lrange(K.extractions(GROUP), 0, -1)
     tid = json.loads(entry)["turn_id"]
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     with caplog.at_level(logging.WARNING, logger="workers.extraction"):
         # each failed attempt leaves the turn queued and a fresh job for it
         SimpleWorker([q], connection=env.r, serializer="json").work(burst=True)

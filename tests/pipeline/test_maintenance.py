@@ -122,7 +122,7 @@ def assert_merged(e: Env) -> None:
 
 
 def run_queue(e: Env) -> None:
-    q = Queue("pnc-drain", connection=e.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=e.r, serializer="json")
     SimpleWorker([q], connection=e.r, serializer="json").work(burst=True)
 
 
@@ -161,7 +161,7 @@ def test_function_model_key_is_resolved_when_named(env: Env) -> None:
 
 
 def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     for _ in range(2):
         note_episode(env.r, "pnc:", GROUP)
         assert schedule_consolidation(env.r, GROUP, every=3, job_timeout=77) is None
@@ -185,7 +185,7 @@ def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
 
 def test_episode_written_counts_and_schedules_and_never_raises(env: Env) -> None:
     settings = env.settings()  # consolidate_every = 3
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     kw = {"queue": "pnc-drain", "prefix": "pnc:", "lock_ttl": 2.0}
     assert [episode_written(env.r, GROUP, settings, **kw) for _ in range(2)] == [None, None]
     job_id = episode_written(env.r, GROUP, settings, **kw)
@@ -226,7 +226,7 @@ def test_job_never_runs_while_a_turn_holds_the_lock(env: Env) -> None:
     assert result["end"] == "rescheduled"
     assert snapshot(env.group_dir()) == before  # not a byte changed, audit log included
     assert env.r.get(K.lock(GROUP)) == b"a-turn"  # the turn's lock is untouched
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     scheduled = ScheduledJobRegistry(queue=q)  # type: ignore[no-untyped-call]
     assert scheduled.get_job_ids() == [result["job"]] and q.count == 0
     job = q.fetch_job(result["job"])
@@ -265,7 +265,7 @@ def test_a_group_busy_for_too_long_is_left_for_the_next_due_run(env: Env) -> Non
     result = consolidate_group(GROUP, redis_url=env.url, reschedules=MAX_RESCHEDULES)
     assert result["end"] == "gave-up"
     assert not env.r.exists(pending_key("pnc:", GROUP))  # the next due turn may schedule
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     registry = ScheduledJobRegistry(queue=q)  # type: ignore[no-untyped-call]
     assert registry.count == 0
 
@@ -378,7 +378,7 @@ async def test_reflection_never_raises(env: Env) -> None:
 
 def test_drain_schedules_consolidation_after_n_episodes(env: Env) -> None:
     seed_duplicates(env)
-    q = Queue("pnc-drain", connection=env.r, serializer="json")
+    q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     for i in range(3):
         assert q.count == 0
         push(env.r, [f"m{i}"])

@@ -207,12 +207,12 @@ def test_an_unknown_id_loses_nothing_and_a_busy_group_is_rescheduled(
     r.set(K.lease(group), "a-drain-job")  # a drain is queued: turns go first
     busy = redact_group(group, ctx=ctx)
     assert busy["end"] == "rescheduled" and r.llen(K.changes(group)) == 1
-    [job_id] = [j.decode() for j in r.zrange("rq:scheduled:pnc-drain", 0, -1)]
+    [job_id] = [j.decode() for j in r.zrange("rq:scheduled:pnc-drain.background", 0, -1)]
     assert r.hget(f"rq:job:{job_id}", "description") == f"redact {group}".encode()
     # never given up: a group busy for long is tried again less often
     slow = redact_group(group, ctx=ctx, reschedules=MAX_RESCHEDULES)
     assert slow["end"] == "rescheduled"
-    at = r.zscore("rq:scheduled:pnc-drain", slow["job"])
+    at = r.zscore("rq:scheduled:pnc-drain.background", slow["job"])
     assert at is not None and at >= time.time() + SLOW_DELAY - 30
     r.delete(K.lease(group))
     assert redact_group(group, ctx=ctx)["files"] == 0

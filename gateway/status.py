@@ -21,7 +21,7 @@ from rq import Worker
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
-from gateway.queue import DeadLetters, Keys, job_queue
+from gateway.queue import DeadLetters, Keys, background_queue, job_queue
 from gateway.redis_server import running_embedded_url
 from gateway.smoke import check_model
 
@@ -94,9 +94,15 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                 if aof or save else "reachable but NOT persistent (appendonly no, no save "
                 "points): a restart loses every queued message; set appendonly yes")
     workers = Worker.all(connection=client, queue=job_queue(client, cfg.queue.name))
+    # background-only workers (`--background-only`) listen to that queue alone
+    names = {w.name for w in workers}
+    background = [w for w in Worker.all(
+        connection=client, queue=job_queue(client, background_queue(cfg.queue.name)))
+        if w.name not in names]
+    also = f" (+{len(background)} for background jobs only)" if background else ""
     yield Check("workers", bool(workers),
-                f"{len(workers)} alive on queue {cfg.queue.name}" if workers else
-                f"none alive on queue {cfg.queue.name}: messages are stored and wait; "
+                f"{len(workers)} alive on queue {cfg.queue.name}{also}" if workers else
+                f"none alive on queue {cfg.queue.name}{also}: messages are stored and wait; "
                 "start `pynanoclaw run` or `pynanoclaw worker`")
     dead = DeadLetters(client, Keys())
     for t in dead.retrying():

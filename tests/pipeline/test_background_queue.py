@@ -27,6 +27,7 @@ from gateway.queue import (
     job_queue,
     worker_queues,
 )
+from gateway.status import run_checks
 from gateway.supervisor import WorkerSupervisor
 
 from .conftest import ROOT, Stack, Valkey
@@ -98,6 +99,14 @@ async def test_a_turn_is_answered_while_extraction_waits_on_its_model(
         stack.start_workers(1, queues=worker_queues("pnc-drain"))
         stack.start_workers(1, queues=[background_queue("pnc-drain")])
         await stack.start_gateway()
+
+        def workers_line() -> str:
+            return next(c.detail for c in run_checks(stack.config_path, model=False)
+                        if c.name == "workers")
+        # `pynanoclaw status` tells the two kinds apart (once both registered with RQ)
+        await stack.wait_for(
+            lambda: workers_line() == "1 alive on queue pnc-drain (+1 for background jobs "
+            "only)", 60, "both workers to register")
         first = await stack.ask("d1", "u1", "I moved to Lisbon")
         assert first.reply == "ok"
         await stack.wait_for(lambda: stack.r.exists("test:extracting"), 60,

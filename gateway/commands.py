@@ -101,6 +101,8 @@ class CommandSpec:
 #: Telegram's limit for a command name (setMyCommands: 1-32 chars, a-z 0-9 _).
 _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 CONFIRM_WORD = "confirm"
+#: ``/link off``: undo the sender's ``/link`` links
+UNLINK_WORD = "off"
 
 
 def parse(msg: Inbound) -> ParsedCommand | None:
@@ -251,6 +253,10 @@ def _link(call: Invocation) -> str | Awaitable[str]:
     code = " ".join(words[:-1] if confirmed else words)
 
     async def linking() -> str:
+        if code.lower() == UNLINK_WORD:
+            if not confirmed:
+                return await store.unlink_preview(call.msg)
+            return (await store.unlink(call.msg)).text
         if code and not confirmed:
             return await store.preview(code, call.msg)
         if not code:
@@ -339,7 +345,8 @@ COMMANDS: dict[str, CommandSpec] = {
                     frozenset({Role.MEMBER}), _ANY, False, _memory),
         CommandSpec("forget", "remove words from this chat's memory: /forget <words>",
                     _OWNERS, _ANY, True, _forget, preview=_forget_preview),
-        CommandSpec("link", "link your identity on another channel to this one",
+        CommandSpec("link", "link your identity on another channel to this one "
+                    "(/link off: undo it)",
                     frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _link),
         CommandSpec("share", "let group chats see your profile: /share profile on|off",
                     frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _share),

@@ -10,6 +10,8 @@ The flow (every step a Redis command, so it survives a gateway restart as Redis 
                                          A and B are now one person (a new id, or the
                                          person one of them already is)
     a wrong, expired or already used code changes nothing and says so
+    any linked account:  /link off    -> what unlinking would do; /link off confirm
+                                         undoes every /link link of that person
 
 The config's ``[identities]`` always hold (``gateway.queue.identity.resolve``): an
 account listed there is never re-linked by chat, and two accounts that already belong to
@@ -137,6 +139,48 @@ class IdentityStore:
         await self._r.hset(self._keys.identity_links, mapping=new)  # type: ignore[arg-type]
         return LinkOutcome(True, f"Linked: {asker} and {me} now share one personal memory.",
                            person)
+
+    async def _chat_links(self, person: str) -> list[str]:
+        """The accounts joined to ``person`` by ``/link`` (never the config's)."""
+        links = await self._r.hgetall(self._keys.identity_links)
+        return sorted(u for u, p in ((_s(u), _s(p)) for u, p in links.items())
+                      if p == person and self._settings.person_of(u) is None)
+
+    async def unlink_preview(self, msg: Inbound) -> str:
+        """What ``/link off confirm`` would do, changing nothing."""
+        person = await self.person_of(sender(msg))
+        chat = await self._chat_links(person) if person else []
+        if person is None or not chat:
+            return self._nothing_to_unlink(person)
+        return (f"This would undo the /link links of person {person} ({', '.join(chat)}): "
+                "each of those accounts gets its own DM memory again. What you told me while "
+                "linked stays in that person's memory, which no DM reads any more (linking "
+                "again starts a new one): /forget it first if it should go. To unlink, "
+                "send /link off confirm")
+
+    async def unlink(self, msg: Inbound) -> LinkOutcome:
+        """Undo every ``/link`` link of the sender's person, from any of its accounts: a
+        link made by mistake (or by someone who had the other phone) must be undone from
+        either side, and the joint memory then belongs to nobody's DM. The config's
+        ``[identities]`` stay; only the operator changes those."""
+        person = await self.person_of(sender(msg))
+        chat = await self._chat_links(person) if person else []
+        if person is None or not chat:
+            return LinkOutcome(False, self._nothing_to_unlink(person), person)
+        async with self._r.pipeline(transaction=True) as pipe:
+            pipe.hdel(self._keys.identity_links, *chat)
+            if person not in self._settings.identities:
+                pipe.hdel(self._keys.identity_share, person)  # nobody left to share it
+            await pipe.execute()
+        return LinkOutcome(True, f"Unlinked: {', '.join(chat)} each have their own DM "
+                                 f"memory again; person {person}'s memory is read by no "
+                                 "DM linked in chat.", person)
+
+    def _nothing_to_unlink(self, person: str | None) -> str:
+        if person is None:
+            return "This account is not linked to any other: nothing to unlink."
+        return (f"Your accounts are joined by the operator's config ([identities.{person}]), "
+                "not by /link: only the operator can change that. Nothing was unlinked.")
 
     async def set_share_profile(self, person: str, on: bool) -> None:
         if on:

@@ -284,3 +284,51 @@ async def test_a_code_is_shown_with_whose_it_is_before_it_links(valkey: Valkey) 
         assert "not valid" in await store.preview(code, victim)
     finally:
         await client.aclose()
+
+
+async def test_link_off_undoes_chat_links_from_either_side(tmp_path: Path,
+                                                          valkey: Valkey) -> None:
+    """``/link off`` previews, then with ``confirm`` undoes every /link link of the
+    person: each DM reads its own memory again, the joint memory is read by no DM; the
+    config's links are the operator's and stay."""
+    stack = Stack(tmp_path, valkey, LINKED)
+    try:
+        stack.start_workers(1)
+        await stack.start_gateway()
+        asked = await stack.ask("ada", "ada", "/link", message_id="u1")
+        assert asked.reply is not None
+        match = CODE.search(asked.reply)
+        assert match, asked.reply
+        await command(stack, dm("discord", "D5", "55", "u2", f"/link {match.group(1)} confirm"))
+        person = stack.r.hget("pnc:identity:links", "local:ada")
+        assert person and stack.r.hget("pnc:identity:links", "discord:55") == person
+        stack.r.hset("pnc:identity:share", person, "profile")
+        await turn(stack, dm("discord", "D5", "55", "t1", FACT))
+        # the preview changes nothing
+        preview = await stack.ask("ada", "ada", "/link off", message_id="u3")
+        assert preview.reply is not None and "/link off confirm" in preview.reply
+        assert stack.r.hlen("pnc:identity:links") == 2
+        # from the other side than the one that redeemed the code
+        done = await stack.ask("ada", "ada", "/link off confirm", message_id="u4")
+        assert done.reply is not None and done.reply.startswith("Unlinked"), done.reply
+        assert stack.r.hlen("pnc:identity:links") == 0
+        assert not stack.r.hexists("pnc:identity:share", person)
+        # each DM now reads its own memory: the fact told while linked is in neither
+        again = await turn(stack, dm("discord", "D5", "55", "t2", QUESTION))
+        assert "SEAGULL7" not in again["prompt"]
+        await stack.ask("ada", "ada", QUESTION, message_id="q2")
+        await stack.settled("local:ada")
+        [prompt] = [t["prompt"] for t in stack.turns() if "q2" in t["ids"]]
+        assert "SEAGULL7" not in prompt
+        # nothing left to undo; a config link is the operator's
+        nothing = await stack.ask("ada", "ada", "/link off confirm", message_id="u5")
+        assert nothing.reply is not None and "not linked" in nothing.reply
+        gw = stack.gateway
+        assert gw is not None and gw.inbox is not None
+        store = gw.inbox.front.identities
+        assert store is not None
+        told = await store.unlink(dm("telegram", "42", "42", "u6", "/link off confirm"))
+        assert not told.ok and "[identities.ada]" in told.text
+        assert await store.person_of("telegram:42") == "ada"
+    finally:
+        await stack.close()

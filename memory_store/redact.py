@@ -1,6 +1,6 @@
 """Redaction: removing words from a group's memory for good, with an audit trail.
 
-Two ways in, one mechanism:
+Three ways in, one mechanism:
 
 * ``redact_message(mem, message_id)``: a message was deleted on its platform. Its line
   in every episode that covers it (``message_ids`` in the front matter) is replaced by
@@ -11,6 +11,10 @@ Two ways in, one mechanism:
   (when at least ``ECHO_MIN_CHARS`` long, so "ok" does not wipe everyone's "ok") are
   also replaced wherever else they occur verbatim in the group's files (a reply quoting
   them, core memory).
+* ``edit_message(mem, message_id, text, sender_id=...)``: the author edited a message
+  a turn already took. The same path as a deletion, except that the line says the new
+  text plus ``EDITED`` and the old words' verbatim copies become the new words; derived
+  facts are retired (``source edited``), no new fact is drawn from the new text here.
 * ``redact_phrase(mem, phrase)``: ``/forget <phrase>``: every occurrence of the phrase
   (case-insensitive) in the group's memory files and core files becomes the marker;
   facts that contained it are superseded (``superseded_reason: forgotten``).

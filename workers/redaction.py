@@ -1,8 +1,10 @@
 """Redaction: what was deleted on its platform, or forgotten with ``/forget``, leaves the
 group's memory and the queue.
 
-Requests wait in Redis: deletions of messages a turn already took in ``changes:{g}``
-(``gateway/changes.py``; edits there are left for later), ``/forget`` phrases in
+Requests wait in Redis: deletions and edits of messages a turn already took in
+``changes:{g}`` (``gateway/changes.py``; an edit is applied only when its sender wrote
+the episode line, else dropped with a warning; edits go before deletions, so a
+deleted message stays deleted), ``/forget`` phrases in
 ``forget:{g}`` (``gateway/memorydesk.py``). The gateway enqueues ``redact_group`` for
 each (``gateway.queue.enqueue_group_job``); one job applies all that wait, so a
 duplicate job is harmless.
@@ -19,7 +21,8 @@ redacted too. Under the lock it
 2. takes the words out of what Redis still holds (``scrub.lua``): an entry of a deleted
    message is removed from the context, mailbox, processing and dead-letter lists, any
    other entry holding the words gets them replaced by the marker, and a published
-   turn's kept reply (``turn:{id}``, replayed by a retry) too;
+   turn's kept reply (``turn:{id}``, replayed by a retry) too; an edited message's
+   entries get the new text, and the old words (when long enough) become the new;
 3. removes the requests it applied (LREM of each exact record), last: a crash before
    that applies them again, which changes nothing the second time;
 4. has Redis rewrite its persistence from the data set as it is now: the append-only

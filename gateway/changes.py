@@ -4,10 +4,10 @@ They never start a turn. An edit of a message still waiting for its turn (in the
 group's mailbox or context list) replaces that entry's text, so the turn sees the words
 as they are now; a deletion removes the entry. A change to a message a turn already
 took (or one never seen, e.g. sent before the bot joined) is appended to
-``changes:{group}`` for the memory layer: a recorded deletion makes the inbox enqueue
-the redaction job (``workers/redaction.py``), which takes the message's words out of
-memory and Redis and removes the record; recorded edits wait there (memory keeps the
-words as first said).
+``changes:{group}`` for the memory layer: a recorded deletion or edit makes the inbox
+enqueue the redaction job (``workers/redaction.py``), which takes the message's words
+out of memory and Redis (an edit: puts the author's new words in their place; an edit
+by anyone else is dropped) and removes the record.
 
 The decision is atomic (``gateway/queue/lua/amend.lua``): Python finds the waiting
 entry and builds its replacement, the script swaps it only if that exact entry is still

@@ -133,7 +133,7 @@ class Inbox:
             # an edit/deletion: never a turn of its own (gateway/changes.py)
             outcome = await apply_change(self._q, msg, route.group,
                                          dedupe_ttl=self._cfg.queue.dedupe_ttl)
-            if outcome == "recorded" and msg.kind == "deletion":
+            if outcome == "recorded":  # memory may hold the message: apply it there
                 await self._redact(route.group)
             self.counts[outcome] = self.counts.get(outcome, 0) + 1
             return outcome
@@ -159,14 +159,14 @@ class Inbox:
 
 
     async def _redact(self, group: str) -> None:
-        """A deletion of a message memory may hold: the redaction job takes its words
-        out (workers/redaction.py). The deletion is durable in ``changes:{group}``
-        already, so a failed enqueue is logged, not raised: the group's next
-        redaction (another deletion, a /forget) applies it."""
+        """A deletion or an edit of a message memory may hold: the redaction job takes
+        its words out, or puts the new ones in (workers/redaction.py). The change is
+        durable in ``changes:{group}`` already, so a failed enqueue is logged, not
+        raised: the group's next redaction (another change, a /forget) applies it."""
         try:
             await asyncio.to_thread(self.memory.request_redaction, group)
         except (redis.RedisError, OSError) as err:
-            log.warning("could not enqueue the redaction of %s (%s); the deletion waits "
+            log.warning("could not enqueue the redaction of %s (%s); the change waits "
                         "in changes:%s", group, err, group)
 
 

@@ -1,6 +1,6 @@
 """Redaction: removing words from a group's memory for good, with an audit trail.
 
-Two ways in, one mechanism:
+Three ways in, one mechanism:
 
 * ``redact_message(mem, message_id)``: a message was deleted on its platform. Its line
   in every episode that covers it (``message_ids`` in the front matter) is replaced by
@@ -11,6 +11,10 @@ Two ways in, one mechanism:
   (when at least ``ECHO_MIN_CHARS`` long, so "ok" does not wipe everyone's "ok") are
   also replaced wherever else they occur verbatim in the group's files (a reply quoting
   them, core memory).
+* ``edit_message(mem, message_id, text, sender_id=...)``: the author edited a message
+  a turn already took. The same path as a deletion, except that the line says the new
+  text plus ``EDITED`` and the old words' verbatim copies become the new words; derived
+  facts are retired (``source edited``), no new fact is drawn from the new text here.
 * ``redact_phrase(mem, phrase)``: ``/forget <phrase>``: every occurrence of the phrase
   (case-insensitive) in the group's memory files and core files becomes the marker;
   facts that contained it are superseded (``superseded_reason: forgotten``).
@@ -52,10 +56,12 @@ ECHO_MIN_CHARS = 8
 PHRASE_MIN_CHARS = 3
 #: a message line of an episode (``workers.turn.episode_text``):
 #: ``- [YYYY-MM-DD HH:MM:SS] name (sender id)[ (context)]: text``
-_LINE = re.compile(r"^- \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [^\n]*?\([^()\n]*\)"
+_LINE = re.compile(r"^- \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [^\n]*?\((?P<sender>[^()\n]*)\)"
                    r"(?: \(context\))?: ", re.MULTILINE)
 _BOT = re.compile(r"^Bot: ", re.MULTILINE)
 _CORE_FILES = (CORE_FILE, PROFILE_FILE)
+#: what follows an edited message's new text in its episode line
+EDITED = " (edited)"
 
 
 @dataclass(frozen=True)
@@ -80,6 +86,8 @@ class Redaction:
     records: list[str] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list, repr=False)
+    #: an edit by someone other than the message's author: nothing was applied
+    refused: bool = False
 
     @property
     def changed(self) -> bool:
@@ -95,15 +103,15 @@ def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
 
 
-def scrub_value(value: Any, pat: re.Pattern[str]) -> Any:
+def scrub_value(value: Any, pat: re.Pattern[str], repl: str = MARKER) -> Any:
     """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
-    replaced by the marker."""
+    replaced by ``repl`` (the marker; an edit's new text), taken literally."""
     if isinstance(value, str):
-        return pat.sub(MARKER, value)
+        return pat.sub(lambda _: repl, value)
     if isinstance(value, list):
-        return [scrub_value(v, pat) for v in value]
+        return [scrub_value(v, pat, repl) for v in value]
     if isinstance(value, dict):
-        return {k: scrub_value(v, pat) for k, v in value.items()}
+        return {k: scrub_value(v, pat, repl) for k, v in value.items()}
     return value
 
 
@@ -156,13 +164,15 @@ class _Run:
         return self.mem.records({"include_superseded": True})
 
     def rewrite(self, rec: MemoryRecord, content: str, pat: re.Pattern[str] | None, *,
-                supersede: str | None = None, extra: dict[str, Any] | None = None) -> None:
-        """Write ``rec`` with ``content`` and its metadata scrubbed by ``pat`` (and the
-        ``extra`` changes); ``supersede`` (a reason) also ends its validity."""
+                supersede: str | None = None, extra: dict[str, Any] | None = None,
+                repl: str = MARKER) -> None:
+        """Write ``rec`` with ``content`` and its metadata scrubbed by ``pat`` (matches
+        become ``repl``; and the ``extra`` changes); ``supersede`` (a reason) also ends
+        its validity."""
         changes: dict[str, Any] = dict(extra or {})
         if pat is not None:
             for key, value in rec.metadata.items():
-                new = scrub_value(value, pat)
+                new = scrub_value(value, pat, repl)
                 if new != value and key not in changes:
                     changes[key] = new
         if supersede is not None and (_live(rec) or
@@ -177,26 +187,27 @@ class _Run:
         self.out.paths.append(self.mem._rel(path))
         self.out.records.append(rec.id)
 
-    def echo(self, pat: re.Pattern[str] | None, skip: set[str]) -> None:
-        """Replace ``pat`` in every other memory and in the core files."""
+    def echo(self, pat: re.Pattern[str] | None, skip: set[str], repl: str = MARKER) -> None:
+        """Replace ``pat`` by ``repl`` in every other memory and in the core files."""
         if pat is None:
             return
         for rec in self.records():
             if rec.id in skip:
                 continue
-            content = pat.sub(MARKER, rec.content)
-            if content != rec.content or scrub_value(rec.metadata, pat) != rec.metadata:
-                self.rewrite(rec, content, pat)
+            content = scrub_value(rec.content, pat, repl)
+            if content != rec.content or scrub_value(rec.metadata, pat, repl) != rec.metadata:
+                self.rewrite(rec, content, pat, repl=repl)
         for name in _CORE_FILES:
-            self.core(self.mem.group, name, pat)
+            self.core(self.mem.group, name, pat, repl)
 
-    def core(self, gd: GroupDirectory, name: str, pat: re.Pattern[str]) -> None:
+    def core(self, gd: GroupDirectory, name: str, pat: re.Pattern[str],
+             repl: str = MARKER) -> None:
         path = gd.path / name
         try:
             old = read_regular(path).decode("utf-8")
         except FileNotFoundError:
             return
-        new = pat.sub(MARKER, old)
+        new = scrub_value(old, pat, repl)
         if new == old:
             return
         atomic_write_text(path, new, durable=self.mem.durable)
@@ -243,7 +254,34 @@ def redact_message(mem: BaseMemory, message_id: str, *, request: str,
     docstring). ``request`` names the request in the audit log. With ``scrub`` False
     the caller runs ``scrub_index`` itself (once after several requests, and again
     when a retry finds the files already redacted)."""
-    message_id = str(message_id)
+    return _change_message(mem, str(message_id), None, None, request=request, actor=actor,
+                           scrub=scrub)
+
+
+def edit_message(mem: BaseMemory, message_id: str, text: str, *, sender_id: str,
+                 request: str, actor: str = "redaction", scrub: bool = True) -> Redaction:
+    """Apply the edit of ``message_id`` by ``sender_id`` to ``mem``: its line in each
+    episode says ``text`` + ``EDITED`` instead of the old words, which become ``text``
+    wherever else they occur verbatim (when at least ``ECHO_MIN_CHARS`` long and not
+    part of ``text``); what was derived from the old words alone is retired as for a
+    deletion (``source edited``). Nothing is applied (``refused``, logged) unless
+    ``sender_id`` wrote that line in every episode: only the author edits. A deleted
+    (redacted) line stays deleted. ``removed`` holds the old words."""
+    return _change_message(mem, str(message_id), text, str(sender_id), request=request,
+                           actor=actor, scrub=scrub)
+
+
+def unmarked(text: str) -> str:
+    """A message line's words without the ``EDITED`` mark an earlier edit left."""
+    return text[:-len(EDITED)] if text.endswith(EDITED) else text
+
+
+def _change_message(mem: BaseMemory, message_id: str, text: str | None,
+                    sender_id: str | None, *, request: str, actor: str, scrub: bool
+                    ) -> Redaction:
+    """A deletion (``text`` None) or an edit of ``message_id``: one path for both."""
+    line = MARKER if text is None else text + EDITED
+    reason = "source deleted" if text is None else "source edited"
     with mem.group.lock():
         run = _Run(mem, request, actor)
         episodes: list[tuple[MemoryRecord, tuple[int, int]]] = []
@@ -258,31 +296,51 @@ def redact_message(mem: BaseMemory, message_id: str, *, request: str,
                     log.warning("episode %s covers %s but its lines do not match its "
                                 "message ids; left as is", rec.id, message_id)
                     continue
-                text = rec.content[span[0]:span[1]].strip()
-                if text and text != MARKER:
-                    run.out.removed.append(text)
+                if sender_id is not None and line_sender(rec.content, span) != sender_id:
+                    log.warning("edit of %s in %s by %s, not its author: not applied",
+                                message_id, mem.group.group, sender_id)
+                    run.out.refused = True
+                    return run.out
+                old = rec.content[span[0]:span[1]].strip()
+                if old and old != MARKER and (text is None or unmarked(old) != text):
+                    run.out.removed.append(unmarked(old))
                     episodes.append((rec, span))
             elif ids == [message_id]:
                 derived.append(rec)
-        long_texts = [t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS]
+        if text is not None and not episodes:
+            return run.out  # an edit changes nothing derived from words it did not find
+        long_texts = [t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS and
+                      (text is None or t.casefold() not in text.casefold())]
         pat = words_pattern(long_texts)
+        repl = MARKER if text is None else text
         for rec in derived:
-            run.rewrite(rec, MARKER, pat, supersede="source deleted")
+            run.rewrite(rec, MARKER, pat, supersede=reason)
         run.entity_files({r.id for r in derived})
         for name in _CORE_FILES:  # entries the agent added to core memory from it
             try:
                 if retire_entries(mem.group, name, lambda src: only_from(src, message_id),
-                                  actor=actor, reason="source deleted"):
+                                  actor=actor, reason=reason):
                     run.out.paths.append(name)
             except CoreSectionError as err:
                 log.warning("%s of %s: %s; its entries are left", name, mem.group.group, err)
-        run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived})
+        run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived}, repl)
         for rec, (start, end) in episodes:  # last: a crashed run can still find the text
             fresh = mem._load(rec.id)[1]
             span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))
-            content = fresh.content[:span[0]] + MARKER + fresh.content[span[1]:]
-            run.rewrite(fresh, pat.sub(MARKER, content) if pat else content, pat)
-        return run.finish({"reason": "deletion", "message_id": message_id}, scrub)
+            head, tail = fresh.content[:span[0]], fresh.content[span[1]:]
+            if pat is not None:
+                head, tail = scrub_value(head, pat, repl), scrub_value(tail, pat, repl)
+            run.rewrite(fresh, head + line + tail, pat, repl=repl)
+        detail = {"reason": "deletion" if text is None else "edit", "message_id": message_id}
+        return run.finish(detail, scrub)
+
+
+def line_sender(body: str, span: tuple[int, int]) -> str | None:
+    """The sender id of the episode line whose text starts at ``span``."""
+    for m in _LINE.finditer(body):
+        if m.end() == span[0]:
+            return m.group("sender")
+    return None
 
 
 def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,

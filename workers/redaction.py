@@ -1,8 +1,10 @@
 """Redaction: what was deleted on its platform, or forgotten with ``/forget``, leaves the
 group's memory and the queue.
 
-Requests wait in Redis: deletions of messages a turn already took in ``changes:{g}``
-(``gateway/changes.py``; edits there are left for later), ``/forget`` phrases in
+Requests wait in Redis: deletions and edits of messages a turn already took in
+``changes:{g}`` (``gateway/changes.py``; an edit is applied only when its sender wrote
+the episode line, else dropped with a warning; edits go before deletions, so a
+deleted message stays deleted), ``/forget`` phrases in
 ``forget:{g}`` (``gateway/memorydesk.py``). The gateway enqueues ``redact_group`` for
 each (``gateway.queue.enqueue_group_job``); one job applies all that wait, so a
 duplicate job is harmless.
@@ -19,7 +21,8 @@ redacted too. Under the lock it
 2. takes the words out of what Redis still holds (``scrub.lua``): an entry of a deleted
    message is removed from the context, mailbox, processing and dead-letter lists, any
    other entry holding the words gets them replaced by the marker, and a published
-   turn's kept reply (``turn:{id}``, replayed by a retry) too;
+   turn's kept reply (``turn:{id}``, replayed by a retry) too; an edited message's
+   entries get the new text, and the old words (when long enough) become the new;
 3. removes the requests it applied (LREM of each exact record), last: a crash before
    that applies them again, which changes nothing the second time;
 4. has Redis rewrite its persistence from the data set as it is now: the append-only
@@ -36,6 +39,8 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -54,7 +59,7 @@ from gateway.queue import (
 )
 from memory_store.redact import (
     ECHO_MIN_CHARS,
-    MARKER,
+    edit_message,
     redact_message,
     redact_phrase,
     scrub_index,
@@ -94,10 +99,37 @@ def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
     return out
 
 
-def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
+#: an edit the job applies: ``(account, message id)`` -> (author's sender id, new text)
+Edits = dict[tuple[str, str], tuple[str, str]]
+#: old words -> new words of the applied edits, replaced wherever Redis holds them
+Rewords = Sequence[tuple[str, str]]
+
+
+def reworded(value: Any, rewords: Rewords) -> Any:
+    """``value`` (any JSON value) with each edit's old words (case-insensitive) replaced
+    by its new ones."""
+    for old, new in rewords:
+        pat = words_pattern([old])
+        if pat is not None:
+            value = scrub_value(value, pat, new)
+    return value
+
+
+def _own_words(old: str) -> re.Pattern[str]:
+    """What stands for an edited message's old text in its own platform event: the
+    text anywhere when it is long enough, else only a value that is exactly it."""
+    if len(old) >= ECHO_MIN_CHARS:
+        return re.compile(re.escape(old))
+    return re.compile(r"\A" + re.escape(old) + r"\Z")
+
+
+def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str],
+                 edits: Edits | None = None, rewords: Rewords = ()
                  ) -> list[tuple[str, str | None]]:
     """(entry, replacement or None: remove) for every held entry of a deleted message
-    (``(account, message id)``) or holding one of ``words``."""
+    (``(account, message id)``), of an edited one (when its sender is the edit's: it
+    gets the new text, and its platform event the new words), or holding one of
+    ``words`` (they become the marker) or an edit's old words (they become its new)."""
     pat = words_pattern(words)
     pairs: list[tuple[str, str | None]] = []
     for raw in gq.held_entries():
@@ -106,12 +138,23 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
         except ValueError:
             continue
         msg = entry.msg
-        if (str(msg.get("account", "default")), str(msg.get("message_id"))) in deleted:
+        key = (str(msg.get("account", "default")), str(msg.get("message_id")))
+        if key in deleted:
             pairs.append((raw, None))
             continue
-        if pat is None:
-            continue
-        new_msg = {k: scrub_value(v, pat) if k in _TEXT_FIELDS else v for k, v in msg.items()}
+        new_msg = dict(msg)
+        sender, text = (edits or {}).get(key, (None, None))
+        old = msg.get("text")
+        if text is not None and str(msg.get("sender_id")) == sender and \
+                isinstance(old, str) and old != text:
+            new_msg["text"] = text
+            if "raw" in msg and old:
+                new_msg["raw"] = scrub_value(msg["raw"], _own_words(old), text)
+        for k in _TEXT_FIELDS:
+            if k in new_msg and rewords:
+                new_msg[k] = reworded(new_msg[k], rewords)
+            if k in new_msg and pat is not None:
+                new_msg[k] = scrub_value(new_msg[k], pat)
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
     return pairs
@@ -197,14 +240,32 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
     client = ctx.redis
     gq = GroupQueue(client, keys, group)
     _, memory = ctx.group_memory(group)
-    deletions = [(raw, rec) for raw, rec in _records(client, keys.changes(group))
+    changes = _records(client, keys.changes(group))
+    deletions = [(raw, rec) for raw, rec in changes
                  if rec.get("kind") == "deletion" and rec.get("original_id")]
+    edits = [(raw, rec) for raw, rec in changes if rec.get("kind") == "edit" and
+             rec.get("original_id") and isinstance(rec.get("text"), str)]
     forgets = [(raw, rec) for raw, rec in _records(client, keys.forget(group))
                if isinstance(rec.get("phrase"), str)]
     deleted: set[tuple[str, str]] = set()
     words: list[str] = []
     turns: set[str] = set()
+    edited: Edits = {}
+    rewords: list[tuple[str, str]] = []
     files = 0
+    for _, rec in edits:  # before the deletions: a deleted message stays deleted
+        lock.check()
+        mid, text, sender = str(rec["original_id"]), rec["text"], str(rec.get("sender_id"))
+        out = edit_message(memory, mid, text, sender_id=sender,
+                           request=f"edit:{rec.get('event_id', mid)}",
+                           actor=f"edit:{rec.get('channel')}:{sender}", scrub=False)
+        if out.refused:  # logged; the record is dropped with the others
+            continue
+        edited[(str(rec.get("account", "default")), mid)] = (sender, text)
+        rewords += [(t, text) for t in out.removed
+                    if len(t) >= ECHO_MIN_CHARS and t.casefold() not in text.casefold()]
+        turns.update(out.records)
+        files += len(set(out.paths))
     for _, rec in deletions:
         lock.check()
         mid = str(rec["original_id"])
@@ -228,25 +289,30 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
         words.append(rec["phrase"])
         turns.update(out.records)
         files += len(set(out.paths))
-    if deletions or forgets:
+    if deletions or forgets or edits:
         # once for all requests, and also when a retry finds the files already redacted
         # (an earlier attempt failed after rewriting them, before or while scrubbing)
         with memory.group.lock():
             scrub_index(memory)
     lock.check()
-    entries = gq.scrub(held_changes(gq, deleted, words))
+    entries = gq.scrub(held_changes(gq, deleted, words, edited, rewords))
     pat = words_pattern(words)
-    if pat is not None:
+    if pat is not None or rewords:
         for turn_id in sorted(t for t in turns if t.startswith("turn-")):
             reply = gq.turn_reply(turn_id)
-            if reply is not None and pat.search(reply):
-                gq.replace_turn_reply(turn_id, pat.sub(MARKER, reply))
+            if reply is None:
+                continue
+            new = reworded(reply, rewords)
+            new = scrub_value(new, pat) if pat is not None else new
+            if new != reply:
+                gq.replace_turn_reply(turn_id, new)
     with client.pipeline(transaction=True) as pipe:
-        for raw, _ in deletions:
+        for raw, _ in deletions + edits:
             pipe.lrem(keys.changes(group), 1, raw)
         for raw, _ in forgets:
             pipe.lrem(keys.forget(group), 1, raw)
         pipe.execute()
-    if deletions or forgets:
+    if deletions or forgets or edits:
         rewrite_persistence(client)
-    return {"requests": len(deletions) + len(forgets), "files": files, "entries": entries}
+    return {"requests": len(deletions) + len(forgets) + len(edits), "files": files,
+            "entries": entries}

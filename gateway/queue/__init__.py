@@ -40,7 +40,7 @@ The life of one group (``g``), and which script moves what::
               delivery:counts (for /healthz)
       edit / deletion (gateway, amend.lua): the entry still waiting in mailbox:{g} or
               context:{g} is replaced / removed; else the change goes to changes:{g}
-              (for the memory layer); never a turn of its own; a recorded deletion
+              (for the memory layer); never a turn of its own; a recorded change
               enqueues the redaction job (enqueue_group_job), as does /forget
               (forget:{g}); it takes lock:{g} like a consolidation (redact:{g} as
               its lease), rewrites memory, scrub.lua takes the words out of

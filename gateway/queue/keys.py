@@ -128,7 +128,7 @@ class Keys:
 
     def changes(self, group: str) -> str:
         """List of edits/deletions of messages already taken by a turn (JSON each),
-        for the memory layer: the redaction job consumes the deletions."""
+        for the memory layer: the redaction job consumes them."""
         return f"{self.prefix}changes:{group}"
 
     def forget(self, group: str) -> str:

@@ -13,7 +13,9 @@ from memory_store.audit import AuditLog
 from memory_store.consolidate import consolidate
 from memory_store.coresection import add_entry
 from memory_store.redact import (
+    EDITED,
     MARKER,
+    edit_message,
     find_phrase,
     message_texts,
     redact_message,
@@ -153,3 +155,45 @@ async def test_forget_a_phrase_preview_then_redact(mem: BaseMemory) -> None:
     entry = [e for e in AuditLog(root).entries() if e["op"] == "redact"]
     assert len(entry) == 1 and "zanzibar" not in str(entry).casefold()
     assert out.paths and not redact_phrase(mem, "4417 zanzibar", request="forget-1").changed
+
+
+NEW = "my door code is 9021 Quokka"
+
+
+async def test_an_edit_puts_the_new_words_in_and_the_old_out(mem: BaseMemory) -> None:
+    ids = await _setup(mem)
+    await mem.consolidate()
+    mem.flush()
+    root = mem.group.path
+    before = {p: p.read_bytes() for p in root.rglob("*.md")}
+    # only the author edits: Ann (7) cannot rewrite Bob's (8) words
+    refused = edit_message(mem, "12", "FORGED", sender_id="7", request="edit-x")
+    assert refused.refused and not refused.changed
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == before
+
+    out = edit_message(mem, "12", NEW, sender_id="8", request="edit-1")
+    mem.flush()
+    assert out.changed and not out.refused and out.removed == [SECRET]
+    episode = (await mem.read(ids["ep"])).content
+    assert f"Bob (8): {NEW}{EDITED}\n" in episode
+    assert f"Noted, Bob: {NEW}." in episode  # the reply quoting it says it as it is now
+    assert "hello all" in episode and "nice weather\ntoday" in episode
+    assert files_holding(root, "Zanzibar") == []
+    assert await index_finds(mem, "zanzibar") == []
+    assert ids["ep"] in await index_finds(mem, "quokka")
+    fact = await mem.read(ids["only"])  # derived from the old words alone: retired
+    assert fact.valid_to is not None and fact.metadata["superseded_reason"] == "source edited"
+    assert (await mem.read(ids["shared"])).valid_to is None
+    assert "Qwerty" not in (root / "CLAUDE.md").read_text()
+    [entry] = [e for e in AuditLog(root).entries() if e["op"] == "redact"]
+    assert (entry["reason"], entry["message_id"], entry["id"]) == ("edit", "12", "edit-1")
+    assert "zanzibar" not in str(entry).casefold() and "quokka" not in str(entry).casefold()
+
+    snapshot = {p: p.read_bytes() for p in root.rglob("*.md")}
+    assert not edit_message(mem, "12", NEW, sender_id="8", request="edit-1").changed
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
+    # a deleted message stays deleted: a late edit does not bring words back
+    redact_message(mem, "12", request="del-1")
+    assert not edit_message(mem, "12", "back again", sender_id="8", request="e2").changed
+    assert f"Bob (8): {MARKER}\n" in (await mem.read(ids["ep"])).content
+    assert files_holding(root, "quokka") == []

@@ -45,9 +45,13 @@ async def test_an_edit_of_a_waiting_message_changes_what_the_turn_sees(stack: St
     [turn] = stack.turns()
     assert (turn["ids"], turn["texts"]) == (["m1"], ["meet at 6pm"])
     await stack.settled(GROUP)
-    [forged] = [json.loads(x) for x in stack.r.lrange(f"pnc:changes:{GROUP}", 0, -1)]
-    assert (forged["kind"], forged["original_id"], forged["sender_id"]) == (
-        "edit", "m1", "mallory")
+    # the forged edit was recorded; the redaction job finds alice's line, refuses it
+    # and drops the record: memory keeps her words
+    await stack.wait_for(lambda: not stack.r.exists(f"pnc:changes:{GROUP}"),
+                         what="the forged edit to be dropped")
+    episodes = "".join(p.read_text() for p in (stack.data_dir / "groups" / "local" / CHAT
+                                               / "episodes").rglob("*.md"))
+    assert "Alice (alice): meet at 6pm\n" in episodes and "FORGED" not in episodes
 
 
 async def test_a_deletion_removes_a_waiting_message(stack: Stack) -> None:
@@ -73,6 +77,7 @@ async def test_an_edit_of_an_answered_message_is_recorded_and_starts_no_turn(
     first = await stack.ask(CHAT, "alice", "meet at 5pm", message_id="m1")
     assert first.reply == "ack m1"
     await stack.settled(GROUP)
+    stack.stop_workers()  # the redaction job they would run is checked after
     assert await gw.inbox.accept(edit("m1", "meet at 6pm")) == "recorded"
     assert await gw.inbox.accept(deletion("m1")) == "recorded"
     # nothing was queued for a turn: no mailbox entry, no context entry, no drain lease
@@ -81,6 +86,14 @@ async def test_an_edit_of_an_answered_message_is_recorded_and_starts_no_turn(
     changes = [json.loads(x) for x in stack.r.lrange(f"pnc:changes:{GROUP}", 0, -1)]
     assert [(c["kind"], c["original_id"], c.get("text")) for c in changes] == [
         ("edit", "m1", "meet at 6pm"), ("deletion", "m1", None)]
+    # one redaction job applies both: the deletion wins, neither text stays
+    stack.start_workers(1)
+    await stack.wait_for(lambda: not stack.r.exists(f"pnc:changes:{GROUP}"),
+                         what="the changes to be applied")
+    episodes = "".join(p.read_text() for p in (stack.data_dir / "groups" / "local" / CHAT
+                                               / "episodes").rglob("*.md"))
+    assert "(alice): [redacted]\n" in episodes
+    assert "5pm" not in episodes and "6pm" not in episodes
     # the next message's turn sees only itself: the edit never joined as new words
     second = await stack.ask(CHAT, "alice", "and the venue?", message_id="m2")
     assert second.reply == "ack m2"

@@ -119,14 +119,17 @@ class DenseIndex(DenseQueries):
         return self._mu
 
     def footprint_bytes(self) -> int:
-        """RAM arrays plus the mapped vector pages searches touch (all of them: over
-        many searches the candidates' sentence pages cover most of the file)."""
+        """RAM arrays plus the mapped vector pages searches leave resident: all of the
+        combined file; the sentence file only when searches scan all of it (reranked
+        searches release the candidates' sentence pages, see ``_reranked``)."""
         arrays = sum(a.nbytes for a in (self._rowid, self._created, self._trust,
                                         self._valid_to, self._episode, self._bw,
                                         self._cowner, self._slot_of))
         if self._neighbours is not None:
             arrays += sum(a.nbytes for a in self._neighbours)
-        return int(arrays + (self._n + self._m) * (self.embedder.dim + 4))
+        reranked = self.rerank and self._m > self.rerank
+        mapped = self._n if reranked else self._n + self._m
+        return int(arrays + mapped * (self.embedder.dim + 4))
 
     # -- IndexHook ----------------------------------------------------------------------
 

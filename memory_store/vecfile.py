@@ -10,10 +10,16 @@ The files are a cache of the float vectors kept in the catalog: a row is written
 before the transaction that references it commits, so a crash leaves at worst an
 unreferenced row. :func:`dot` is exact integer arithmetic on SIMD (simsimd): a
 million rows take about 15 ms on one core.
+
+The files are mapped with :class:`mmap.mmap` (shared, read-write) and the arrays are
+``np.frombuffer`` views of it, so :meth:`VecFile.release` can ``madvise`` the mapping:
+pages a search touched leave the process's resident set and stay in the page cache.
 """
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 from pathlib import Path
 
@@ -46,8 +52,9 @@ class VecFile:
     def __init__(self, path: Path, dim: int) -> None:
         self.path = Path(path)
         self.dim = dim
-        self._rows: np.memmap | None = None
-        self._scale: np.memmap | None = None
+        self._maps: tuple[mmap.mmap, mmap.mmap] | None = None
+        self._rows: Int8s | None = None
+        self._scale: Floats | None = None
         self.capacity = 0
         self._map(self._file_rows())
 
@@ -68,8 +75,13 @@ class VecFile:
                 if fh.tell() < rows * width:
                     fh.truncate(rows * width)
         self.close()
-        self._rows = np.memmap(self.path, dtype=np.int8, mode="r+", shape=(rows, self.dim))
-        self._scale = np.memmap(self.scale_path, dtype=np.float32, mode="r+", shape=(rows,))
+        maps: list[mmap.mmap] = []
+        for path, width in ((self.path, self.dim), (self.scale_path, 4)):
+            with open(path, "r+b") as fh:  # mmap keeps its own duplicate of the fd
+                maps.append(mmap.mmap(fh.fileno(), rows * width, access=mmap.ACCESS_WRITE))
+        self._maps = (maps[0], maps[1])
+        self._rows = np.frombuffer(maps[0], dtype=np.int8).reshape(rows, self.dim)
+        self._scale = np.frombuffer(maps[1], dtype=np.float32)
         self.capacity = rows
 
     def ensure(self, rows: int) -> None:
@@ -119,15 +131,33 @@ class VecFile:
         return out
 
     def flush(self) -> None:
-        if self._rows is not None:
-            self._rows.flush()
-        if self._scale is not None:
-            self._scale.flush()
+        if self._maps is not None:
+            for m in self._maps:
+                m.flush()
+
+    def release(self) -> None:
+        """Drop this process's page-table entries for the mapped pages (Linux
+        ``MADV_DONTNEED``; a no-op where it is missing): the resident set forgets the
+        pages searches touched, the page cache keeps them, so the next access is a minor
+        fault, not a read. No data is lost: on a shared file mapping a dirty page stays
+        dirty in the page cache and is written back as usual (tests/memory
+        test_memory_vecfile.py checks rows put before a release, in this process and in
+        another)."""
+        if self._maps is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        for m in self._maps:
+            m.madvise(mmap.MADV_DONTNEED)
 
     def close(self) -> None:
-        # Dropping the references unmaps once no view is alive.
+        # Views first: mmap.close() raises BufferError while an array over it exists.
         self._rows = None
         self._scale = None
+        maps, self._maps = self._maps, None
+        for m in maps or ():
+            # BufferError: a view made by a caller is still alive (none in memory_store
+            # keeps one); the mapping then goes when the last view does, as np.memmap's.
+            with contextlib.suppress(BufferError):
+                m.close()
 
     def drop(self) -> None:
         """Delete the files (the index is rebuilt from the catalog)."""

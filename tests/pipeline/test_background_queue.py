@@ -7,7 +7,6 @@ open until the test lets it go."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 import tomllib
@@ -31,7 +30,7 @@ from gateway.status import run_checks
 from gateway.supervisor import WorkerSupervisor
 
 from .conftest import ROOT, Stack, Valkey
-from .test_worker_env import _children, _cmdline
+from .test_worker_env import _children, _cmdline, start_run
 
 
 def test_queue_names() -> None:
@@ -137,9 +136,7 @@ extract = true
 """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PNC_TEST_REDIS_URL", None)
-    run = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg),
-                            "--log-level", "WARNING"], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = start_run(cfg, env)
     try:
         deadline = time.monotonic() + 60
         queues: list[list[str]] = []

@@ -52,6 +52,13 @@ def _cmdline(pid: int) -> list[str]:
     return [a.decode() for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
 
 
+def start_run(cfg: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`pynanoclaw run` on ``cfg`` as a process (its workers are its children)."""
+    return subprocess.Popen([sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg),
+                             "--log-level", "WARNING"], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 def test_run_starts_workers_without_channel_tokens(tmp_path: Path) -> None:
     cfg = tmp_path / "pnc.toml"
@@ -66,9 +73,7 @@ workers = 2
 """)
     env = {**os.environ, "PYTHONPATH": str(ROOT), **TOKENS, MODEL_KEY[0]: MODEL_KEY[1]}
     env.pop("PNC_TEST_REDIS_URL", None)
-    run = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run", "--config", str(cfg),
-                            "--log-level", "WARNING"], cwd=ROOT, env=env,
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    run = start_run(cfg, env)
     try:
         deadline = time.monotonic() + 60
         workers: list[int] = []

@@ -29,6 +29,7 @@ from typing import Protocol
 
 from memory_store.atomic import read_regular
 from memory_store.catalog_query import CatalogQueries
+from memory_store.catalog_schema import DB_NAME, SCHEMA, SCHEMA_VERSION
 from memory_store.fileformat import content_hash, parse
 from memory_store.group import GroupDirectory
 from memory_store.indexdoc import index_text, record_from_json, record_to_json
@@ -41,41 +42,10 @@ __all__ = ["Catalog", "IndexHook", "Progress", "record_from_json", "record_to_js
 
 log = logging.getLogger(__name__)
 
-DB_NAME = "catalog.sqlite3"
-SCHEMA_VERSION = "2"
 Progress = Callable[[int, int], None]  # (done, total)
 
 _DIR_KIND = {v: k for k, v in reversed(list(KIND_DIRS.items()))}
 _DIR_KIND[DEFAULT_KIND_DIR] = "note"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS docs(
-  rowid INTEGER PRIMARY KEY,
-  id TEXT NOT NULL UNIQUE,
-  path TEXT NOT NULL UNIQUE,
-  dir TEXT NOT NULL,
-  kind TEXT NOT NULL,
-  source TEXT NOT NULL,
-  created REAL NOT NULL,
-  updated REAL NOT NULL,
-  trust REAL NOT NULL,
-  valid_from REAL,
-  valid_to REAL,
-  tags TEXT NOT NULL,
-  mtime_ns INTEGER NOT NULL,
-  size INTEGER NOT NULL,
-  hash TEXT NOT NULL,
-  record TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS docs_created ON docs(created);
-CREATE INDEX IF NOT EXISTS docs_dir ON docs(dir);
-CREATE INDEX IF NOT EXISTS docs_kind_created ON docs(kind, created, rowid);
-CREATE INDEX IF NOT EXISTS docs_valid_to ON docs(valid_to) WHERE valid_to IS NOT NULL;
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(
-  text, tokenize = 'porter unicode61 remove_diacritics 2'
-);
-"""
 
 
 class IndexHook(Protocol):
@@ -158,7 +128,7 @@ class Catalog(CatalogQueries):
             conn.close()
             self._drop_db()
             return self._open()
-        conn.executescript(_SCHEMA)
+        conn.executescript(SCHEMA)
         if version is None:
             conn.execute("INSERT OR REPLACE INTO meta VALUES('schema', ?)", (SCHEMA_VERSION,))
         self._conn = conn

@@ -40,9 +40,7 @@ def test_one_toml_loader() -> None:
 
 
 def test_no_module_over_400_non_blank_lines() -> None:
-    # memory_store/catalog.py and dense.py are split by issue 12 (memory engineer)
-    pending = {"memory_store/catalog.py", "memory_store/dense.py"}
-    big = {m: n for m, n in module_sizes().items() if n > MAX_NON_BLANK and m not in pending}
+    big = {m: n for m, n in module_sizes().items() if n > MAX_NON_BLANK}
     assert big == {}
 
 

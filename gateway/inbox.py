@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 
 import redis
@@ -162,12 +163,18 @@ class Inbox:
         """A deletion or an edit of a message memory may hold: the redaction job takes
         its words out, or puts the new ones in (workers/redaction.py). The change is
         durable in ``changes:{group}`` already, so a failed enqueue is logged, not
-        raised: the group's next redaction (another change, a /forget) applies it."""
+        raised: the sweeper enqueues it again once it waited ``CHANGE_STALE`` seconds."""
         try:
             await asyncio.to_thread(self.memory.request_redaction, group)
         except (redis.RedisError, OSError) as err:
             log.warning("could not enqueue the redaction of %s (%s); the change waits "
                         "in changes:%s", group, err, group)
+
+
+#: seconds a recorded change may wait before the sweeper enqueues its redaction again
+CHANGE_STALE = 120
+#: seconds between two sweeps for such changes (a SCAN of their keys)
+CHANGE_SWEEP_EVERY = 60.0
 
 
 class Sweeper:
@@ -187,6 +194,27 @@ class Sweeper:
         self._cfg = config
         self._q = GatewayQueue(redis_client, keys or Keys())
         self._enqueuer = enqueuer
+        self._memory = MemoryDesk(config, enqueuer.queue, self._q.keys)
+        self._redaction_asked: dict[str, float] = {}
+        self._changes_swept = 0.0
+
+    async def sweep_changes(self, now: float | None = None) -> list[str]:
+        """Enqueue the redaction job of every group whose recorded edits, deletions or
+        ``/forget`` requests waited ``CHANGE_STALE`` seconds with no job on them (the
+        inbox's enqueue failed, or the job failed for good), at most once per group every
+        ``CHANGE_STALE`` seconds; returns those groups. Without it, words a person deleted
+        would stay in memory until the group's next change."""
+        now = time.time() if now is None else now
+        asked = []
+        for group in await self._q.stale_changes(CHANGE_STALE, now):
+            if now - self._redaction_asked.get(group, 0.0) < CHANGE_STALE:
+                continue
+            log.warning("edits or deletions of %s waited over %ds with no redaction job; "
+                        "enqueueing one", group, CHANGE_STALE)
+            await asyncio.to_thread(self._memory.request_redaction, group)
+            self._redaction_asked[group] = now
+            asked.append(group)
+        return asked
 
     async def sweep_once(self) -> list[str]:
         """One pass; returns the groups a drain was enqueued for.
@@ -215,6 +243,9 @@ class Sweeper:
         while not stop.is_set():
             try:
                 await self.sweep_once()
+                if time.monotonic() - self._changes_swept >= CHANGE_SWEEP_EVERY:
+                    self._changes_swept = time.monotonic()
+                    await self.sweep_changes()
             except (redis.RedisError, OSError) as err:
                 log.warning("sweeper: Redis unavailable (%s); retrying", err)
             except Exception:

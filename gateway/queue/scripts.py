@@ -14,6 +14,7 @@ import functools
 import json
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,25 @@ class GatewayQueue:
         return int(await self._s["push"](
             keys=[k.dedupe(dedupe_id), k.seq(group), target, k.lease(group), k.active],
             args=[dedupe_ttl, entry, "1" if engaged else "0", lease_ttl_ms, group, job_id]))
+
+    async def stale_changes(self, older_than: float, now: float) -> list[str]:
+        """Groups whose oldest waiting edit, deletion or ``/forget`` is older than
+        ``older_than`` seconds while no redaction job holds the group: its enqueue
+        failed, or the job died for good. (A SCAN: called once a minute, not per message.)"""
+        k = self.keys
+        groups: set[str] = set()
+        for head in (k.changes(""), k.forget("")):
+            async for key in self.r.scan_iter(match=_glob_escape(head) + "*", count=500):
+                name = as_str(key)
+                group = name[len(head):]
+                oldest = await self.r.lindex(name, 0)  # type: ignore[misc]
+                if oldest is not None and _recorded_at(oldest) < now - older_than:
+                    groups.add(group)
+        out = []
+        for group in sorted(groups):
+            if not await self.r.exists(k.redacting(group)):
+                out.append(group)
+        return out
 
     async def sweep(self, group: str, lease_ttl_ms: int, job_id: str) -> bool:
         """Take the lease of ``group`` for ``job_id`` if work waits and no job holds it
@@ -377,3 +397,26 @@ class GroupQueue:
 
 def _str(value: Any) -> str:
     return "" if value is None else as_str(value)
+
+
+def _glob_escape(text: str) -> str:
+    """``text`` as a literal in a Redis glob pattern."""
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _recorded_at(raw: bytes | str) -> float:
+    """When a change or ``/forget`` request was recorded (epoch seconds): ``at`` is ISO
+    8601 in a change (the platform's time) and epoch seconds in a request. A record that
+    does not say counts as old, so it is never left waiting."""
+    try:
+        at = json.loads(raw).get("at")
+    except (ValueError, AttributeError):
+        return 0.0
+    if isinstance(at, int | float):
+        return float(at)
+    if isinstance(at, str):
+        try:
+            return datetime.fromisoformat(at).timestamp()
+        except ValueError:
+            return 0.0
+    return 0.0

@@ -14,10 +14,13 @@ from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
+from rq import Queue
 
 from channels.models import Inbound
 from gateway.config import load_worker_settings
-from gateway.queue import Keys, encode_entry, parse_entry
+from gateway.inbox import CHANGE_STALE, DrainEnqueuer, Sweeper
+from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
 from memory_store.audit import AuditLog
 from memory_store.redact import MARKER
@@ -104,6 +107,37 @@ async def test_a_platform_deletion_redacts_memory_and_redis(stack: Stack) -> Non
     # Redis's own append-only file was rewritten: its history no longer holds them
     await stack.wait_for(lambda: aof_idle(stack.r), what="the AOF rewrite")
     assert files_holding(stack.valkey.data_dir, "Zanzibar") == []
+
+
+async def test_a_deletion_whose_job_was_lost_is_swept(stack: Stack) -> None:
+    gw = await stack.start_gateway()
+    assert gw.inbox is not None
+    stack.start_workers(1)
+    group = "local:ann"
+    assert (await stack.ask("ann", "ann", SECRET, message_id="m1")).reply == "ack m1"
+    await stack.settled(group)
+    stack.stop_workers()
+    assert await gw.inbox.accept(deletion("ann", "m1")) == "recorded"
+    # the redaction job is lost (its enqueue failed, or the queue was flushed): the
+    # deletion is only in changes:{group}
+    Queue(background_queue(), connection=stack.r).empty()
+    stack.start_workers(1)
+    r = aioredis.Redis.from_url(stack.valkey.url)
+    sweeper = Sweeper(stack.config, r, DrainEnqueuer(stack.config, stack.r, K), K)
+    try:
+        now = time.time()
+        assert await sweeper.sweep_changes(now) == []  # recorded just now: not stale
+        stack.r.set(K.redacting(group), "1")  # a redaction job holds the group
+        assert await sweeper.sweep_changes(now + CHANGE_STALE + 1) == []
+        stack.r.delete(K.redacting(group))
+        assert await sweeper.sweep_changes(now + CHANGE_STALE + 1) == [group]
+        assert await sweeper.sweep_changes(now + CHANGE_STALE + 2) == []  # asked already
+    finally:
+        await r.aclose()
+    root = group_dir(stack, "ann")
+    await stack.wait_for(lambda: not stack.r.exists(K.changes(group)) and
+                         bool(redactions(root)), what="the swept redaction")
+    assert files_holding(root, "Zanzibar") == []
 
 
 def aof_idle(r: redis.Redis) -> bool:

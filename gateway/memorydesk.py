@@ -26,7 +26,7 @@ from memory_store.atomic import read_regular
 from memory_store.coresection import CoreSectionError, entries
 from memory_store.fileformat import now_utc, parse
 from memory_store.group import CORE_FILE, PROFILE_FILE
-from memory_store.paths import id_from_filename
+from memory_store.paths import KIND_DIRS, MEMORY_DIRS, id_from_filename
 from memory_store.protocol import MemoryRecord
 from memory_store.redact import check_phrase, find_phrase
 
@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 #: lines a preview or a listing shows before "... and N more"
 SHOW = 8
+EPISODES_DIR = KIND_DIRS["episode"]
 #: characters of a fact shown by ``/memory``
 FACT_CHARS = 120
 
@@ -71,10 +72,13 @@ class MemoryDesk:
             core.append(f"{name} {size} bytes ({kept} entries I added)")
         if core:
             lines.append("- core memory: " + ", ".join(core))
+        # Episodes are the bulk (a busy group has tens of thousands): counted from the
+        # listing, never parsed; the rest is read for its facts.
+        counts = {"episode": sum(1 for _ in gd.memory_files([EPISODES_DIR]))}
         records = self._records(gd)
-        counts: dict[str, int] = {}
         for rec in records:
             counts[rec.kind] = counts.get(rec.kind, 0) + 1
+        counts = {k: n for k, n in counts.items() if n}
         if counts:
             lines.append("- " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
         now = now_utc()
@@ -94,7 +98,7 @@ class MemoryDesk:
 
     def _records(self, gd: GroupDirectory) -> list[MemoryRecord]:
         out = []
-        for path in gd.memory_files():
+        for path in gd.memory_files(d for d in MEMORY_DIRS if d != EPISODES_DIR):
             try:
                 text = read_regular(path).decode("utf-8", errors="replace")
             except FileNotFoundError:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -124,10 +124,10 @@ class GroupDirectory:
         self._core = (key, core)
         return core
 
-    def memory_files(self) -> Iterator[Path]:
-        """Every memory file (``*.md`` in the memory sub-directories and their one level
-        of sub-folders, e.g. ``episodes/2024-05/``), unordered."""
-        for sub in MEMORY_DIRS:
+    def memory_files(self, dirs: Iterable[str] = MEMORY_DIRS) -> Iterator[Path]:
+        """Every memory file (``*.md`` in the memory sub-directories ``dirs`` and their
+        one level of sub-folders, e.g. ``episodes/2024-05/``), unordered."""
+        for sub in dirs:
             yield from _md_files(self.path / sub, depth=1)
 
 

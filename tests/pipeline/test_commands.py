@@ -131,6 +131,8 @@ def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
     c = parse_config({"data_dir": str(tmp_path), "policy": {"admins": [OPERATOR]}}, env={})
     mem = open_memory(tmp_path, "telegram:7")
     mem.write_sync("Ann likes green tea", kind="fact", metadata={"id": "f1"})
+    for i in range(3):
+        mem.write_sync(f"Ann: message {i}", kind="episode", metadata={"id": f"e{i}"})
     mem.close()
     desk = MemoryDesk(c, None, Keys())  # type: ignore[arg-type]  # a preview enqueues nothing
     dm = {"is_group": False, "chat_id": "7"}
@@ -141,3 +143,4 @@ def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
     assert short is not None and "at least 3 characters" in short
     listing = commands.run(msg("/memory", **dm), c, desk)
     assert listing is not None and "Ann likes green tea (from memory_store" in listing
+    assert "- 3 episode, 1 fact\n" in listing  # episodes counted, not parsed

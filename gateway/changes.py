@@ -70,6 +70,7 @@ def change_record(change: Inbound) -> str:
     record = {"kind": change.kind, "channel": change.channel, "account": change.account,
               "chat_id": change.chat_id, "original_id": change.original_id,
               "event_id": change.message_id, "sender_id": change.sender_id,
+              "sender_name": change.sender_name, "is_group": change.is_group,
               "at": change.received_at.isoformat()}
     if change.kind == "edit":
         record["text"] = change.text

@@ -43,6 +43,7 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
+from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import WorkerSettings, extraction_enabled
 from gateway.queue import (
@@ -51,6 +52,7 @@ from gateway.queue import (
     TURN_STATE_TTL,
     Keys,
     as_str,
+    encode_entry,
     enqueue_group_job,
     job_queue,
 )
@@ -101,6 +103,34 @@ def extraction_entry(settings: WorkerSettings, batch: Batch) -> str | None:
             log.info("fact extraction skipped: %s", why)
         return None
     return json.dumps({"turn_id": batch.turn_id, "entries": batch.raw})
+
+
+def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str, Any]
+                          ) -> str | None:
+    """The ``extractq`` entry for the new words of an edited message (a recorded edit,
+    ``gateway/changes.py``), so facts the edit states are filed as its old words' are
+    retired: a batch of that one message (its own id: facts cite it, and a later
+    deletion of the message retires them) with the edit's event id as its revision
+    (another turn id, so a redelivered edit is extracted once). None when extraction
+    is off, or the record predates the fields it needs."""
+    if not isinstance(change.get("is_group"), bool) or not change.get("sender_name"):
+        return None
+    try:
+        msg = Inbound(channel=change["channel"], account=change.get("account", "default"),
+                      chat_id=change["chat_id"], is_group=change["is_group"],
+                      sender_id=change["sender_id"], sender_name=change["sender_name"],
+                      message_id=change["original_id"], text=change["text"],
+                      received_at=change["at"])
+    except (KeyError, ValidationError) as err:
+        log.warning("edit of %s in %s: not extracted (%s)", change.get("original_id"),
+                    group, err)
+        return None
+    raw = f"1 {encode_entry(msg.model_dump_json(), False)}"
+    batch = parse_batch(group, [raw], revision=str(change.get("event_id", "")))
+    entry = extraction_entry(settings, batch)
+    if entry is None:
+        return None
+    return json.dumps({**json.loads(entry), "revision": batch.revision})
 
 
 def schedule_extraction(
@@ -204,7 +234,7 @@ def _queued(client: redis.Redis, keys: Keys, group: str) -> list[tuple[str, Batc
     for raw in (as_str(x) for x in raw_list):
         try:
             item = json.loads(raw)
-            batch = parse_batch(group, item["entries"])
+            batch = parse_batch(group, item["entries"], str(item.get("revision", "")))
             if batch.turn_id != item["turn_id"]:
                 raise ValueError("turn id does not match its batch")
         except (ValueError, KeyError, TypeError, ValidationError) as err:

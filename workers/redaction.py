@@ -24,7 +24,10 @@ redacted too. Under the lock it
    turn's kept reply (``turn:{id}``, replayed by a retry) too; an edited message's
    entries get the new text, and the old words (when long enough) become the new;
 3. removes the requests it applied (LREM of each exact record), last: a crash before
-   that applies them again, which changes nothing the second time;
+   that applies them again, which changes nothing the second time; in the same
+   transaction an applied edit's new words are queued for fact extraction
+   (``workers.extraction.edit_extraction_entry``), so what the edit states is filed
+   as the facts of its old words were retired;
 4. has Redis rewrite its persistence from the data set as it is now: the append-only
    file keeps every command ever run, the original words included, until
    ``BGREWRITEAOF`` replaces it (and an RDB snapshot, when configured, is saved anew).
@@ -67,6 +70,7 @@ from memory_store.redact import (
     words_pattern,
 )
 from workers.context import WorkerContext, current
+from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.lock import GroupLock
 from workers.maintenance import LOCK_WAIT, turns_waiting
 
@@ -227,7 +231,7 @@ def redact_group(
         return _reschedule(client, group, kwargs, reschedules)
     client.set(keys.redacting(group), "1", ex=LEASE_TTL)
     try:
-        summary = _apply(ctx, keys, group, lock)
+        summary = _apply(ctx, keys, group, lock, kwargs)
     finally:
         lock.release()
         client.delete(keys.redacting(group))
@@ -236,7 +240,8 @@ def redact_group(
     return {"group": group, "end": "redacted", **summary}
 
 
-def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[str, int]:
+def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
+           job: dict[str, Any]) -> dict[str, int]:
     client = ctx.redis
     gq = GroupQueue(client, keys, group)
     _, memory = ctx.group_memory(group)
@@ -252,6 +257,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
     turns: set[str] = set()
     edited: Edits = {}
     rewords: list[tuple[str, str]] = []
+    extract: list[str] = []  # extractq entries for the edits' new words
     files = 0
     for _, rec in edits:  # before the deletions: a deleted message stays deleted
         lock.check()
@@ -262,6 +268,8 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
         if out.refused:  # logged; the record is dropped with the others
             continue
         edited[(str(rec.get("account", "default")), mid)] = (sender, text)
+        if (entry := edit_extraction_entry(ctx.settings, group, rec)) is not None:
+            extract.append(entry)
         rewords += [(t, text) for t in out.removed
                     if len(t) >= ECHO_MIN_CHARS and t.casefold() not in text.casefold()]
         turns.update(out.records)
@@ -311,7 +319,13 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock) -> dict[
             pipe.lrem(keys.changes(group), 1, raw)
         for raw, _ in forgets:
             pipe.lrem(keys.forget(group), 1, raw)
+        for entry in extract:  # with the LREM: an applied edit is extracted exactly once
+            pipe.rpush(keys.extractions(group), entry)
         pipe.execute()
+    if extract:
+        schedule_extraction(client, group, ctx.settings, queue=job["queue"],
+                            prefix=keys.prefix, lock_ttl=job["lock_ttl"],
+                            retries=job["retries"])
     if deletions or forgets or edits:
         rewrite_persistence(client)
     return {"requests": len(deletions) + len(forgets) + len(edits), "files": files,

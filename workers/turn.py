@@ -50,10 +50,15 @@ class Batch:
     messages: list[Inbound]
     engaged_ids: list[str]
     raw: list[str]
+    #: set for a batch re-read after an edit (the edit's event id): the same message
+    #: with new words is another turn for extraction, never the original one
+    revision: str = ""
 
     @property
     def turn_id(self) -> str:
-        return turn_id_for(self.group, [m.dedupe_id for m in self.messages])
+        ids = [m.dedupe_id for m in self.messages]
+        return turn_id_for(self.group, [*ids, f"revision:{self.revision}"] if self.revision
+                           else ids)
 
     @property
     def anchor(self) -> Inbound:
@@ -71,7 +76,7 @@ def turn_id_for(group: str, dedupe_ids: Sequence[str]) -> str:
     return f"turn-{digest[:32]}"
 
 
-def parse_batch(group: str, raw: Sequence[bytes | str]) -> Batch:
+def parse_batch(group: str, raw: Sequence[bytes | str], revision: str = "") -> Batch:
     """Decode a ``processing`` list. Raises ``ValueError`` for a malformed entry."""
     try:
         entries = sorted((parse_entry(item) for item in raw), key=lambda e: e.seq)
@@ -80,7 +85,7 @@ def parse_batch(group: str, raw: Sequence[bytes | str]) -> Batch:
     messages = [Inbound.model_validate(e.msg) for e in entries]
     engaged = [m.message_id for m, e in zip(messages, entries, strict=True) if e.engaged]
     return Batch(group=group, messages=messages, engaged_ids=engaged,
-                 raw=[e.raw for e in entries])
+                 raw=[e.raw for e in entries], revision=revision)
 
 
 def episode_text(batch: Batch, reply: str | None) -> str:

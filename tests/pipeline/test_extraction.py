@@ -25,6 +25,7 @@ from workers.agent import clear_agent_cache
 from workers.context import WorkerContext
 from workers.extraction import (
     MAX_ATTEMPTS,
+    edit_extraction_entry,
     extract_group,
     extraction_enabled,
     extraction_entry,
@@ -313,3 +314,51 @@ async def test_workers_extract_after_the_reply_end_to_end(tmp_path: Path, valkey
     finally:
         await stack.close()
     assert "- Alice moved to Lisbon (local:c1:msg/" in alice.read_text(encoding="utf-8")
+
+
+async def test_an_edit_is_extracted_in_place_of_its_old_words(tmp_path: Path,
+                                                              valkey: Valkey) -> None:
+    """An answered "Alice moved to Lisbon" edited to "... Porto": the redaction job
+    retires the Lisbon fact and queues the new words for extraction, which files Porto
+    citing the same message; the edit redelivered is extracted once."""
+    stack = Stack(tmp_path, valkey)
+    config(stack.config_path, valkey.url)
+    alice = stack.data_dir / "groups" / "local" / "c1" / "entities" / "entity-alice.md"
+    try:
+        stack.start_workers(1)
+        gw = await stack.start_gateway()
+        assert gw.inbox is not None
+        assert (await stack.ask("c1", "u1", "Alice moved to Lisbon", message_id="m1")
+                ).reply == "ok"
+        await stack.wait_for(lambda: alice.exists() and not stack.r.exists(
+            K.extracting(GROUP), K.extractions(GROUP)), what="the first extraction")
+        edit = Inbound(channel="local", chat_id="c1", is_group=False, sender_id="u1",
+                       sender_name="u1", message_id="m1:edit:1", text="Alice moved to Porto",
+                       kind="edit", original_id="m1")
+        assert await gw.inbox.accept(edit) == "recorded"
+        await stack.wait_for(lambda: "Porto" in alice.read_text(encoding="utf-8") and
+                             not stack.r.exists(K.changes(GROUP), K.extracting(GROUP),
+                                                K.extractions(GROUP)),
+                             what="the edit's extraction")
+        assert await gw.inbox.accept(edit) == "duplicate"
+    finally:
+        await stack.close()
+    root = stack.data_dir / "groups" / "local" / "c1"
+    text = alice.read_text(encoding="utf-8")
+    assert text.count("- Alice moved to Porto (local:c1:msg/m1,") == 1
+    assert not [p for p in root.rglob("*") if p.is_file() and b"Lisbon" in p.read_bytes()]
+
+
+def test_an_edit_recorded_by_an_older_gateway_is_not_extracted(env: Env) -> None:
+    record = {"kind": "edit", "channel": "local", "account": "default", "chat_id": "c1",
+              "original_id": "m1", "event_id": "m1:edit:1", "sender_id": "u1",
+              "at": "2026-12-01T10:00:00+00:00", "text": "Alice moved to Porto"}
+    assert edit_extraction_entry(env.settings(), GROUP, record) is None  # no is_group
+    entry = edit_extraction_entry(env.settings(), GROUP,
+                                  {**record, "is_group": False, "sender_name": "Una"})
+    assert entry is not None
+    item = json.loads(entry)
+    batch = parse_batch(GROUP, item["entries"], item["revision"])
+    assert batch.turn_id == item["turn_id"] and batch.messages[0].message_id == "m1"
+    # another turn than the original message's own
+    assert batch.turn_id != parse_batch(GROUP, item["entries"]).turn_id

@@ -145,13 +145,10 @@ class DenseQueries:
         top = np.sort(top)  # file order: neighbouring rows share pages
         cnt = counts[top]
         offs = np.cumsum(cnt) - cnt
-        rows = np.repeat(starts[top] - offs, cnt) + np.arange(int(cnt.sum()))
-        best = np.maximum.reduceat(self.cmat.dot_rows(q, rows), offs)
-        # Each search reads different candidates' sentence pages; kept mapped, they add up
-        # to the whole file in the resident set (bench/README.md "At scale"). Only this
-        # file: the combined file and an exact (non-reranked) sentence scan read every
-        # page on every search, so releasing them would only buy faults.
-        self.cmat.release()
+        # read, not mapped (VecFile.dot_runs): the combined file and an exact sentence
+        # scan read every page on every search and stay mapped; the candidates differ
+        # from search to search and would add up to the whole file in the resident set
+        best = np.maximum.reduceat(self.cmat.dot_runs(q, starts[top], cnt), offs)
         own = owners[top]
         est[own] = s[own] + bw[own] * best
         return est

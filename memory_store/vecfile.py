@@ -12,8 +12,8 @@ unreferenced row. :func:`dot` is exact integer arithmetic on SIMD (simsimd): a
 million rows take about 15 ms on one core.
 
 The files are mapped with :class:`mmap.mmap` (shared, read-write) and the arrays are
-``np.frombuffer`` views of it, so :meth:`VecFile.release` can ``madvise`` the mapping:
-pages a search touched leave the process's resident set and stay in the page cache.
+``np.frombuffer`` views of it. :meth:`VecFile.dot_runs` reads scattered rows with
+``pread`` instead, so the pages a reranked search reads stay out of the resident set.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class VecFile:
         self.path = Path(path)
         self.dim = dim
         self._maps: tuple[mmap.mmap, mmap.mmap] | None = None
+        self._fd: int | None = None  # the rows' file, for dot_runs' reads
         self._rows: Int8s | None = None
         self._scale: Floats | None = None
         self.capacity = 0
@@ -80,6 +81,7 @@ class VecFile:
             with open(path, "r+b") as fh:  # mmap keeps its own duplicate of the fd
                 maps.append(mmap.mmap(fh.fileno(), rows * width, access=mmap.ACCESS_WRITE))
         self._maps = (maps[0], maps[1])
+        self._fd = os.open(self.path, os.O_RDONLY)
         self._rows = np.frombuffer(maps[0], dtype=np.int8).reshape(rows, self.dim)
         self._scale = np.frombuffer(maps[1], dtype=np.float32)
         self.capacity = rows
@@ -118,15 +120,40 @@ class VecFile:
         out: Floats = (raw * scale).astype(np.float32, copy=False)
         return out
 
-    def dot_rows(self, query: npt.NDArray[np.floating], idx: npt.NDArray[np.int64]) -> Floats:
-        """Approximate ``rows[idx] @ query``: maps only the pages of those rows."""
-        if not len(idx):
+    def dot_runs(self, query: npt.NDArray[np.floating], starts: npt.NDArray[np.int64],
+                 counts: npt.NDArray[np.int64]) -> Floats:
+        """Approximate ``rows[r] @ query`` for the rows of each run ``starts[i] ..
+        starts[i] + counts[i] - 1``, in that order. The rows are read with ``pread``, not
+        through the mapping: a reranked search reads a different thousand records'
+        sentences each time, and mapped pages would add up to the whole file in the
+        process's resident set; read, they stay in the page cache only (the one every
+        process shares; on Linux it also holds what ``put`` wrote through the mapping).
+        Runs that touch are read in one call (pass them in file order)."""
+        total = int(counts.sum())
+        if total == 0:
             return np.zeros(0, dtype=np.float32)
-        assert self._rows is not None and self._scale is not None
+        assert self._rows is not None and self._scale is not None and self._fd is not None
+        buf = bytearray(total * self.dim)
+        view = memoryview(buf)
+        width, at = self.dim, 0
+        first = [int(x) for x in starts]
+        sizes = [int(x) for x in counts]
+        i = 0
+        while i < len(first):
+            begin, n = first[i], sizes[i]
+            while i + 1 < len(first) and first[i + 1] == begin + n:  # adjacent: one read
+                i += 1
+                n += sizes[i]
+            os.preadv(self._fd, [view[at * width : (at + n) * width]], begin * width)
+            at += n
+            i += 1
         q8, qs = quantize_query(query)
-        raw = np.asarray(simsimd.cdist(q8, self._rows[idx], metric="dot",
-                                       out_dtype="float32"), dtype=np.float32).reshape(-1)
-        scale = np.asarray(self._scale[idx], dtype=np.float32) * np.float32(qs)
+        got = np.frombuffer(buf, dtype=np.int8).reshape(total, self.dim)
+        raw = np.asarray(simsimd.cdist(q8, got, metric="dot", out_dtype="float32"),
+                         dtype=np.float32).reshape(-1)
+        rows = np.repeat(starts, counts) + (np.arange(total) - np.repeat(
+            np.cumsum(counts) - counts, counts))
+        scale = np.asarray(self._scale[rows], dtype=np.float32) * np.float32(qs)
         out: Floats = (raw * scale).astype(np.float32, copy=False)
         return out
 
@@ -135,24 +162,14 @@ class VecFile:
             for m in self._maps:
                 m.flush()
 
-    def release(self) -> None:
-        """Drop this process's page-table entries for the mapped pages (Linux
-        ``MADV_DONTNEED``; a no-op where it is missing): the resident set forgets the
-        pages searches touched, the page cache keeps them, so the next access is a minor
-        fault, not a read. No data is lost: on a shared file mapping a dirty page stays
-        dirty in the page cache and is written back as usual (tests/memory
-        test_memory_vecfile.py checks rows put before a release, in this process and in
-        another)."""
-        if self._maps is None or not hasattr(mmap, "MADV_DONTNEED"):
-            return
-        for m in self._maps:
-            m.madvise(mmap.MADV_DONTNEED)
-
     def close(self) -> None:
         # Views first: mmap.close() raises BufferError while an array over it exists.
         self._rows = None
         self._scale = None
         maps, self._maps = self._maps, None
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
         for m in maps or ():
             # BufferError: a view made by a caller is still alive (none in memory_store
             # keeps one); the mapping then goes when the last view does, as np.memmap's.

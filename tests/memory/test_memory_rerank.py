@@ -33,9 +33,11 @@ def test_only_candidates_sentences_are_scored(tmp_path: Path) -> None:
         cmat = mem.dense.cmat
         assert cmat is not None
         calls: list[Any] = []
-        full, rows = cmat.dot, cmat.dot_rows
+        full, runs = cmat.dot, cmat.dot_runs
         cmat.dot = lambda q, n: calls.append(("all", n)) or full(q, n)  # type: ignore[method-assign]
-        cmat.dot_rows = lambda q, idx: calls.append(("rows", idx)) or rows(q, idx)  # type: ignore[method-assign]
+        cmat.dot_runs = lambda q, s, c: calls.append(  # type: ignore[method-assign]
+            ("rows", np.repeat(s, c) + np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c))
+        ) or runs(q, s, c)
         q = "who talked about owls at lunch"
         mem.dense.rerank = 0
         exact = [h.id for h in mem.search_sync(q, k=3)]

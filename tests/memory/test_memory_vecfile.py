@@ -1,8 +1,7 @@
-"""Int8 vector files over mmap.mmap: release() drops resident pages, never data."""
+"""Int8 vector files over mmap.mmap; dot_runs reads rows without mapping their pages."""
 
 from __future__ import annotations
 
-import mmap
 import os
 import subprocess
 import sys
@@ -15,8 +14,8 @@ import pytest
 from memory_store.vecfile import VecFile
 
 DIM = 384
-LINUX_MADVISE = sys.platform.startswith("linux") and hasattr(mmap, "MADV_DONTNEED")
-needs_madvise = pytest.mark.skipif(not LINUX_MADVISE, reason="Linux MADV_DONTNEED only")
+needs_smaps = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                 reason="reads /proc/self/smaps")
 
 
 def _vecs(n: int, seed: int = 0) -> np.ndarray:
@@ -41,43 +40,31 @@ def _mapped(path: Path) -> dict[str, int]:
     return out
 
 
-def _rss_file_kb() -> int:
-    with open("/proc/self/status", encoding="ascii") as fh:
-        for line in fh:
-            if line.startswith("RssFile:"):
-                return int(line.split()[1])
-    pytest.skip("no RssFile in /proc/self/status")
-
-
-def test_round_trip_after_release(tmp_path: Path) -> None:
+def test_dot_runs_reads_what_put_wrote(tmp_path: Path) -> None:
     f = VecFile(tmp_path / "a.i8", DIM)
     v = _vecs(100)
-    f.put(0, v)
-    before = f.get(np.arange(100))
+    f.put(0, v)  # not flushed: the rows are dirty pages of the mapping
     dots = f.dot(v[3], 100)
-    f.release()  # no flush first: the written rows are dirty pages
-    np.testing.assert_array_equal(f.get(np.arange(100)), before)
-    np.testing.assert_array_equal(f.dot(v[3], 100), dots)
-    np.testing.assert_array_equal(f.dot_rows(v[3], np.array([3, 7])), dots[[3, 7]])
-    assert np.abs(before - v).max() < 0.01
-    f.put(100, v[:1])  # writable again after a release
-    f.release()
-    np.testing.assert_array_equal(f.get(np.array([100])), before[:1])
+    starts, counts = np.array([2, 5, 6, 40]), np.array([1, 1, 3, 2])  # 5,6 touch
+    rows = np.array([2, 5, 6, 7, 8, 40, 41])
+    np.testing.assert_array_equal(f.dot_runs(v[3], starts, counts), dots[rows])
+    assert len(f.dot_runs(v[3], starts[:0], counts[:0])) == 0
+    f.put(100, v[:1])
+    np.testing.assert_array_equal(f.dot_runs(v[0], np.array([100]), np.array([1])),
+                                  f.dot(v[0], 101)[[100]])
     f.close()
 
 
-def test_growth_across_release_and_close_unmaps(tmp_path: Path) -> None:
+def test_growth_and_close_unmap(tmp_path: Path) -> None:
     path = tmp_path / "g.i8"
     f = VecFile(path, DIM)
     first = f.capacity
     v = _vecs(first + 10)
     f.put(0, v[:first])
-    f.release()
     old = f._maps
     f.put(first, v[first:])  # remaps: the old mapping must really be closed
     assert f.capacity > first
     assert old is not None and all(m.closed for m in old)
-    f.release()
     np.testing.assert_allclose(f.get(np.arange(first + 10)), v, atol=0.01)
     f.flush()
     f.close()
@@ -91,13 +78,12 @@ def test_growth_across_release_and_close_unmaps(tmp_path: Path) -> None:
     g.close()
 
 
-def test_another_process_sees_rows_put_before_release(tmp_path: Path) -> None:
+def test_another_process_sees_rows_not_flushed(tmp_path: Path) -> None:
     path = tmp_path / "p.i8"
     f = VecFile(path, DIM)
     v = _vecs(50, seed=3)
     f.put(0, v)
-    want = f.get(np.arange(50))
-    f.release()  # neither flushed nor closed
+    want = f.get(np.arange(50))  # neither flushed nor closed
     np.save(tmp_path / "want.npy", want)
     code = textwrap.dedent(f"""
         import numpy as np
@@ -106,8 +92,9 @@ def test_another_process_sees_rows_put_before_release(tmp_path: Path) -> None:
         g = VecFile(Path({str(path)!r}), {DIM})
         want = np.load({str(tmp_path / "want.npy")!r})
         assert (g.get(np.arange(50)) == want).all()
+        assert (g.dot_runs(want[0], np.array([0]), np.array([50])) ==
+                g.dot(want[0], 50)).all()
         g.put(50, want[:2])
-        g.release()
         g.close()
         """)
     root = str(Path(__file__).resolve().parents[2])  # this checkout's memory_store
@@ -118,8 +105,8 @@ def test_another_process_sees_rows_put_before_release(tmp_path: Path) -> None:
     f.close()
 
 
-@needs_madvise
-def test_release_gives_back_the_touched_pages(tmp_path: Path) -> None:
+@needs_smaps
+def test_dot_runs_leaves_the_rows_pages_out_of_the_resident_set(tmp_path: Path) -> None:
     path = tmp_path / "big.i8"
     rows = 64 * 2**20 // DIM  # a 64 MB file
     f = VecFile(path, DIM)
@@ -127,40 +114,15 @@ def test_release_gives_back_the_touched_pages(tmp_path: Path) -> None:
     for start in range(0, rows, len(block)):
         f.put(start, block[: min(len(block), rows - start)])
     f.flush()
-    f.release()
-    base = _rss_file_kb()
-    f.dot(block[0], rows)  # touches every page
-    touched = _rss_file_kb()
-    assert touched - base > 32 * 1024
-    f.release()
-    after = _rss_file_kb()
-    assert touched - after > 32 * 1024, (base, touched, after)
-    assert _mapped(path)[str(path)] < 1024
-    np.testing.assert_allclose(f.get(np.array([0, rows - 1])),
-                               block[[0, (rows - 1) % len(block)]], atol=0.01)
     f.close()
-
-
-@needs_madvise
-def test_reranked_search_leaves_no_sentence_pages_resident(tmp_path: Path) -> None:
-    from memory_store import open_memory
-    from memory_store.backends.vector import VectorMemory
-    from memory_store.embed import default_embedder
-
-    mem = open_memory(tmp_path, "test:vecfile", "vector", embedder=default_embedder(),
-                      background=False)
-    assert isinstance(mem, VectorMemory)
-    try:
-        for i in range(12):
-            mem.write_sync(f"Note {i} mentions owls. Someone saw owls on day {i}.",
-                           kind="fact", metadata={"id": f"n{i}"})
-        mem.flush()
-        assert mem.dense.cmat is not None and mem.dense.mat is not None
-        chunks, dense = mem.dense.cmat.path, mem.dense.mat.path
-        mem.dense.rerank = 4
-        assert mem.search_sync("who saw owls", k=3)
-        assert _mapped(chunks)[str(chunks)] == 0
-        assert _mapped(dense)[str(dense)] > 0  # read fully every search: kept
-    finally:
-        mem.close()
-    assert _mapped(chunks) == {} and _mapped(dense) == {}
+    g = VecFile(path, DIM)  # a fresh mapping: nothing of the rows file resident
+    assert _mapped(path)[str(path)] < 1024
+    starts = np.arange(0, rows - 4, rows // 2000)  # a run on every 8th page or so
+    got = g.dot_runs(block[0], starts, np.full(len(starts), 3))
+    assert len(got) == 3 * len(starts)
+    assert _mapped(path)[str(path)] < 1024  # read, not mapped
+    g.dot(block[0], rows)  # a full scan does map every page
+    assert _mapped(path)[str(path)] > 32 * 1024
+    np.testing.assert_allclose(g.get(np.array([0, rows - 1])),
+                               block[[0, (rows - 1) % len(block)]], atol=0.01)
+    g.close()

@@ -16,6 +16,7 @@ from tests.pipeline.conftest import Stack
 from tests.pipeline.test_redaction import (
     SECRET,
     _episode,
+    answered,
     ctx,  # noqa: F401  (the fixture)
     files_holding,
     group_dir,
@@ -41,12 +42,8 @@ def episodes(root: Path) -> str:
 
 
 async def test_an_answered_message_edited_holds_the_new_words(stack: Stack) -> None:
-    gw = await stack.start_gateway()
-    assert gw.inbox is not None
-    stack.start_workers(1)
+    inbox = await answered(stack, OLD)
     group = "local:ann"
-    assert (await stack.ask("ann", "ann", OLD, message_id="m1")).reply == "ack m1"
-    await stack.settled(group)
     root = group_dir(stack, "ann")
     assert index_hits(stack.data_dir, group, "lisbon")
     # copies Redis still holds: a dead-lettered batch with the message, an entry quoting it
@@ -55,8 +52,8 @@ async def test_an_answered_message_edited_holds_the_new_words(stack: Stack) -> N
     quoting = message("ann", "m3", "really?", reply_to_id="m1", reply_to_text=OLD)
     stack.r.rpush(K.context(group), f"8 {encode_entry(quoting.model_dump_json(), False)}")
 
-    assert await gw.inbox.accept(edit("ann", "m1", NEW)) == "recorded"
-    assert await gw.inbox.accept(edit("ann", "m1", NEW)) == "duplicate"  # redelivered
+    assert await inbox.accept(edit("ann", "m1", NEW)) == "recorded"
+    assert await inbox.accept(edit("ann", "m1", NEW)) == "duplicate"  # redelivered
     await stack.wait_for(lambda: not stack.r.exists(K.changes(group)) and
                          bool(redactions(root)), what="the edit to be applied")
     assert f"(ann): {NEW}{EDITED}\n" in episodes(root)
@@ -71,7 +68,7 @@ async def test_an_answered_message_edited_holds_the_new_words(stack: Stack) -> N
     [held] = [parse_entry(x) for x in stack.r.lrange(K.context(group), 0, -1)]
     assert held.msg["reply_to_text"] == NEW and held.msg["text"] == "really?"
     # redelivered once more, later: still deduped, applied once
-    assert await gw.inbox.accept(edit("ann", "m1", NEW)) == "duplicate"
+    assert await inbox.accept(edit("ann", "m1", NEW)) == "duplicate"
     assert not stack.r.exists(K.changes(group)) and len(redactions(root)) == 1
 
 

@@ -19,7 +19,7 @@ from rq import Queue
 
 from channels.models import Inbound
 from gateway.config import load_worker_settings
-from gateway.inbox import CHANGE_STALE, DrainEnqueuer, Sweeper
+from gateway.inbox import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
 from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
 from memory_store.audit import AuditLog
@@ -66,6 +66,17 @@ def redactions(root: Path) -> list[dict[str, Any]]:
     return [e for e in AuditLog(root).entries() if e["op"] == "redact"]
 
 
+async def answered(stack: Stack, text: str, chat: str = "ann") -> Inbox:
+    """The gateway and one worker started, ``text`` sent as message m1 in the DM
+    ``chat``, answered, and its turn settled; returns the gateway's inbox."""
+    gw = await stack.start_gateway()
+    assert gw.inbox is not None
+    stack.start_workers(1)
+    assert (await stack.ask(chat, chat, text, message_id="m1")).reply == "ack m1"
+    await stack.settled(f"local:{chat}")
+    return gw.inbox
+
+
 @pytest.fixture
 async def admin_stack(tmp_path: Path, valkey: Valkey) -> AsyncIterator[Stack]:
     s = Stack(tmp_path, valkey, f'\n[policy]\nadmins = ["local:{OPERATOR}"]\n')
@@ -74,11 +85,8 @@ async def admin_stack(tmp_path: Path, valkey: Valkey) -> AsyncIterator[Stack]:
 
 
 async def test_a_platform_deletion_redacts_memory_and_redis(stack: Stack) -> None:
-    gw = await stack.start_gateway()
-    assert gw.inbox is not None
-    stack.start_workers(1)
+    inbox = await answered(stack, SECRET)
     group = "local:ann"
-    assert (await stack.ask("ann", "ann", SECRET, message_id="m1")).reply == "ack m1"
     assert (await stack.ask("ann", "ann", "hello there", message_id="m2")).reply == "ack m2"
     await stack.settled(group)
     root = group_dir(stack, "ann")
@@ -91,7 +99,7 @@ async def test_a_platform_deletion_redacts_memory_and_redis(stack: Stack) -> Non
     stack.r.rpush(K.context(group), f"8 {encode_entry(quoting.model_dump_json(), False)}")
 
     stack.r.delete("test:turns")  # the scripted model's own record of what it saw
-    assert await gw.inbox.accept(deletion("ann", "m1")) == "recorded"
+    assert await inbox.accept(deletion("ann", "m1")) == "recorded"
     await stack.wait_for(lambda: not stack.r.exists(K.changes(group)) and
                          bool(redactions(root)), what="the redaction")
     assert files_holding(root, "Zanzibar") == []
@@ -110,14 +118,10 @@ async def test_a_platform_deletion_redacts_memory_and_redis(stack: Stack) -> Non
 
 
 async def test_a_deletion_whose_job_was_lost_is_swept(stack: Stack) -> None:
-    gw = await stack.start_gateway()
-    assert gw.inbox is not None
-    stack.start_workers(1)
+    inbox = await answered(stack, SECRET)
     group = "local:ann"
-    assert (await stack.ask("ann", "ann", SECRET, message_id="m1")).reply == "ack m1"
-    await stack.settled(group)
     stack.stop_workers()
-    assert await gw.inbox.accept(deletion("ann", "m1")) == "recorded"
+    assert await inbox.accept(deletion("ann", "m1")) == "recorded"
     # the redaction job is lost (its enqueue failed, or the queue was flushed): the
     # deletion is only in changes:{group}
     Queue(background_queue(), connection=stack.r).empty()

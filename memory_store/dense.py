@@ -47,6 +47,9 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS vecs(rowid INTEGER PRIMARY KEY, slot INTE
            " cstart INTEGER NOT NULL, ccount INTEGER NOT NULL, vec BLOB NOT NULL,"
            " h TEXT NOT NULL);"
            "CREATE INDEX IF NOT EXISTS vecs_slot ON vecs(slot);"
+           # the end of the sentence rows in use: every batch of the filler asks for it,
+           # and without the index that is a scan of the whole table (GBs at 1M records)
+           "CREATE INDEX IF NOT EXISTS vecs_cend ON vecs(cstart + ccount);"
            # Window vectors; an empty blob records "computed, no neighbour in the
            # session"; dirty: a neighbour changed, the window must be checked again.
            "CREATE TABLE IF NOT EXISTS wvecs(rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL,"
@@ -61,6 +64,15 @@ WINDOW_WEIGHT = 0.5
 #: Records whose sentence vectors a search scores (the best by their combined vector;
 #: 0: every record). Chosen on LoCoMo's tuning conversation (bench/README.md).
 RERANK = 1000
+
+
+def next_slots(conn: sqlite3.Connection) -> tuple[int, int]:
+    """(first free slot, first free sentence row), from the indexes: one scalar
+    subquery each, as a single ``max(a), max(b)`` query would scan the table."""
+    slot, cslot = conn.execute(
+        "SELECT (SELECT coalesce(max(slot), -1) + 1 FROM vecs),"
+        " (SELECT coalesce(max(cstart + ccount), 0) FROM vecs)").fetchone()
+    return int(slot), int(cslot)
 
 
 def f16(vecs: npt.NDArray[np.floating]) -> bytes:
@@ -187,9 +199,8 @@ class DenseIndex(DenseQueries):
             self.cmat = VecFile(self.index_dir / "chunks.i8", self.embedder.dim)
 
     def _load(self, conn: sqlite3.Connection) -> None:
-        slots, cslots, max_rowid = conn.execute(
-            "SELECT coalesce(max(slot), -1) + 1, coalesce(max(cstart + ccount), 0),"
-            " coalesce(max(rowid), 0) FROM vecs").fetchone()
+        slots, cslots = next_slots(conn)
+        max_rowid = conn.execute("SELECT coalesce(max(rowid), 0) FROM vecs").fetchone()[0]
         self._reset(int(slots), int(cslots))
         self._slot_of = np.full(int(max_rowid) + 1, -1, dtype=np.int64)
         for r in conn.execute(

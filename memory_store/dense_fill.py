@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from memory_store.catalog import Catalog
-from memory_store.dense import DenseIndex, f16, from_f16
+from memory_store.dense import DenseIndex, f16, from_f16, next_slots
 from memory_store.dense_text import digest, record_texts, window_text
 from memory_store.embed import Vectors
 from memory_store.indexdoc import record_from_json
@@ -146,9 +146,7 @@ class DenseFiller:
             finished = [r for r in todo if r not in {i[0] for i in items}]
             conn.execute("BEGIN IMMEDIATE")
             try:
-                slot, cslot = conn.execute(
-                    "SELECT coalesce(max(slot), -1) + 1, coalesce(max(cstart + ccount), 0)"
-                    " FROM vecs").fetchone()
+                slot, cslot = next_slots(conn)
                 at = 0
                 for (rowid, h, rec), ts in zip(items, texts, strict=True):
                     # Rounded to the stored float16 first, so vectors come out the same

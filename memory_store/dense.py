@@ -47,13 +47,14 @@ _SCHEMA = ("CREATE TABLE IF NOT EXISTS vecs(rowid INTEGER PRIMARY KEY, slot INTE
            " cstart INTEGER NOT NULL, ccount INTEGER NOT NULL, vec BLOB NOT NULL,"
            " h TEXT NOT NULL);"
            "CREATE INDEX IF NOT EXISTS vecs_slot ON vecs(slot);"
-           # the end of the sentence rows in use: every batch of the filler asks for it,
-           # and without the index that is a scan of the whole table (GBs at 1M records)
-           "CREATE INDEX IF NOT EXISTS vecs_cend ON vecs(cstart + ccount);"
            # Window vectors; an empty blob records "computed, no neighbour in the
            # session"; dirty: a neighbour changed, the window must be checked again.
            "CREATE TABLE IF NOT EXISTS wvecs(rowid INTEGER PRIMARY KEY, vec BLOB NOT NULL,"
            " h TEXT NOT NULL, dirty INTEGER NOT NULL DEFAULT 0);")
+#: The end of the sentence rows in use: every batch of the filler asks for it, and
+#: without this index that is a scan of the whole table (GBs at a million records).
+#: Created on every open, so an index written before it gets it too (once).
+_CEND_INDEX = "CREATE INDEX IF NOT EXISTS vecs_cend ON vecs(cstart + ccount)"
 #: Bump when the stored layout or what gets embedded changes: vectors are rebuilt.
 _LAYOUT = "v3"
 _INF = math.inf
@@ -167,6 +168,7 @@ class DenseIndex(DenseQueries):
                 self.mat.drop()
                 self.cmat.drop()
                 self._token_path.write_text(token[0])
+            conn.execute(_CEND_INDEX)
             self._load(conn)
             if self._file_token() != token[0]:
                 self._rebuild_files(conn)

@@ -186,3 +186,34 @@ def test_an_index_from_an_older_version_is_rebuilt_from_the_files(tmp_path: Path
         assert [h.id for h in mem.search_sync("green tea", k=3)] == [mid]
     finally:
         mem.close()
+
+
+def test_the_filler_finds_its_next_rows_by_index_in_an_older_index_too(tmp_path: Path
+                                                                      ) -> None:
+    """The next free slot and sentence row are asked for every batch: a scan of the
+    vectors table there made a million-record build quadratic. An index written before
+    the vecs_cend index existed gets it on open."""
+    import sqlite3
+
+    from memory_store.dense import next_slots
+
+    mem = _open(tmp_path)
+    mem.write_sync("One. Two sentences here.", kind="fact", metadata={"id": "a"})
+    mem.flush()
+    db = mem.catalog.db_path
+    mem.close()
+    with sqlite3.connect(db) as conn:
+        conn.execute("DROP INDEX vecs_cend")  # as an older version wrote it
+    mem = _open(tmp_path)
+    try:
+        conn = mem.catalog.conn
+        plan = " ".join(str(r) for r in conn.execute(
+            "EXPLAIN QUERY PLAN SELECT (SELECT coalesce(max(slot), -1) + 1 FROM vecs),"
+            " (SELECT coalesce(max(cstart + ccount), 0) FROM vecs)"))
+        assert "INDEX vecs_slot" in plan and "INDEX vecs_cend" in plan, plan
+        assert next_slots(conn) == (1, 2)  # one record, two sentence rows
+        mem.write_sync("Three. Four. Five.", kind="fact", metadata={"id": "b"})
+        mem.flush()
+        assert next_slots(conn) == (2, 5)
+    finally:
+        mem.close()

@@ -116,6 +116,10 @@ class Catalog(CatalogQueries):
         # The index is a cache of the files: losing its last commits on power loss only
         # costs a rescan, so skip the per-commit fsync.
         conn.execute("PRAGMA synchronous=NORMAL")
+        # Deleted and replaced rows are overwritten with zeros as they go, so a redaction
+        # leaves none of the removed words in the database file without a VACUUM (a
+        # rewrite of the whole index: minutes at a million records, under the group lock).
+        conn.execute("PRAGMA secure_delete=ON")
         # An index written by another version is dropped before this version's schema
         # runs against it (which could fail on a missing column): it is a cache of the
         # files, rebuilt by the rescan below.

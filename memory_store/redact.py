@@ -21,9 +21,10 @@ Three ways in, one mechanism:
 
 Every rewrite goes through ``BaseMemory.update_sync`` (atomic rename under the group
 lock, audited with old/new hashes, reindexed). Afterwards the SQLite index is scrubbed:
-``secure_delete`` zeroes freed pages, the FTS5 index is merged (``optimize`` drops the
-deleted rows' terms), the database is vacuumed and its WAL truncated, so the words are
-in no byte under ``.index/`` either. One ``redact`` audit entry per request names the
+the catalog zeroes replaced rows as it goes (``secure_delete``), the FTS5 index is
+merged (``optimize`` drops the deleted rows' terms) and the WAL truncated, so the words
+are in no byte under ``.index/`` either (no VACUUM: 0.2 s instead of 4-7 s at 100,000
+records). One ``redact`` audit entry per request names the
 request, the message id and the paths, never the removed text.
 
 Idempotent: redacting again finds only the marker, changes nothing, and writes no
@@ -408,15 +409,17 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
 
 
 def scrub_index(mem: BaseMemory) -> None:
-    """Leave no removed byte in ``.index/``: zero freed pages, merge the FTS5 segments,
-    vacuum, truncate the WAL. A reader in another process can delay the truncation;
-    then it is logged (the next scrub or checkpoint finishes it)."""
+    """Leave no removed byte in ``.index/``: the catalog zeroes rows as they are deleted
+    or replaced (``secure_delete``, set when it opens), so what is left is to merge the
+    FTS5 segments (a deleted row's terms stay in the old segments until then; the merge
+    frees them, zeroed) and truncate the WAL, whose frames still hold the old pages. No
+    VACUUM: a rewrite of the whole index, minutes at a million records. A reader in
+    another process can delay the truncation; then it is logged (the next scrub or
+    checkpoint finishes it)."""
     cat = mem.catalog
     with cat.lock:
         conn = cat.conn
-        conn.execute("PRAGMA secure_delete=ON")
         conn.execute("INSERT INTO fts(fts) VALUES('optimize')")
-        conn.execute("VACUUM")
         busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         if busy:
             log.warning("index of %s: WAL not truncated (a reader is active)",

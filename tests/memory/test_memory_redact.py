@@ -197,3 +197,34 @@ async def test_an_edit_puts_the_new_words_in_and_the_old_out(mem: BaseMemory) ->
     assert not edit_message(mem, "12", "back again", sender_id="8", request="e2").changed
     assert f"Bob (8): {MARKER}\n" in (await mem.read(ids["ep"])).content
     assert files_holding(root, "quokka") == []
+
+
+def test_no_removed_byte_stays_in_the_index_on_a_sqlite_without_secure_delete(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Many SQLite builds do not zero deleted rows by default (this one may): the catalog
+    turns ``secure_delete`` on itself, since the scrub no longer rewrites the whole
+    index with VACUUM. Simulated here by connections that start with it off."""
+    import sqlite3
+
+    from memory_store import open_memory
+
+    real = sqlite3.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = real(*args, **kwargs)
+        conn.execute("PRAGMA secure_delete=OFF")
+        return conn
+
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    mem = open_memory(tmp_path, GROUP, "file")
+    try:
+        for i in range(3000):  # enough rows that freed cells are not all rewritten anyway
+            text = f"Note {i} about the harbour, with filler words to fill the rows {i}."
+            mem.write_sync(text + (f" {SECRET}" if i % 500 == 7 else ""), kind="fact",
+                           metadata={"id": f"n{i}"})
+        redact_phrase(mem, "4417 Zanzibar", request="r1", actor="test")
+    finally:
+        mem.close()
+    holding = [p.name for p in tmp_path.rglob("*")
+               if p.is_file() and b"zanzibar" in p.read_bytes().lower()]
+    assert holding == []

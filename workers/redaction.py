@@ -52,6 +52,7 @@ import redis
 from gateway.queue import (
     DEFAULT_QUEUE,
     REDACT_JOB,
+    Entry,
     GroupQueue,
     Keys,
     as_str,
@@ -62,6 +63,7 @@ from gateway.queue import (
 )
 from memory_store.redact import (
     ECHO_MIN_CHARS,
+    MARKER,
     edit_message,
     redact_message,
     redact_phrase,
@@ -133,20 +135,35 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
     """(entry, replacement or None: remove) for every held entry of a deleted message
     (``(account, message id)``), of an edited one (when its sender is the edit's: it
     gets the new text, and its platform event the new words), or holding one of
-    ``words`` (they become the marker) or an edit's old words (they become its new)."""
-    pat = words_pattern(words)
-    pairs: list[tuple[str, str | None]] = []
+    ``words`` (they become the marker) or an edit's old words (they become its new).
+
+    Two things do not depend on ``words``, which a retry after a crash between the
+    memory rewrite and this step no longer has (memory holds only the marker by then):
+    a held copy of a deleted message lends its own text to the words, and a reply's
+    quote of a deleted message (``reply_to_id``) becomes the marker by its id."""
+    held: list[tuple[str, Entry]] = []
+    words = list(words)
     for raw in gq.held_entries():
         try:
             entry = parse_entry(raw)
         except ValueError:
             continue
+        held.append((raw, entry))
+        text = entry.msg.get("text")
+        if _key(entry.msg, "message_id") in deleted and isinstance(text, str) and \
+                len(text) >= ECHO_MIN_CHARS:
+            words.append(text)
+    pat = words_pattern(words)
+    pairs: list[tuple[str, str | None]] = []
+    for raw, entry in held:
         msg = entry.msg
-        key = (str(msg.get("account", "default")), str(msg.get("message_id")))
+        key = _key(msg, "message_id")
         if key in deleted:
             pairs.append((raw, None))
             continue
         new_msg = dict(msg)
+        if _key(msg, "reply_to_id") in deleted and msg.get("reply_to_text"):
+            new_msg["reply_to_text"] = MARKER
         sender, text = (edits or {}).get(key, (None, None))
         old = msg.get("text")
         if text is not None and str(msg.get("sender_id")) == sender and \
@@ -162,6 +179,11 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
     return pairs
+
+
+def _key(msg: dict[str, Any], field: str) -> tuple[str, str]:
+    """(account, the message id in ``field``) of a held message."""
+    return (str(msg.get("account", "default")), str(msg.get(field)))
 
 
 def rewrite_persistence(client: redis.Redis) -> list[str]:

@@ -23,7 +23,7 @@ from gateway.inbox import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
 from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
 from memory_store.audit import AuditLog
-from memory_store.redact import MARKER
+from memory_store.redact import MARKER, redact_message
 from tests.pipeline.conftest import Stack, Valkey
 from workers.context import WorkerContext
 from workers.redaction import MAX_RESCHEDULES, SLOW_DELAY, redact_group
@@ -235,6 +235,32 @@ def test_the_job_is_idempotent_and_scrubs_the_kept_reply(ctx: WorkerContext) -> 
     assert redact_group(group, ctx=ctx)["files"] == 0
     assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
     assert len(redactions(root)) == 1
+
+
+def test_a_retry_after_the_memory_rewrite_still_scrubs_what_redis_holds(
+        ctx: WorkerContext) -> None:
+    """The job crashed after rewriting memory, before scrubbing Redis: the retry finds
+    only the marker in memory, and still takes the words out of Redis (by the held copy
+    of the deleted message and by the quote's reply_to_id)."""
+    group, r = "local:ann", ctx.redis
+    root = _episode(ctx, group)
+    dead = message("ann", "m1", SECRET)
+    r.rpush(K.dead(group), f"7 {encode_entry(dead.model_dump_json(), True)}")
+    quoting = message("ann", "m3", "what?", reply_to_id="m1", reply_to_text=SECRET)
+    echo = message("ann", "m4", f"did you say {SECRET}?")  # no reply_to: by the words
+    r.rpush(K.context(group), f"8 {encode_entry(quoting.model_dump_json(), False)}",
+            f"9 {encode_entry(echo.model_dump_json(), False)}")
+    _, mem = ctx.group_memory(group)
+    redact_message(mem, "m1", request="deletion:d1", actor="test")  # the first attempt
+    assert files_holding(root, "Zanzibar") == []
+    gone = {"kind": "deletion", "original_id": "m1", "event_id": "d1", "account": "default"}
+    r.rpush(K.changes(group), json.dumps(gone))
+    assert redact_group(group, ctx=ctx)["end"] == "redacted"
+    assert not r.exists(K.dead(group))
+    held = [parse_entry(x).msg for x in r.lrange(K.context(group), 0, -1)]
+    assert [(m["message_id"], m.get("reply_to_text")) for m in held] == \
+        [("m3", MARKER), ("m4", None)]
+    assert "zanzibar" not in json.dumps(held).lower()
 
 
 def test_an_unknown_id_loses_nothing_and_a_busy_group_is_rescheduled(

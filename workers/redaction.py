@@ -149,10 +149,10 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
         except ValueError:
             continue
         held.append((raw, entry))
-        text = entry.msg.get("text")
-        if _key(entry.msg, "message_id") in deleted and isinstance(text, str) and \
-                len(text) >= ECHO_MIN_CHARS:
-            words.append(text)
+        own = entry.msg.get("text")
+        if _key(entry.msg, "message_id") in deleted and isinstance(own, str) and \
+                len(own) >= ECHO_MIN_CHARS:
+            words.append(own)
     pat = words_pattern(words)
     pairs: list[tuple[str, str | None]] = []
     for raw, entry in held:

@@ -31,7 +31,7 @@ class DenseView:
     prev: IntArray
     next: IntArray
 
-    def slots(self, rowids: Sequence[int]) -> IntArray:
+    def slots(self, rowids: Sequence[int] | IntArray) -> IntArray:
         """Slot of each rowid, -1 where it has none (pending or unknown)."""
         r = np.asarray(rowids, dtype=np.int64)
         out = np.full(len(r), -1, dtype=np.int64)

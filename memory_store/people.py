@@ -13,6 +13,10 @@ by the workers, ``"Name (channel:id)"``: the part before the parenthesis) and ke
 in a ``people`` table of the catalog, so opening a group reads a few rows, not every
 record. Names are only added: someone who once spoke in the group stays a known name
 after their turns are deleted (the table is rebuilt with the catalog).
+
+It also keeps which records each name spoke in (a ``spoke`` table, and rowid arrays in
+RAM): a question that names one person ("what does Ann do to relax?") asks about that
+person's own turns, so the hybrid backend gives them a prior (:meth:`spoken_by`).
 """
 
 from __future__ import annotations
@@ -23,12 +27,20 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from memory_store.catalog import Progress
 from memory_store.protocol import MemoryRecord
 from memory_store.stopwords import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SCHEMA = "CREATE TABLE IF NOT EXISTS people(name TEXT PRIMARY KEY)"
+_SPOKE = ("CREATE TABLE IF NOT EXISTS spoke(name TEXT NOT NULL, rowid INTEGER NOT NULL,"
+          " PRIMARY KEY(name, rowid)) WITHOUT ROWID",
+          "CREATE INDEX IF NOT EXISTS spoke_rowid ON spoke(rowid)")
+_PUNCT = ".,;:!?\"()[]\u201c\u201d\u2018\u2019'"
+Rowids = npt.NDArray[np.int64]
 
 
 def name_words(record: MemoryRecord) -> set[str]:
@@ -47,6 +59,17 @@ def _words(speaker: object, participants: object) -> set[str]:
             if len(w) > 1 and w not in STOPWORDS and not w.isdigit()}
 
 
+def named_in(query: str, names: frozenset[str]) -> set[str]:
+    """The known name words ``query`` holds, possessives included ("Ann's" names Ann)."""
+    found = set()
+    for token in query.split():
+        bare = token.lower().strip(_PUNCT).removesuffix("'s").removesuffix("\u2019s")
+        word = "".join(_WORD.findall(bare))
+        if word in names:
+            found.add(word)
+    return found
+
+
 def without_names(query: str, names: Iterable[str] | frozenset[str]) -> str:
     """``query`` without the whitespace-separated tokens that are a known name once
     punctuation is dropped ("Ann", "Ann?"; a possessive "Ann's" stays: it says whose),
@@ -58,46 +81,108 @@ def without_names(query: str, names: Iterable[str] | frozenset[str]) -> str:
     return " ".join(kept) if kept else query
 
 
+class _Spoken:
+    """Rowids one name spoke in: appended in place, read as a prefix (no lock needed
+    to read: a reader sees the rows appended before it looked)."""
+
+    def __init__(self, rowids: Rowids) -> None:
+        self._buf = rowids
+        self._n = len(rowids)
+
+    def append(self, rowid: int) -> _Spoken:
+        if self._n == len(self._buf):
+            grown = np.empty(max(16, 2 * self._n), dtype=np.int64)
+            grown[: self._n] = self._buf[: self._n]
+            self._buf = grown
+        self._buf[self._n] = rowid
+        self._n += 1
+        return self
+
+    def rowids(self) -> Rowids:
+        return self._buf[: self._n]
+
+
 class PeopleIndex:
-    """Known name words of one group (see the module docstring); ``names`` is safe to
-    read from any thread."""
+    """Known name words of one group and the records each spoke in (see the module
+    docstring); ``names`` and :meth:`spoken_by` are safe to use from any thread."""
 
     def __init__(self) -> None:
         self._mu = threading.Lock()
         self._known: set[str] = set()
         self._new: set[str] = set()
         self.names: frozenset[str] = frozenset()
+        self._spoken: dict[str, _Spoken] = {}
+        self._appended: list[tuple[int, set[str]]] = []
+        self._reloaded: dict[str, Rowids] = {}
 
     def attach(self, conn: sqlite3.Connection) -> None:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='people'"
-                        ).fetchone() is None:
-            # An index from before this table: learn the names of what it holds, once.
-            found: set[str] = set()
-            for speaker, participants in conn.execute(
-                    "SELECT json_extract(record, '$.metadata.speaker'),"
+        tables = {str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('people', 'spoke')")}
+        if len(tables) < 2:
+            # An index from before these tables: learn who spoke in what it holds, once.
+            rows: list[tuple[str, int]] = []
+            for rowid, speaker, participants in conn.execute(
+                    "SELECT rowid, json_extract(record, '$.metadata.speaker'),"
                     " json_extract(record, '$.metadata.participants') FROM docs"):
                 parsed = json.loads(participants) if participants else None
-                found |= _words(speaker, parsed)
+                rows.extend((w, int(rowid)) for w in _words(speaker, parsed))
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute(_SCHEMA)
+            for statement in (_SCHEMA, *_SPOKE):
+                conn.execute(statement)
+            conn.executemany("INSERT OR IGNORE INTO spoke(name, rowid) VALUES (?, ?)", rows)
             conn.executemany("INSERT OR IGNORE INTO people(name) VALUES (?)",
-                             [(w,) for w in sorted(found)])
+                             [(w,) for w in sorted({w for w, _ in rows})])
             conn.execute("COMMIT")
         self._load(conn)
 
     def _load(self, conn: sqlite3.Connection) -> None:
         rows = conn.execute("SELECT name FROM people").fetchall()
+        spoken: dict[str, list[int]] = {}
+        for name, rowid in conn.execute("SELECT name, rowid FROM spoke"):
+            spoken.setdefault(str(name), []).append(int(rowid))
         with self._mu:
             self._known = {str(r[0]) for r in rows}
             self._new = set()
             self.names = frozenset(self._known)
+            self._spoken = {n: _Spoken(np.array(r, dtype=np.int64)) for n, r in spoken.items()}
+            self._appended = []
+            self._reloaded = {}
+
+    def spoken_by(self, names: Iterable[str]) -> Rowids:
+        """Rowids of the records in which every one of ``names`` spoke."""
+        with self._mu:
+            sets = [self._spoken.get(n) for n in names]
+        if not sets or any(s is None for s in sets):
+            return np.zeros(0, dtype=np.int64)
+        out = sets[0].rowids()  # type: ignore[union-attr]
+        for other in sets[1:]:
+            out = np.intersect1d(out, other.rowids())  # type: ignore[union-attr]
+        return out
 
     def apply(self, conn: sqlite3.Connection, upserts: Sequence[tuple[int, MemoryRecord]],
               deletes: Sequence[int], progress: Progress | None) -> None:
         found: set[str] = set()
-        for _, rec in upserts:
-            found |= name_words(rec)
+        dirty: set[str] = set()
+        for rowid, rec in [*((r, None) for r in deletes), *upserts]:
+            new = name_words(rec) if rec is not None else set()
+            found |= new
+            old = {str(r[0]) for r in conn.execute(
+                "SELECT name FROM spoke WHERE rowid = ?", (rowid,))}
+            if old == new:
+                continue
+            conn.execute("DELETE FROM spoke WHERE rowid = ?", (rowid,))
+            conn.executemany("INSERT INTO spoke(name, rowid) VALUES (?, ?)",
+                             [(w, rowid) for w in sorted(new)])
+            if old:  # a record that changed who spoke: reread those names below
+                dirty |= old | new
+            else:
+                with self._mu:
+                    self._appended.append((rowid, new))
+        reloaded = {n: np.array([r[0] for r in conn.execute(
+                        "SELECT rowid FROM spoke WHERE name = ? ORDER BY rowid", (n,))],
+                        dtype=np.int64) for n in dirty}
         with self._mu:
+            self._reloaded.update(reloaded)
             fresh = found - self._known - self._new
             self._new |= fresh
         if fresh:
@@ -106,6 +191,14 @@ class PeopleIndex:
 
     def committed(self) -> None:
         with self._mu:
+            for rowid, names in self._appended:
+                for n in names - self._reloaded.keys():
+                    self._spoken[n] = self._spoken.get(n, _Spoken(
+                        np.zeros(0, dtype=np.int64))).append(rowid)
+            for n, rowids in self._reloaded.items():
+                self._spoken[n] = _Spoken(rowids)
+            self._appended = []
+            self._reloaded = {}
             if self._new:
                 self._known |= self._new
                 self._new = set()

@@ -10,11 +10,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from memory_store.asking import AskIndex
 from memory_store.backends.vector import VectorMemory
 from memory_store.embed import Embedder
 from memory_store.filters import SearchFilters
 from memory_store.group import GroupDirectory
-from memory_store.people import PeopleIndex, without_names
+from memory_store.people import PeopleIndex, named_in, without_names
 
 DAY = 86_400.0
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -42,13 +43,16 @@ def _minmax(values: Floats) -> Floats:
 class HybridMemory(VectorMemory):
     """Convex combination of BM25 and dense scores, then small recency and trust priors.
 
-    The dense half embeds the query without the names of the group's people
-    (:mod:`memory_store.people`); BM25 gets the whole query. Each retriever contributes
+    Names of the group's people (:mod:`memory_store.people`) go to neither retriever:
+    when the query names people, the records all of them spoke in get ``speaker_weight``
+    instead. Each retriever contributes
     its top ``pool`` records with min-max normalized scores (0 outside its pool). Like
     the dense scores, the lexical ones are smoothed over neighbouring episodes
     (``lexical_smooth``), so the turn right after a strong keyword hit (often the
-    answer) becomes a candidate too. Score fusion beat reciprocal rank fusion on LoCoMo
-    (bench/README.md): RRF throws away how far ahead the top hit of one retriever is.
+    answer) becomes a candidate too. A record that ends by asking passes that share of
+    its fused score to the next record of its session (:mod:`memory_store.asking`).
+    Score fusion beat reciprocal rank fusion on LoCoMo (bench/README.md): RRF throws
+    away how far ahead the top hit of one retriever is.
     """
 
     backend = "hybrid"
@@ -57,9 +61,11 @@ class HybridMemory(VectorMemory):
                  lexical_weight: float = 1.0, dense_weight: float = 1.0,
                  lexical_smooth: float = 0.5, recency_weight: float = 0.02,
                  trust_weight: float = 0.02, half_life_days: float = 90.0, pool: int = 200,
-                 **options: Any) -> None:
+                 speaker_weight: float = 0.3, **options: Any) -> None:
         self.people = PeopleIndex()
-        super().__init__(group, embedder=embedder, hooks=[self.people], **options)
+        self.asks = AskIndex()
+        super().__init__(group, embedder=embedder, hooks=[self.people, self.asks], **options)
+        self.speaker_weight = speaker_weight
         self.lexical_weight = lexical_weight
         self.dense_weight = dense_weight
         self.lexical_smooth = lexical_smooth
@@ -71,10 +77,13 @@ class HybridMemory(VectorMemory):
     def _rank(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
         pool = max(self.pool, 2 * k)
         # The query embedding (onnxruntime) and the BM25 query (SQLite) both release the
-        # GIL: run them side by side. Names of the group's people go to BM25 only.
-        embedding = _embed_pool().submit(self.dense.embedder.embed,
-                                         [without_names(query, self.people.names)])
-        lexical = self.catalog.lexical(query, pool, filters)
+        # GIL: run them side by side.
+        names = self.people.names
+        words = without_names(query, names)
+        embedding = _embed_pool().submit(self.dense.embedder.embed, [words])
+        lexical = self.catalog.lexical(words, pool, filters)
+        named = named_in(query, names)
+        spoken = self.people.spoken_by(named) if named and self.speaker_weight else None
         qvec = embedding.result()[0]
         allowed = None if filters.only_superseded_check else self.catalog.allowed(filters)
         now = filters.now.timestamp() if filters.now else 0.0
@@ -104,7 +113,12 @@ class HybridMemory(VectorMemory):
                 if self.lexical_smooth:
                     lex = lex + self.lexical_smooth * (lex[view.prev] + lex[view.next]) / 2
                     lex /= lex.max()
-            fused = self.lexical_weight * lex + self.dense_weight * dense
+            fused = self._defer_asks(self.lexical_weight * lex + self.dense_weight * dense,
+                                     view.rowids, view.next)
+            if spoken is not None and len(spoken):
+                by = view.slots(spoken)
+                by = by[(by >= 0) & (fused[np.maximum(by, 0)] > 0)]
+                fused[by] += self.speaker_weight
             candidates = np.flatnonzero((fused > 0) & live)
             decay = math.log(2) / (self.half_life_days * DAY)
             age = np.maximum(0.0, now - view.created[candidates])
@@ -124,6 +138,19 @@ class HybridMemory(VectorMemory):
                             + self.trust_weight * trust))
             out.sort(key=lambda t: -t[1])
         return out[:k]
+
+
+    def _defer_asks(self, fused: Floats, rowids: npt.NDArray[np.int64],
+                    nxt: npt.NDArray[np.int64]) -> Floats:
+        """``fused`` with each asking record's share moved to the next record of its
+        session (the last of a session keeps it: no answer is known)."""
+        src = np.flatnonzero(fused > 0)
+        src = src[nxt[src] != src]
+        share = self.asks.of(rowids[src]).astype(np.float64) * fused[src]
+        if len(src):
+            fused[src] -= share
+            np.add.at(fused, nxt[src], share)
+        return fused
 
 
 def _top(candidates: npt.NDArray[np.int64], score: Floats,

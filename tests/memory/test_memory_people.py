@@ -1,4 +1,5 @@
-"""Names of a group's people: learned from metadata, kept out of the dense query."""
+"""Names of a group's people: learned from metadata, kept out of both queries, and a
+prior for the records of the person a question names."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 from memory_store import open_memory
 from memory_store.backends.hybrid import HybridMemory
 from memory_store.embed import Vectors, default_embedder
-from memory_store.people import name_words, without_names
+from memory_store.people import name_words, named_in, without_names
 from memory_store.protocol import MemoryRecord
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -68,7 +69,7 @@ def test_hybrid_learns_names_and_embeds_the_query_without_them(tmp_path: Path) -
     emb.texts.clear()
     hits = mem.search_sync("What class did Ann sign up for?", k=2)
     assert emb.texts == ["What class did sign up for?"]
-    # BM25 still sees the name: the turn that says it comes first.
+    # Ann's own turn comes first: the question names her.
     assert hits[0].id == "t1"
     mem.close()
 
@@ -80,4 +81,59 @@ def test_hybrid_learns_names_and_embeds_the_query_without_them(tmp_path: Path) -
     mem.catalog.conn.execute("DROP TABLE people")
     mem.people.attach(mem.catalog.conn)
     assert mem.people.names == {"ann", "bo", "lee"}
+    mem.close()
+
+
+def test_named_in_finds_names_possessives_included() -> None:
+    names = frozenset({"ann", "bo"})
+    assert named_in("What do Ann's kids like?", names) == {"ann"}
+    assert named_in("Did ann, or \u201cBo\u201d? go", names) == {"ann", "bo"}
+    assert named_in("Annie went home", names) == set()
+
+
+def _turn(mem: HybridMemory, tid: str, who: str, text: str, minute: int) -> None:
+    mem.write_sync(f"{who}: {text}", kind="episode", metadata={
+        "id": tid, "speaker": who, "created": T0.replace(minute=minute).isoformat()})
+
+
+def test_the_named_persons_own_turn_outranks_a_turn_about_them(tmp_path: Path) -> None:
+    mem = open_memory(tmp_path, "t:spoke", "hybrid", embedder=default_embedder(),
+                      background=False)
+    assert isinstance(mem, HybridMemory)
+    # Hours apart: separate sessions, so no score passes between them.
+    _turn(mem, "t1", "Bo", "Ann, I heard you love hiking in the hills with your dog!", 0)
+    mem.write_sync("Ann: I love baking bread on Sundays.", kind="episode", metadata={
+        "id": "t2", "speaker": "Ann", "created": T0.replace(hour=18).isoformat()})
+    mem.flush()
+    query = "What does Ann love?"
+    assert [h.id for h in mem.search_sync(query, k=2)] == ["t2", "t1"]
+    mem.speaker_weight = 0.0
+    assert mem.search_sync(query, k=2)[0].id == "t1"  # the prior is what decides
+    mem.close()
+
+
+def test_who_spoke_follows_edits_deletes_reopens_and_older_indexes(tmp_path: Path) -> None:
+    emb = default_embedder()
+    mem = open_memory(tmp_path, "t:spoke", "hybrid", embedder=emb, background=False)
+    assert isinstance(mem, HybridMemory)
+    for i, who in enumerate(["Ann", "Bo", "Ann"]):
+        _turn(mem, f"t{i}", who, "hello", i)
+
+    def spoke(m: HybridMemory, *names: str) -> list[str]:
+        rows = m.people.spoken_by(names).tolist()
+        return sorted(m.catalog.records(rows)[r].id for r in rows)
+
+    assert spoke(mem, "ann") == ["t0", "t2"]
+    assert spoke(mem, "ann", "bo") == []
+    mem.update_sync("t1", "Ann: hello", changes={"speaker": "Ann"})
+    assert spoke(mem, "ann") == ["t0", "t1", "t2"] and spoke(mem, "bo") == []
+    mem.delete_sync("t0")
+    assert spoke(mem, "ann") == ["t1", "t2"]
+    mem.close()
+    mem = open_memory(tmp_path, "t:spoke", "hybrid", embedder=emb, background=False)
+    assert isinstance(mem, HybridMemory)
+    assert spoke(mem, "ann") == ["t1", "t2"]
+    mem.catalog.conn.execute("DROP TABLE spoke")
+    mem.people.attach(mem.catalog.conn)
+    assert spoke(mem, "ann") == ["t1", "t2"]
     mem.close()

@@ -117,8 +117,8 @@ class HybridMemory(VectorMemory):
                                      view.rowids, view.next)
             if spoken is not None and len(spoken):
                 by = view.slots(spoken)
-                by = by[(by >= 0) & (fused[np.maximum(by, 0)] > 0)]
-                fused[by] += self.speaker_weight
+                by = by[by >= 0]
+                fused[by[fused[by] > 0]] += self.speaker_weight
             candidates = np.flatnonzero((fused > 0) & live)
             decay = math.log(2) / (self.half_life_days * DAY)
             age = np.maximum(0.0, now - view.created[candidates])

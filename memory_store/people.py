@@ -14,9 +14,10 @@ in a ``people`` table of the catalog, so opening a group reads a few rows, not e
 record. Names are only added: someone who once spoke in the group stays a known name
 after their turns are deleted (the table is rebuilt with the catalog).
 
-It also keeps which records each name spoke in (a ``spoke`` table, and rowid arrays in
-RAM): a question that names one person ("what does Ann do to relax?") asks about that
-person's own turns, so the hybrid backend gives them a prior (:meth:`spoken_by`).
+It also keeps the records of each name, those the person spoke in and the entity facts
+about them (a ``person_records`` table, and rowid arrays in RAM): a question that names
+a person ("what does Ann do to relax?") asks about that person's own turns and facts,
+so the hybrid backend gives them a prior (:meth:`PeopleIndex.records_of`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from memory_store.stopwords import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _SCHEMA = "CREATE TABLE IF NOT EXISTS people(name TEXT PRIMARY KEY)"
-_SPOKE = ("CREATE TABLE IF NOT EXISTS spoke(name TEXT NOT NULL, rowid INTEGER NOT NULL,"
-          " PRIMARY KEY(name, rowid)) WITHOUT ROWID",
-          "CREATE INDEX IF NOT EXISTS spoke_rowid ON spoke(rowid)")
+_RECORDS = ("CREATE TABLE IF NOT EXISTS person_records(name TEXT NOT NULL,"
+            " rowid INTEGER NOT NULL, PRIMARY KEY(name, rowid)) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS person_records_rowid ON person_records(rowid)")
+#: "telegram:42": a participant given by address only (the workers' fact attribution)
+_ADDRESS = re.compile(r"[\w.-]+:\S+")
 _PUNCT = ".,;:!?\"()[]\u201c\u201d\u2018\u2019'"
 Rowids = npt.NDArray[np.int64]
 
@@ -49,12 +52,22 @@ def name_words(record: MemoryRecord) -> set[str]:
     return _words(record.metadata.get("speaker"), record.metadata.get("participants"))
 
 
+def owner_words(record: MemoryRecord) -> set[str]:
+    """:func:`name_words` and the words of the entity a fact is about: whose record."""
+    return name_words(record) | _entity_words(record.metadata.get("entity"))
+
+
+def _entity_words(entity: object) -> set[str]:
+    return _words(entity, None) if isinstance(entity, str) else set()
+
+
 def _words(speaker: object, participants: object) -> set[str]:
     names: list[str] = []
     if isinstance(speaker, str):
         names.append(speaker)
     if isinstance(participants, list):
-        names.extend(str(p).split(" (", 1)[0] for p in participants)
+        names.extend(str(p).split(" (", 1)[0] for p in participants
+                     if not _ADDRESS.fullmatch(str(p)))
     return {w for n in names for w in _WORD.findall(n.lower())
             if len(w) > 1 and w not in STOPWORDS and not w.isdigit()}
 
@@ -81,15 +94,15 @@ def without_names(query: str, names: Iterable[str] | frozenset[str]) -> str:
     return " ".join(kept) if kept else query
 
 
-class _Spoken:
-    """Rowids one name spoke in: appended in place, read as a prefix (no lock needed
-    to read: a reader sees the rows appended before it looked)."""
+class _Rowids:
+    """The rowids of one name's records: appended in place, read as a prefix (no lock
+    needed to read: a reader sees the rows appended before it looked)."""
 
     def __init__(self, rowids: Rowids) -> None:
         self._buf = rowids
         self._n = len(rowids)
 
-    def append(self, rowid: int) -> _Spoken:
+    def append(self, rowid: int) -> _Rowids:
         if self._n == len(self._buf):
             grown = np.empty(max(16, 2 * self._n), dtype=np.int64)
             grown[: self._n] = self._buf[: self._n]
@@ -103,55 +116,61 @@ class _Spoken:
 
 
 class PeopleIndex:
-    """Known name words of one group and the records each spoke in (see the module
-    docstring); ``names`` and :meth:`spoken_by` are safe to use from any thread."""
+    """Known name words of one group and the records of each (see the module
+    docstring); ``names`` and :meth:`records_of` are safe to use from any thread."""
 
     def __init__(self) -> None:
         self._mu = threading.Lock()
         self._known: set[str] = set()
         self._new: set[str] = set()
         self.names: frozenset[str] = frozenset()
-        self._spoken: dict[str, _Spoken] = {}
+        self._records: dict[str, _Rowids] = {}
         self._appended: list[tuple[int, set[str]]] = []
         self._reloaded: dict[str, Rowids] = {}
 
     def attach(self, conn: sqlite3.Connection) -> None:
         tables = {str(r[0]) for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type='table' AND name IN ('people', 'spoke')")}
+            "SELECT name FROM sqlite_master WHERE type='table'"
+            " AND name IN ('people', 'person_records')")}
         if len(tables) < 2:
-            # An index from before these tables: learn who spoke in what it holds, once.
+            # An index from before these tables: learn whose records it holds, once.
             rows: list[tuple[str, int]] = []
-            for rowid, speaker, participants in conn.execute(
+            found: set[str] = set()
+            for rowid, speaker, participants, entity in conn.execute(
                     "SELECT rowid, json_extract(record, '$.metadata.speaker'),"
-                    " json_extract(record, '$.metadata.participants') FROM docs"):
+                    " json_extract(record, '$.metadata.participants'),"
+                    " json_extract(record, '$.metadata.entity') FROM docs"):
                 parsed = json.loads(participants) if participants else None
-                rows.extend((w, int(rowid)) for w in _words(speaker, parsed))
+                names = _words(speaker, parsed)
+                found |= names
+                rows.extend((w, int(rowid)) for w in names | _entity_words(entity))
             conn.execute("BEGIN IMMEDIATE")
-            for statement in (_SCHEMA, *_SPOKE):
+            for statement in (_SCHEMA, *_RECORDS):
                 conn.execute(statement)
-            conn.executemany("INSERT OR IGNORE INTO spoke(name, rowid) VALUES (?, ?)", rows)
+            conn.executemany("INSERT OR IGNORE INTO person_records(name, rowid) VALUES (?, ?)",
+                             rows)
             conn.executemany("INSERT OR IGNORE INTO people(name) VALUES (?)",
-                             [(w,) for w in sorted({w for w, _ in rows})])
+                             [(w,) for w in sorted(found)])
             conn.execute("COMMIT")
         self._load(conn)
 
     def _load(self, conn: sqlite3.Connection) -> None:
         rows = conn.execute("SELECT name FROM people").fetchall()
-        spoken: dict[str, list[int]] = {}
-        for name, rowid in conn.execute("SELECT name, rowid FROM spoke"):
-            spoken.setdefault(str(name), []).append(int(rowid))
+        owned: dict[str, list[int]] = {}
+        for name, rowid in conn.execute("SELECT name, rowid FROM person_records"):
+            owned.setdefault(str(name), []).append(int(rowid))
         with self._mu:
             self._known = {str(r[0]) for r in rows}
             self._new = set()
             self.names = frozenset(self._known)
-            self._spoken = {n: _Spoken(np.array(r, dtype=np.int64)) for n, r in spoken.items()}
+            self._records = {n: _Rowids(np.array(r, dtype=np.int64)) for n, r in owned.items()}
             self._appended = []
             self._reloaded = {}
 
-    def spoken_by(self, names: Iterable[str]) -> Rowids:
-        """Rowids of the records in which every one of ``names`` spoke."""
+    def records_of(self, names: Iterable[str]) -> Rowids:
+        """Rowids of the records of every one of ``names`` (spoken in or about them)."""
         with self._mu:
-            sets = [self._spoken.get(n) for n in names]
+            sets = [self._records.get(n) for n in names]
         if not sets or any(s is None for s in sets):
             return np.zeros(0, dtype=np.int64)
         out = sets[0].rowids()  # type: ignore[union-attr]
@@ -164,22 +183,22 @@ class PeopleIndex:
         found: set[str] = set()
         dirty: set[str] = set()
         for rowid, rec in [*((r, None) for r in deletes), *upserts]:
-            new = name_words(rec) if rec is not None else set()
-            found |= new
+            new = owner_words(rec) if rec is not None else set()
+            found |= name_words(rec) if rec is not None else set()
             old = {str(r[0]) for r in conn.execute(
-                "SELECT name FROM spoke WHERE rowid = ?", (rowid,))}
+                "SELECT name FROM person_records WHERE rowid = ?", (rowid,))}
             if old == new:
                 continue
-            conn.execute("DELETE FROM spoke WHERE rowid = ?", (rowid,))
-            conn.executemany("INSERT INTO spoke(name, rowid) VALUES (?, ?)",
+            conn.execute("DELETE FROM person_records WHERE rowid = ?", (rowid,))
+            conn.executemany("INSERT INTO person_records(name, rowid) VALUES (?, ?)",
                              [(w, rowid) for w in sorted(new)])
-            if old:  # a record that changed who spoke: reread those names below
+            if old:  # a record that changed whose it is: reread those names below
                 dirty |= old | new
             else:
                 with self._mu:
                     self._appended.append((rowid, new))
         reloaded = {n: np.array([r[0] for r in conn.execute(
-                        "SELECT rowid FROM spoke WHERE name = ? ORDER BY rowid", (n,))],
+                        "SELECT rowid FROM person_records WHERE name = ? ORDER BY rowid", (n,))],
                         dtype=np.int64) for n in dirty}
         with self._mu:
             self._reloaded.update(reloaded)
@@ -193,10 +212,10 @@ class PeopleIndex:
         with self._mu:
             for rowid, names in self._appended:
                 for n in names - self._reloaded.keys():
-                    self._spoken[n] = self._spoken.get(n, _Spoken(
+                    self._records[n] = self._records.get(n, _Rowids(
                         np.zeros(0, dtype=np.int64))).append(rowid)
             for n, rowids in self._reloaded.items():
-                self._spoken[n] = _Spoken(rowids)
+                self._records[n] = _Rowids(rowids)
             self._appended = []
             self._reloaded = {}
             if self._new:

@@ -44,8 +44,8 @@ class HybridMemory(VectorMemory):
     """Convex combination of BM25 and dense scores, then small recency and trust priors.
 
     Names of the group's people (:mod:`memory_store.people`) go to neither retriever:
-    when the query names people, the records all of them spoke in get ``speaker_weight``
-    instead. Each retriever contributes
+    when the query names people, the records of all of them (spoken in, or facts about
+    them) get ``speaker_weight`` instead. Each retriever contributes
     its top ``pool`` records with min-max normalized scores (0 outside its pool). Like
     the dense scores, the lexical ones are smoothed over neighbouring episodes
     (``lexical_smooth``), so the turn right after a strong keyword hit (often the
@@ -83,7 +83,7 @@ class HybridMemory(VectorMemory):
         embedding = _embed_pool().submit(self.dense.embedder.embed, [words])
         lexical = self.catalog.lexical(words, pool, filters)
         named = named_in(query, names)
-        spoken = self.people.spoken_by(named) if named and self.speaker_weight else None
+        owned = self.people.records_of(named) if named and self.speaker_weight else None
         qvec = embedding.result()[0]
         allowed = None if filters.only_superseded_check else self.catalog.allowed(filters)
         now = filters.now.timestamp() if filters.now else 0.0
@@ -115,8 +115,8 @@ class HybridMemory(VectorMemory):
                     lex /= lex.max()
             fused = self._defer_asks(self.lexical_weight * lex + self.dense_weight * dense,
                                      view.rowids, view.next)
-            if spoken is not None and len(spoken):
-                by = view.slots(spoken)
+            if owned is not None and len(owned):
+                by = view.slots(owned)
                 by = by[by >= 0]
                 fused[by[fused[by] > 0]] += self.speaker_weight
             candidates = np.flatnonzero((fused > 0) & live)

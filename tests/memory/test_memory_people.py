@@ -41,6 +41,8 @@ def test_name_words_from_speaker_and_participants() -> None:
     assert name_words(rec) == {"ann", "bo", "lee"}
     assert name_words(_record()) == set()
     assert name_words(_record(speaker=7, participants="Ann")) == set()
+    # An address alone (the workers' fact attribution) is nobody's name.
+    assert name_words(_record(participants=["telegram:42", "slack:T1/U2"])) == set()
 
 
 def test_without_names_strips_standalone_names_only() -> None:
@@ -112,28 +114,32 @@ def test_the_named_persons_own_turn_outranks_a_turn_about_them(tmp_path: Path) -
     mem.close()
 
 
-def test_who_spoke_follows_edits_deletes_reopens_and_older_indexes(tmp_path: Path) -> None:
+def test_whose_records_follow_edits_deletes_reopens_and_older_indexes(tmp_path: Path) -> None:
     emb = default_embedder()
     mem = open_memory(tmp_path, "t:spoke", "hybrid", embedder=emb, background=False)
     assert isinstance(mem, HybridMemory)
     for i, who in enumerate(["Ann", "Bo", "Ann"]):
         _turn(mem, f"t{i}", who, "hello", i)
+    # A fact about Ann is hers too; its attribution's addresses name nobody.
+    mem.write_sync("Ann moved to Porto.", kind="entity", metadata={
+        "id": "f1", "entity": "Ann", "participants": ["telegram:42"]})
 
-    def spoke(m: HybridMemory, *names: str) -> list[str]:
-        rows = m.people.spoken_by(names).tolist()
+    def whose(m: HybridMemory, *names: str) -> list[str]:
+        rows = m.people.records_of(names).tolist()
         return sorted(m.catalog.records(rows)[r].id for r in rows)
 
-    assert spoke(mem, "ann") == ["t0", "t2"]
-    assert spoke(mem, "ann", "bo") == []
+    assert whose(mem, "ann") == ["f1", "t0", "t2"]
+    assert whose(mem, "ann", "bo") == [] and whose(mem, "telegram") == []
+    assert mem.people.names == {"ann", "bo"}
     mem.update_sync("t1", "Ann: hello", changes={"speaker": "Ann"})
-    assert spoke(mem, "ann") == ["t0", "t1", "t2"] and spoke(mem, "bo") == []
+    assert whose(mem, "ann") == ["f1", "t0", "t1", "t2"] and whose(mem, "bo") == []
     mem.delete_sync("t0")
-    assert spoke(mem, "ann") == ["t1", "t2"]
+    assert whose(mem, "ann") == ["f1", "t1", "t2"]
     mem.close()
     mem = open_memory(tmp_path, "t:spoke", "hybrid", embedder=emb, background=False)
     assert isinstance(mem, HybridMemory)
-    assert spoke(mem, "ann") == ["t1", "t2"]
-    mem.catalog.conn.execute("DROP TABLE spoke")
+    assert whose(mem, "ann") == ["f1", "t1", "t2"]
+    mem.catalog.conn.execute("DROP TABLE person_records")
     mem.people.attach(mem.catalog.conn)
-    assert spoke(mem, "ann") == ["t1", "t2"]
+    assert whose(mem, "ann") == ["f1", "t1", "t2"]
     mem.close()

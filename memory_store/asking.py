@@ -48,7 +48,8 @@ def ask_weight(text: str) -> float:
 
 
 class AskIndex:
-    """Ask weights by rowid (see the module docstring); ``weights`` is safe to read."""
+    """Ask weights by rowid (see the module docstring); :meth:`of` is safe to call from
+    any thread."""
 
     def __init__(self) -> None:
         self._mu = threading.Lock()

@@ -65,9 +65,9 @@ class CatalogQueries:
         where, params = filters.sql("d")
         out: list[tuple[int, float]] = []
         with self._mu:
-            for chunk in _chunks(list(rowids), 500):
+            for chunk in chunked(list(rowids), 500):
                 sql = ("SELECT fts.rowid, bm25(fts) FROM fts JOIN docs d ON d.rowid = fts.rowid"  # noqa: S608
-                       f" WHERE fts MATCH ? AND fts.rowid IN ({_marks(chunk)}) AND {where}")
+                       f" WHERE fts MATCH ? AND fts.rowid IN ({sql_marks(chunk)}) AND {where}")
                 out.extend((int(r[0]), -float(r[1]))
                            for r in self.conn.execute(sql, [match, *chunk, *params]))
         out.sort(key=lambda t: -t[1])
@@ -114,8 +114,8 @@ class CatalogQueries:
             return {}
         out: dict[int, tuple[float, float]] = {}
         with self._mu:
-            for chunk in _chunks(rowids, 500):
-                q = f"SELECT rowid, created, trust FROM docs WHERE rowid IN ({_marks(chunk)})"  # noqa: S608
+            for chunk in chunked(rowids, 500):
+                q = f"SELECT rowid, created, trust FROM docs WHERE rowid IN ({sql_marks(chunk)})"  # noqa: S608
                 for r in self.conn.execute(q, chunk):
                     out[int(r[0])] = (float(r[1]), float(r[2]))
         return out
@@ -125,8 +125,8 @@ class CatalogQueries:
             return {}
         out: dict[int, MemoryRecord] = {}
         with self._mu:
-            for chunk in _chunks(rowids, 500):
-                q = f"SELECT rowid, record FROM docs WHERE rowid IN ({_marks(chunk)})"  # noqa: S608
+            for chunk in chunked(rowids, 500):
+                q = f"SELECT rowid, record FROM docs WHERE rowid IN ({sql_marks(chunk)})"  # noqa: S608
                 for r in self.conn.execute(q, chunk):
                     out[int(r[0])] = record_from_json(r[1])
         return out
@@ -145,10 +145,10 @@ class CatalogQueries:
             yield path, record_from_json(rec)
 
 
-def _marks(items: list[int]) -> str:
+def sql_marks(items: list[int]) -> str:
     return ",".join("?" * len(items))
 
 
-def _chunks(items: list[int], size: int) -> Iterator[list[int]]:
+def chunked(items: list[int], size: int) -> Iterator[list[int]]:
     for i in range(0, len(items), size):
         yield items[i : i + size]

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from memory_store.catalog import Progress
+from memory_store.catalog_query import chunked, sql_marks
 from memory_store.protocol import MemoryRecord
 from memory_store.stopwords import STOPWORDS
 
@@ -170,23 +171,30 @@ class PeopleIndex:
     def records_of(self, names: Iterable[str]) -> Rowids:
         """Rowids of the records of every one of ``names`` (spoken in or about them)."""
         with self._mu:
-            sets = [self._records.get(n) for n in names]
-        if not sets or any(s is None for s in sets):
+            found = [self._records.get(n) for n in names]
+        arrays = [f.rowids() for f in found if f is not None]
+        if not arrays or len(arrays) < len(found):
             return np.zeros(0, dtype=np.int64)
-        out = sets[0].rowids()  # type: ignore[union-attr]
-        for other in sets[1:]:
-            out = np.intersect1d(out, other.rowids())  # type: ignore[union-attr]
+        out = arrays[0]
+        for other in arrays[1:]:
+            out = np.intersect1d(out, other)
         return out
 
     def apply(self, conn: sqlite3.Connection, upserts: Sequence[tuple[int, MemoryRecord]],
               deletes: Sequence[int], progress: Progress | None) -> None:
         found: set[str] = set()
         dirty: set[str] = set()
-        for rowid, rec in [*((r, None) for r in deletes), *upserts]:
+        changes = [*((int(r), None) for r in deletes), *upserts]
+        olds: dict[int, set[str]] = {}
+        for chunk in chunked([r for r, _ in changes], 500):
+            for name, rowid in conn.execute(
+                    f"SELECT name, rowid FROM person_records WHERE rowid IN ({sql_marks(chunk)})",  # noqa: S608
+                    chunk):
+                olds.setdefault(int(rowid), set()).add(str(name))
+        for rowid, rec in changes:
             new = owner_words(rec) if rec is not None else set()
             found |= name_words(rec) if rec is not None else set()
-            old = {str(r[0]) for r in conn.execute(
-                "SELECT name FROM person_records WHERE rowid = ?", (rowid,))}
+            old = olds.get(rowid, set())
             if old == new:
                 continue
             conn.execute("DELETE FROM person_records WHERE rowid = ?", (rowid,))

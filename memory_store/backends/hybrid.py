@@ -139,7 +139,6 @@ class HybridMemory(VectorMemory):
             out.sort(key=lambda t: -t[1])
         return out[:k]
 
-
     def _defer_asks(self, fused: Floats, rowids: npt.NDArray[np.int64],
                     nxt: npt.NDArray[np.int64]) -> Floats:
         """``fused`` with each asking record's share moved to the next record of its

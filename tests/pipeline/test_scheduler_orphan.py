@@ -75,3 +75,8 @@ async def test_scheduler_dies_with_its_worker_and_no_job_is_swallowed(
     # answered by the new worker's first pop, not by the sweeper rescuing a job that a
     # dead connection took
     assert not [r for r in caplog.records if "re-enqueued" in r.getMessage()]
+    # and the new worker schedules at once: the dead scheduler's RQ lock (61 s TTL, then
+    # up to a 10-minute wait for a worker's maintenance) was released as it started
+    new = stack.workers[0].pid
+    await stack.wait_for(lambda: len(children(new)) == 1, timeout=20,
+                         what="the new worker's scheduler")

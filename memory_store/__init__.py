@@ -12,6 +12,7 @@ from memory_store.factory import BACKENDS, open_group, open_memory
 from memory_store.group import CoreMemory, GroupDirectory
 from memory_store.paths import global_dir, group_dir, is_person_key, person_key
 from memory_store.protocol import Memory, MemoryRecord
+from memory_store.watch import Inotify, make_inotify
 
 __all__ = [
     "BACKENDS",
@@ -19,6 +20,7 @@ __all__ = [
     "CoreMemory",
     "FileMemory",
     "GroupDirectory",
+    "Inotify",
     "InvalidGroupKey",
     "InvalidMemoryId",
     "Memory",
@@ -28,6 +30,7 @@ __all__ = [
     "global_dir",
     "group_dir",
     "is_person_key",
+    "make_inotify",
     "open_group",
     "open_memory",
     "person_key",

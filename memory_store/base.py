@@ -33,6 +33,7 @@ from memory_store.filters import SearchFilters
 from memory_store.group import GroupDirectory
 from memory_store.paths import id_from_filename, memory_path, validate_kind, validate_memory_id
 from memory_store.protocol import MemoryRecord
+from memory_store.watch import Inotify
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,15 @@ class BaseMemory:
 
     def __init__(self, group: GroupDirectory, *, actor: str = "memory_store",
                  summarizer: Summarizer | None = None, durable: bool = True,
-                 watch: str = "auto", hooks: Iterable[IndexHook] = ()) -> None:
+                 watch: str = "auto", hooks: Iterable[IndexHook] = (),
+                 inotify: Inotify | None = None) -> None:
         self.group = group.ensure()
         self.actor = actor
         self.summarizer = summarizer
         self.durable = durable
         self.audit = AuditLog(group.path)
-        self.catalog = Catalog(group, hooks=hooks, watch=watch)
+        # inotify: the process's shared instance (a worker's), else one per group
+        self.catalog = Catalog(group, hooks=hooks, watch=watch, inotify=inotify)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.group.group!r})"

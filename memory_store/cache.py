@@ -29,7 +29,8 @@ from memory_store.base import BaseMemory
 from memory_store.factory import open_group
 from memory_store.group import GroupDirectory
 
-#: Groups kept open: each may hold an inotify instance (the per-user limit is often 128).
+#: Groups kept open: each holds inotify watches (on an instance of its own unless the
+#: ``inotify`` option passes one the process shares: the per-user limit is often 128).
 DEFAULT_MAX_GROUPS = 16
 #: Resident memory the open groups may take together (RSS of the bench: ~300 MB for a
 #: hybrid group of 100,000 records, ~10 MB for a file-backend group).

@@ -36,7 +36,7 @@ from memory_store.indexdoc import index_text, record_from_json, record_to_json
 from memory_store.lexplan import LexicalPlanner
 from memory_store.paths import DEFAULT_KIND_DIR, KIND_DIRS, MEMORY_DIRS, id_from_filename
 from memory_store.protocol import MemoryRecord
-from memory_store.watch import Watcher, make_watcher, subdirs
+from memory_store.watch import Inotify, Watcher, make_watcher, subdirs
 
 __all__ = ["Catalog", "IndexHook", "Progress", "record_from_json", "record_to_json"]
 
@@ -80,13 +80,14 @@ class Catalog(CatalogQueries):
     """The SQLite index of one group directory. Thread-safe within a process."""
 
     def __init__(self, group: GroupDirectory, *, hooks: Iterable[IndexHook] = (),
-                 watch: str = "auto") -> None:
+                 watch: str = "auto", inotify: Inotify | None = None) -> None:
         self.group = group
         self.hooks = list(hooks)
         self._mu = threading.RLock()
         self.planner = LexicalPlanner()
         group.ensure()
-        self._watcher: Watcher = make_watcher([group.path / d for d in MEMORY_DIRS], watch)
+        self._watcher: Watcher = make_watcher([group.path / d for d in MEMORY_DIRS], watch,
+                                              inotify=inotify)
         self._conn: sqlite3.Connection | None = None
         self._db_ino: int | None = None
         self._data_version: int | None = None

@@ -16,7 +16,8 @@ def open_memory(data_dir: Path | str, group: str, backend: str = "file",
     """Open the memory of ``group`` (``<channel>:<chat>``) under ``data_dir``.
 
     Creates the group directory on first contact. ``options`` go to the backend
-    (``actor``, ``summarizer``, ``durable``, ``watch``; vector/hybrid also ``embedder``).
+    (``actor``, ``summarizer``, ``durable``, ``watch``, ``inotify`` (an instance the
+    process shares among its groups); vector/hybrid also ``embedder``).
     Raises ``ValueError`` for an unknown backend and ``InvalidGroupKey`` for a bad group.
     """
     gd = GroupDirectory(Path(data_dir), group)

@@ -26,6 +26,7 @@ from gateway.config import (
 )
 from gateway.queue import DEFAULT_QUEUE, job_queue, worker_queues
 from workers.context import WorkerContext, install
+from workers.lifeline import die_with_parent, release_dead_schedulers
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -114,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     names = args.queues or worker_queues(DEFAULT_QUEUE)
     queues = [job_queue(conn, n) for n in names]
     cls = SimpleWorker if args.worker_class == "simple" else Worker
+    # RQ's scheduler (and a work horse) is forked from here: it must not outlive us; and
+    # one that died so with a killed worker before us must not keep scheduling blocked
+    die_with_parent()
+    if not args.no_scheduler:
+        release_dead_schedulers(conn, names)
     worker = cls(queues, connection=conn, serializer="json", name=args.name)
     try:
         worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,

@@ -1,10 +1,11 @@
 """The worker context: what one worker process holds, built once, passed explicitly.
 
 ``WorkerContext`` carries the settings (with the model key), the Redis client jobs use
-for the queue's scripts, the bounded cache of open group memories, and the process's
-event loop. ``python -m workers`` builds it before taking jobs and ``install``s it; a job
-(called by RQ by import path) finds it with ``current()``. Tests build their own with
-``WorkerContext(settings, client)`` and pass it to the job (``ctx=``), or ``install`` it.
+for the queue's scripts, the bounded cache of open group memories, the one inotify
+instance their watchers share, and the process's event loop. ``python -m workers``
+builds it before taking jobs and ``install``s it; a job (called by RQ by import path)
+finds it with ``current()``. Tests build their own with ``WorkerContext(settings,
+client)`` and pass it to the job (``ctx=``), or ``install`` it.
 
 A forked child (RQ's forking worker) must not use its parent's event loop, watchers or
 connections: ``current()`` notices the new pid and builds a fresh context.
@@ -20,13 +21,13 @@ from typing import Any, TypeVar
 import redis
 
 from gateway.config import REDIS_URL_ENV, WorkerSettings, load_worker_settings
-from memory_store import BaseMemory, GroupDirectory
+from memory_store import BaseMemory, GroupDirectory, make_inotify
 from memory_store.cache import MemoryCache
 
 T = TypeVar("T")
 
 #: open group memories kept per worker process: opening and closing one costs more than
-#: a whole turn with a fast model; each may hold an inotify instance (a scarce resource)
+#: a whole turn with a fast model; each holds inotify watches (one per memory folder)
 MEMORY_CACHE_SIZE = 16
 
 
@@ -37,7 +38,10 @@ class WorkerContext:
         self.settings = settings
         self.redis = client
         self.pid = os.getpid()
-        self.memories = MemoryCache(max_groups=MEMORY_CACHE_SIZE)
+        # one instance for every open group: the kernel allows 128 per user by default
+        # (fs.inotify.max_user_instances), across all of that user's processes
+        self.inotify = make_inotify()
+        self.memories = MemoryCache(max_groups=MEMORY_CACHE_SIZE, inotify=self.inotify)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -73,6 +77,8 @@ class WorkerContext:
         if self.pid != os.getpid():
             return
         self.memories.close()
+        if self.inotify is not None:
+            self.inotify.close()
         if self._loop is not None and not self._loop.is_closed():
             self._loop.close()
         self.redis.close()

@@ -31,7 +31,7 @@ from gateway.queue import (
 from memory_store import is_person_key
 from workers.context import WorkerContext, current
 from workers.extraction import extraction_entry, schedule_extraction
-from workers.lock import GroupLock, LockLost
+from workers.lock import GroupLock, LockLost, PersonBusy
 from workers.maintenance import after_episodes, consolidation_due
 from workers.turn import TurnRunner, parse_batch
 
@@ -136,4 +136,9 @@ def drain_group(
     except LockLost:
         log.error("drain %s: lock lost mid-job; leaving the group to its new owner", group)
         end = "lock-lost"
+    except PersonBusy as busy:
+        # The batch stays in processing and the lease, no longer renewed, lapses: the
+        # sweeper hands the group to a new job, which retries the same turn.
+        log.warning("drain %s: %s stayed taken; the turn waits for a new job", group, busy)
+        end = "person-busy"
     return {"group": group, "turns": turns, "end": end}

@@ -69,7 +69,7 @@ from workers.facts import (
     render_request,
 )
 from workers.identity import memory_key
-from workers.lock import GroupLock
+from workers.lock import GroupLock, person_lock
 from workers.maintenance import (
     LOCK_WAIT,
     MAX_RESCHEDULES,
@@ -344,8 +344,18 @@ def extract_group(
         try:
             for raw, batch, result, known in ready:
                 lock.check()
-                ids = apply_facts(memory_of(batch), batch, result, known, settings,
-                                  datetime.now(UTC))
+                # a linked person's facts go to the directory all their DMs use: under
+                # the person's lock too, taken after the group's (workers/lock.py)
+                memory = memory_key(identities, group, batch.messages)
+                person = person_lock(client, keys, memory, ttl=lock_ttl)
+                if person is not None and not person.acquire(timeout=LOCK_WAIT):
+                    return reschedule()  # what was asked is stored; a turn comes first
+                try:
+                    ids = apply_facts(ctx.group_memory(memory)[1], batch, result, known,
+                                      settings, datetime.now(UTC))
+                finally:
+                    if person is not None:
+                        person.release()
                 written += len(ids)
                 client.hset(keys.extraction(batch.turn_id), "done", "1")
                 client.lrem(keys.extractions(group), 1, raw)

@@ -8,6 +8,12 @@ drain lease, so the gateway's sweeper leaves a live job alone; when the worker d
 
 One renewal thread per process serves every lock the process holds: starting (and
 joining) a thread per job cost about a millisecond per turn on a busy machine.
+
+A linked person's DMs are different groups with different locks, but their turns and
+background jobs all use ``persons/<id>/``: each takes the person's lock too
+(``person_lock``), always after its group's lock, so two of them never write it at once
+and the fixed order cannot deadlock. It has no lease (nothing sweeps for it) and expires
+by its TTL when its holder dies; publishing stays fenced by the group lock alone.
 """
 
 from __future__ import annotations
@@ -22,12 +28,18 @@ from types import TracebackType
 import redis
 from tenacity import Retrying, retry_if_result, stop_after_delay, wait_exponential
 
-from gateway.queue import LockOps
+from gateway.queue import Keys, LockOps
+from memory_store import is_person_key
 
 log = logging.getLogger(__name__)
 
 class LockLost(Exception):
     """The group lock expired or was taken over; the turn must not publish or write."""
+
+
+class PersonBusy(Exception):
+    """A person's lock stayed taken (another of their DMs, or their consolidation) past
+    the wait: the batch is left in ``processing`` for a later job."""
 
 
 class _Renewer:
@@ -91,7 +103,7 @@ class GroupLock:
         self,
         client: redis.Redis,
         lock_key: str,
-        lease_key: str,
+        lease_key: str | None,
         *,
         ttl: float,
         lease_ttl: float,
@@ -183,3 +195,12 @@ class GroupLock:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.release()
+
+
+def person_lock(client: redis.Redis, keys: Keys, memory: str, *, ttl: float
+                ) -> GroupLock | None:
+    """The lock of ``memory``'s directory if it is a linked person's (``person:<id>``),
+    not yet taken; None for a chat's own directory (its group lock covers it)."""
+    if not is_person_key(memory):
+        return None
+    return GroupLock(client, keys.person_lock(memory), None, ttl=ttl, lease_ttl=ttl)

@@ -24,7 +24,7 @@ from gateway.queue.identity import Identities
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
 from workers.identity import memory_key, shared_profiles
-from workers.lock import GroupLock, LockLost
+from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
 from workers.prompt import QUOTED_TRUST, content_trust, undelivered_note
 from workers.reflection import reflect_on_failure
 
@@ -176,17 +176,35 @@ class TurnRunner:
 
         Returns "published", "replayed" (already published by an earlier attempt) or
         "dead" (moved aside after ``max_attempts``). Raises ``LockLost`` if the lock was
-        lost before publishing, and whatever the agent raised (the job is retried).
+        lost before publishing, ``PersonBusy`` if a linked person's lock stayed taken
+        (nothing was begun), and whatever the agent raised (the job is retried).
         """
         self.unmarked_written = None
+        # a linked person's DM opens their personal memory (workers/identity.py), which
+        # their other DMs use too: the person's lock, after the group's, covers the turn
+        self.opened = memory_key(self._identities, batch.group, batch.messages)
+        person = person_lock(self._gq.r, self._gq.keys, self.opened,
+                             ttl=lock.ttl_ms / 1000)
+        if person is None:
+            return await self._run(batch, self.opened, lock, max_attempts, mark_written, None)
+        # the holder is another DM's turn (bounded by its job timeout) or a dead worker's
+        # lock (gone within its TTL)
+        if not person.acquire(timeout=self._settings.worker.job_timeout / 2):
+            raise PersonBusy(person.lock_key)
+        with person:
+            return await self._run(batch, self.opened, lock, max_attempts, mark_written,
+                                   person)
+
+    async def _run(self, batch: Batch, opened: str, lock: GroupLock, max_attempts: int,
+                   mark_written: bool, person: GroupLock | None) -> str:
+        """``run`` on the memory ``opened``, with ``person``'s lock held when it is a
+        linked person's: the episode is written only while both locks are ours."""
         gq = self._gq
         anchor = batch.anchor
         ids = [m.message_id for m in batch.messages]
         state = gq.turn_begin(batch.turn_id, self._event(anchor) if batch.engaged_ids else None,
                               max_attempts)
-        # a linked person's DM opens their personal memory (workers/identity.py)
-        self.opened = memory_key(self._identities, batch.group, batch.messages)
-        gd, memory = self._ctx.group_memory(self.opened)
+        gd, memory = self._ctx.group_memory(opened)
         outcome = "replayed"
         if state.published:
             reply_text = state.reply
@@ -234,6 +252,8 @@ class TurnRunner:
             outcome = "published" if published == 1 else "replayed"
         if not state.written:
             lock.check()
+            if person is not None:
+                person.check()
             await memory.write(episode_text(batch, reply_text), kind="episode", metadata={
                 "id": batch.turn_id,
                 "source": f"{batch.group}:msg/" + ",".join(ids),

@@ -51,7 +51,10 @@ queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with 
 lease by ``lock_renew.lua``) says one worker runs the group now; *consolidating*
 (``consolidate:{g}``) says a consolidation job is queued or running, *extracting*
 (``extracting:{g}``) the same of an extraction job. Both take the same lock, so they
-never overlap a turn of their group.
+never overlap a turn of their group. A linked person's DMs are different groups sharing
+one directory: a turn or job of one of them that uses it also takes the person's lock
+(``lock:person:{id}``, no lease, the key the person's consolidation takes as its group
+lock), always after its group's lock.
 """
 
 from __future__ import annotations

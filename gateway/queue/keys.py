@@ -46,6 +46,14 @@ class Keys:
         """Held (a random token) by the one worker running a turn for the group."""
         return f"{self.prefix}lock:{group}"
 
+    def person_lock(self, memory: str) -> str:
+        """Held by the one worker using a linked person's directory (``memory`` is its
+        key, ``person:<id>``): a turn or background job of one of their DMs takes it
+        after that DM's group lock (always group, then person), so the person's DMs never
+        write ``persons/<id>/`` at once. The same key as ``lock(memory)``, which the
+        person's own consolidation takes."""
+        return self.lock(memory)
+
     @property
     def active(self) -> str:
         """Set of groups with a mailbox or processing batch (what the sweeper checks)."""

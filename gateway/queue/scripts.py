@@ -235,19 +235,22 @@ class TurnRecord:
 
 
 class LockOps:
-    """The group lock's scripts (a lock key, a lease key extended with it, a token)."""
+    """The group lock's scripts (a lock key, a lease key extended with it, a token). With
+    no lease key (``None``) the same scripts keep a plain lock: a person's."""
 
     def __init__(self, client: redis.Redis) -> None:
         self._s = Scripts(client)
 
-    def lock_acquire(self, lock_key: str, lease_key: str, token: str, ttl_ms: int,
+    def lock_acquire(self, lock_key: str, lease_key: str | None, token: str, ttl_ms: int,
                      lease_ttl_ms: int) -> bool:
-        return bool(int(self._s["lock_acquire"](keys=[lock_key, lease_key],
+        keys = [lock_key] if lease_key is None else [lock_key, lease_key]
+        return bool(int(self._s["lock_acquire"](keys=keys,
                                                 args=[token, ttl_ms, lease_ttl_ms])))
 
-    def lock_renew(self, lock_key: str, lease_key: str, token: str, ttl_ms: int,
+    def lock_renew(self, lock_key: str, lease_key: str | None, token: str, ttl_ms: int,
                    lease_ttl_ms: int) -> bool:
-        return bool(int(self._s["lock_renew"](keys=[lock_key, lease_key],
+        keys = [lock_key] if lease_key is None else [lock_key, lease_key]
+        return bool(int(self._s["lock_renew"](keys=keys,
                                               args=[token, ttl_ms, lease_ttl_ms])))
 
     def lock_release(self, lock_key: str, token: str) -> bool:

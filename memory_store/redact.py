@@ -8,9 +8,12 @@ Three ways in, one mechanism:
   ``superseded_reason: source deleted``) and their text replaced by the marker, as is
   their copy in an entity file, as are core-memory entries whose only source it is
   (dropped from the agent section, audited as ``core_evict``); the message's words
-  (when at least ``ECHO_MIN_CHARS`` long, so "ok" does not wipe everyone's "ok") are
-  also replaced wherever else they occur verbatim in the group's files (a reply quoting
-  them, core memory).
+  (``memory_store.words.message_words``: long tokens and anchored runs, so "ok" or
+  "see you at the" does not wipe everyone's) are also replaced wherever else they occur
+  in the group's files (the bot's reply quoting them, a later episode, entities, core
+  memory). A fact that held them, or that cites a message whose line held them (a
+  message quoting the deleted one), is superseded too (``source deleted``), in its
+  entity file as well.
 * ``edit_message(mem, message_id, text, sender_id=...)``: the author edited a message
   a turn already took. The same path as a deletion, except that the line says the new
   text plus ``EDITED`` and the old words' verbatim copies become the new words; derived
@@ -44,6 +47,7 @@ from memory_store.coresection import CoreSectionError, retire_entries
 from memory_store.fileformat import content_hash, now_utc
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.protocol import MemoryRecord
+from memory_store.words import WordsMatcher, words_matcher
 
 if TYPE_CHECKING:
     from memory_store.base import BaseMemory
@@ -51,7 +55,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MARKER = "[redacted]"
-#: shortest deleted text also removed outside its own episode line, characters
+#: shortest old text of an edit also replaced outside its own episode line, characters
+#: (a deletion's words elsewhere: ``memory_store.words``)
 ECHO_MIN_CHARS = 8
 #: shortest phrase ``/forget`` accepts (a shorter one would hit too much by accident)
 PHRASE_MIN_CHARS = 3
@@ -104,10 +109,17 @@ def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
 
 
-def scrub_value(value: Any, pat: re.Pattern[str], repl: str = MARKER) -> Any:
+#: what a rewrite looks for: an edit's old text, a ``/forget`` phrase (a pattern), or a
+#: deletion's words (``WordsMatcher``)
+Finder = re.Pattern[str] | WordsMatcher
+
+
+def scrub_value(value: Any, pat: Finder, repl: str = MARKER) -> Any:
     """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
     replaced by ``repl`` (the marker; an edit's new text), taken literally."""
     if isinstance(value, str):
+        if isinstance(pat, WordsMatcher):
+            return pat.sub(lambda _: repl, value)
         return pat.sub(lambda _: repl, value)
     if isinstance(value, list):
         return [scrub_value(v, pat, repl) for v in value]
@@ -146,6 +158,11 @@ def only_from(source: str, message_id: str) -> bool:
     return bool(head and sep) and ids.split(",") == [message_id]
 
 
+def _is_fact(record: MemoryRecord) -> bool:
+    """A fact record (an entity file folds facts; it is not one)."""
+    return record.kind in ("fact", "entity") and not record.metadata.get("entity_file")
+
+
 def _live(record: MemoryRecord) -> bool:
     return record.valid_to is None or record.valid_to > now_utc()
 
@@ -164,7 +181,7 @@ class _Run:
     def records(self) -> list[MemoryRecord]:
         return self.mem.records({"include_superseded": True})
 
-    def rewrite(self, rec: MemoryRecord, content: str, pat: re.Pattern[str] | None, *,
+    def rewrite(self, rec: MemoryRecord, content: str, pat: Finder | None, *,
                 supersede: str | None = None, extra: dict[str, Any] | None = None,
                 repl: str = MARKER) -> None:
         """Write ``rec`` with ``content`` and its metadata scrubbed by ``pat`` (matches
@@ -188,20 +205,40 @@ class _Run:
         self.out.paths.append(self.mem._rel(path))
         self.out.records.append(rec.id)
 
-    def echo(self, pat: re.Pattern[str] | None, skip: set[str], repl: str = MARKER) -> None:
-        """Replace ``pat`` by ``repl`` in every other memory and in the core files."""
+    def echo(self, pat: Finder | None, skip: set[str], repl: str = MARKER, *,
+             retire: str | None = None) -> None:
+        """Replace ``pat`` by ``repl`` in every other memory and in the core files.
+        With ``retire`` (a deletion's reason), a fact that held it is superseded."""
         if pat is None:
             return
         for rec in self.records():
             if rec.id in skip:
                 continue
             content = scrub_value(rec.content, pat, repl)
-            if content != rec.content or scrub_value(rec.metadata, pat, repl) != rec.metadata:
+            if content == rec.content and scrub_value(rec.metadata, pat, repl) == rec.metadata:
+                continue
+            if retire is not None and _is_fact(rec):
+                self.rewrite(rec, MARKER, pat, supersede=retire)
+            else:
                 self.rewrite(rec, content, pat, repl=repl)
         for name in _CORE_FILES:
             self.core(self.mem.group, name, pat, repl)
 
-    def core(self, gd: GroupDirectory, name: str, pat: re.Pattern[str],
+    def quoting(self, message_id: str, pat: Finder) -> set[str]:
+        """The messages (ids) whose own episode line holds ``pat``: they quoted the
+        deleted ``message_id``. Read before anything is rewritten, so a retry after a
+        crash finds them again."""
+        out: set[str] = set()
+        for rec in self.records():
+            if rec.kind != "episode":
+                continue
+            for mid, (start, end) in message_texts(rec.content, _ids(rec)).items():
+                if mid != message_id and scrub_value(rec.content[start:end], pat) != \
+                        rec.content[start:end]:
+                    out.add(mid)
+        return out
+
+    def core(self, gd: GroupDirectory, name: str, pat: Finder,
              repl: str = MARKER) -> None:
         path = gd.path / name
         try:
@@ -217,9 +254,10 @@ class _Run:
                               new_hash=content_hash(new.encode()))
         self.out.paths.append(name)
 
-    def entity_files(self, gone: set[str]) -> None:
-        """Mark facts redacted in the entity files that folded them."""
-        if not gone:
+    def entity_files(self, gone: set[str], pat: Finder | None = None) -> None:
+        """Mark facts redacted in the entity files that folded them: those of ``gone``
+        and (with ``pat``) those whose text it finds."""
+        if not gone and pat is None:
             return
         from memory_store.consolidate import _preserved_head, _render_facts
 
@@ -230,7 +268,10 @@ class _Run:
             entries = [dict(e) if isinstance(e, dict) else e for e in facts]
             hit = False
             for e in entries:
-                if isinstance(e, dict) and e.get("id") in gone and e.get("text") != MARKER:
+                if isinstance(e, dict) and e.get("text") != MARKER and (
+                        e.get("id") in gone or
+                        (pat is not None and scrub_value(str(e.get("text")), pat) !=
+                         e.get("text"))):
                     e.update(text=MARKER, superseded_by="redaction")
                     hit = True
             if not hit:
@@ -310,13 +351,21 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                 derived.append(rec)
         if text is not None and not episodes:
             return run.out  # an edit changes nothing derived from words it did not find
-        long_texts = [t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS and
-                      (text is None or t.casefold() not in text.casefold())]
-        pat = words_pattern(long_texts)
+        pat: Finder | None
+        if text is None:  # a deletion: its words (memory_store.words) go everywhere
+            pat = words_matcher(run.out.removed)
+            if pat is not None:  # and what was drawn only from messages quoting them
+                quoting = run.quoting(message_id, pat) | {message_id}
+                have = {r.id for r in derived}
+                derived += [r for r in run.records() if _is_fact(r) and r.id not in have
+                            and _ids(r) and set(_ids(r)) <= quoting]
+        else:
+            pat = words_pattern([t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS
+                                 and t.casefold() not in text.casefold()])
         repl = MARKER if text is None else text
         for rec in derived:
             run.rewrite(rec, MARKER, pat, supersede=reason)
-        run.entity_files({r.id for r in derived})
+        run.entity_files({r.id for r in derived}, pat if text is None else None)
         for name in _CORE_FILES:  # entries the agent added to core memory from it
             try:
                 if retire_entries(mem.group, name, lambda src: only_from(src, message_id),
@@ -324,7 +373,8 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                     run.out.paths.append(name)
             except CoreSectionError as err:
                 log.warning("%s of %s: %s; its entries are left", name, mem.group.group, err)
-        run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived}, repl)
+        run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived}, repl,
+                 retire=reason if text is None else None)
         for rec, (start, end) in episodes:  # last: a crashed run can still find the text
             fresh = mem._load(rec.id)[1]
             span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))

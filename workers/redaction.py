@@ -64,6 +64,7 @@ from gateway.queue import (
 from memory_store.redact import (
     ECHO_MIN_CHARS,
     MARKER,
+    Finder,
     edit_message,
     redact_message,
     redact_phrase,
@@ -71,10 +72,12 @@ from memory_store.redact import (
     scrub_value,
     words_pattern,
 )
+from memory_store.words import words_matcher
 from workers.context import WorkerContext, current
 from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.lock import GroupLock
 from workers.maintenance import LOCK_WAIT, turns_waiting
+from workers.redisscrub import scrub_streams, scrub_turn_state
 
 log = logging.getLogger(__name__)
 
@@ -129,20 +132,23 @@ def _own_words(old: str) -> re.Pattern[str]:
     return re.compile(r"\A" + re.escape(old) + r"\Z")
 
 
-def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str],
-                 edits: Edits | None = None, rewords: Rewords = ()
-                 ) -> list[tuple[str, str | None]]:
+def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str],
+                 edits: Edits | None = None, rewords: Rewords = (),
+                 phrases: Sequence[str] = ()) -> tuple[list[tuple[str, str | None]],
+                                                      Finder | None]:
     """(entry, replacement or None: remove) for every held entry of a deleted message
     (``(account, message id)``), of an edited one (when its sender is the edit's: it
-    gets the new text, and its platform event the new words), or holding one of
-    ``words`` (they become the marker) or an edit's old words (they become its new).
+    gets the new text, and its platform event the new words), or holding the words of
+    one of the deleted ``texts`` (``memory_store.words``) or one of ``phrases`` (they
+    become the marker) or an edit's old words (they become its new); and the matcher of
+    those words, for the rest of Redis.
 
-    Two things do not depend on ``words``, which a retry after a crash between the
+    Two things do not depend on ``texts``, which a retry after a crash between the
     memory rewrite and this step no longer has (memory holds only the marker by then):
     a held copy of a deleted message lends its own text to the words, and a reply's
     quote of a deleted message (``reply_to_id``) becomes the marker by its id."""
     held: list[tuple[str, Entry]] = []
-    words = list(words)
+    texts = list(texts)
     for raw in gq.held_entries():
         try:
             entry = parse_entry(raw)
@@ -150,10 +156,9 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
             continue
         held.append((raw, entry))
         own = entry.msg.get("text")
-        if _key(entry.msg, "message_id") in deleted and isinstance(own, str) and \
-                len(own) >= ECHO_MIN_CHARS:
-            words.append(own)
-    pat = words_pattern(words)
+        if _key(entry.msg, "message_id") in deleted and isinstance(own, str):
+            texts.append(own)
+    pat = words_matcher(texts, phrases)
     pairs: list[tuple[str, str | None]] = []
     for raw, entry in held:
         msg = entry.msg
@@ -178,7 +183,7 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
                 new_msg[k] = scrub_value(new_msg[k], pat)
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
-    return pairs
+    return pairs, pat
 
 
 def _key(msg: dict[str, Any], field: str) -> tuple[str, str]:
@@ -275,7 +280,8 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     forgets = [(raw, rec) for raw, rec in _records(client, keys.forget(group))
                if isinstance(rec.get("phrase"), str)]
     deleted: set[tuple[str, str]] = set()
-    words: list[str] = []
+    texts: list[str] = []  # the deleted messages' texts: their words (memory_store.words)
+    phrases: list[str] = []  # the /forget phrases
     turns: set[str] = set()
     edited: Edits = {}
     rewords: list[tuple[str, str]] = []
@@ -303,8 +309,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                              actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
                              scrub=False)
         deleted.add((str(rec.get("account", "default")), mid))
-        # short texts ('ok') are not hunted elsewhere: they would hit everyone's words
-        words += [t for t in out.removed if len(t) >= ECHO_MIN_CHARS]
+        texts += out.removed
         turns.update(out.records)
         files += len(set(out.paths))
     for _, rec in forgets:
@@ -316,7 +321,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
             log.warning("forget request %s in %s has no usable phrase; dropped",
                         rec.get("id"), group)
             continue
-        words.append(rec["phrase"])
+        phrases.append(rec["phrase"])
         turns.update(out.records)
         files += len(set(out.paths))
     if deletions or forgets or edits:
@@ -325,17 +330,17 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         with memory.group.lock():
             scrub_index(memory)
     lock.check()
-    entries = gq.scrub(held_changes(gq, deleted, words, edited, rewords))
-    pat = words_pattern(words)
+    pairs, pat = held_changes(gq, deleted, texts, edited, rewords, phrases)
+    entries = gq.scrub(pairs)
     if pat is not None or rewords:
-        for turn_id in sorted(t for t in turns if t.startswith("turn-")):
-            reply = gq.turn_reply(turn_id)
-            if reply is None:
-                continue
-            new = reworded(reply, rewords)
-            new = scrub_value(new, pat) if pat is not None else new
-            if new != reply:
-                gq.replace_turn_reply(turn_id, new)
+        # every turn of the group, not only those this attempt rewrote: a retry after a
+        # crash finds memory already redacted
+        if pat is not None:
+            turns |= {r.id for r in memory.records({"kind": "episode"})}
+        entries += scrub_turn_state(gq, (t for t in turns if t.startswith("turn-")), pat,
+                                    lambda text: reworded(text, rewords))
+    if deletions or forgets:
+        entries += scrub_streams(gq, pat, rebuild_outbox=True)
     with client.pipeline(transaction=True) as pipe:
         for raw, _ in deletions + edits:
             pipe.lrem(keys.changes(group), 1, raw)

@@ -1,0 +1,151 @@
+"""The words of a deleted message: what else is removed with it, and how it is found.
+
+A deleted message's own line is replaced whole; elsewhere (the bot's reply quoting it, a
+later episode, a fact, core memory, Redis) only its *words* are removed, so that "ok" or
+"see you at the" is not erased from everyone's text. The one definition
+(``message_words``):
+
+* a *token* is a run of letters and digits, inner ``- ' . @ / : +`` (and the
+  typographic apostrophe) joining runs
+  (``MARK-mx1``, ``o'clock``, ``alice@example.org``, ``https://x.io/a``);
+* a *stop word* is one of ``STOP_WORDS`` (common English function words, long ones
+  included: "everyone", "something");
+* the words are each token of at least ``LONG_TOKEN`` (8) characters that is not a stop
+  word, and each run of ``RUN_TOKENS`` (3) consecutive tokens that holds a token of at
+  least ``RUN_ANCHOR`` (5) characters that is not a stop word.
+
+A run is found wherever its tokens occur in that order with only non-word characters
+between them, in any case; runs that overlap merge, so a quote of five consecutive
+tokens is removed whole. A token is found only as a whole token (``cat`` is not found
+in ``catalog``). ``WordsMatcher`` finds them, together with ``/forget`` phrases (found
+anywhere, in any case, as before).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+#: a token this long (characters) is removed on its own
+LONG_TOKEN = 8
+#: consecutive tokens that make a run
+RUN_TOKENS = 3
+#: a run counts only when it holds a non-stop token this long (characters)
+RUN_ANCHOR = 5
+#: what a removal leaves (``memory_store.redact.MARKER``'s word: never itself removed,
+#: or a second run would wrap the marker again)
+_MARKER_WORD = "redacted"
+
+TOKEN = re.compile(r"\w+(?:[-'\u2019.@/:+]\w+)*")
+
+_STOP_TEXT = """
+a about above after again against all also am an and any are as at be because been before
+being below between both but by can could did do does doing down during each else even
+ever every few for from further had has have having he her here hers herself him himself
+his how i if in into is it its itself just let me more most my myself no nor not now of
+off on once only or other our ours ourselves out over own same she should so some such
+than that the their theirs them themselves then there these they this those through to
+too under until up very was we were what when where which while who whom why will with
+would you your yours yourself yourselves
+anybody anyone anything everybody everyone everything nobody nothing somebody someone
+something somewhere anywhere everywhere nowhere whatever whenever wherever whichever
+whoever although however therefore otherwise actually probably basically definitely
+really maybe perhaps already almost always never sometimes usually tomorrow yesterday
+today tonight morning evening afternoon please thanks thank hello sorry okay yes yeah
+"""
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+
+@dataclass(frozen=True)
+class MessageWords:
+    """The words of one text: long tokens, and runs (each a tuple of tokens)."""
+
+    tokens: tuple[str, ...]
+    runs: tuple[tuple[str, ...], ...]
+
+    def __bool__(self) -> bool:
+        return bool(self.tokens or self.runs)
+
+
+def _stop(token: str) -> bool:
+    return token.casefold() in STOP_WORDS
+
+
+def message_words(text: str) -> MessageWords:
+    """The words of ``text`` that are removed wherever else they occur (module
+    docstring): long non-stop tokens and anchored runs of consecutive tokens."""
+    toks = [t for t in TOKEN.findall(text) if t.casefold() != _MARKER_WORD]
+    longs = {t.casefold(): t for t in toks if len(t) >= LONG_TOKEN and not _stop(t)}
+    runs: dict[tuple[str, ...], tuple[str, ...]] = {}
+    for i in range(len(toks) - RUN_TOKENS + 1):
+        run = tuple(toks[i:i + RUN_TOKENS])
+        if any(len(t) >= RUN_ANCHOR and not _stop(t) for t in run):
+            runs.setdefault(tuple(t.casefold() for t in run), run)
+    return MessageWords(tuple(longs.values()), tuple(runs.values()))
+
+
+class WordsMatcher:
+    """Finds deleted messages' words and ``/forget`` phrases in text, case-insensitively;
+    overlapping hits merge into one span (one marker)."""
+
+    def __init__(self, alternatives: list[str], anchors: set[str]) -> None:
+        # every start of a hit is tried (a lookahead consumes nothing), so overlapping
+        # runs are all seen; longest alternatives first, so the longest hit wins there
+        body = "|".join(sorted(alternatives, key=len, reverse=True))
+        self._find = re.compile(f"(?=({body}))", re.IGNORECASE)
+        #: a text holding none of these (lowercased) cannot hold a hit: skipped cheaply
+        self._anchors = anchors
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """The merged spans of ``text`` that hold the words, in order."""
+        low = text.lower()
+        if not any(a in low for a in self._anchors):
+            return []
+        out: list[tuple[int, int]] = []
+        for m in self._find.finditer(text):
+            start, end = m.start(1), m.end(1)
+            if end == start:
+                continue
+            if out and start <= out[-1][1]:
+                out[-1] = (out[-1][0], max(out[-1][1], end))
+            else:
+                out.append((start, end))
+        return out
+
+    def search(self, text: str) -> bool:
+        return bool(self.spans(text))
+
+    def sub(self, repl: Callable[[str], str], text: str) -> str:
+        """``text`` with each merged span replaced by ``repl(span text)``."""
+        spans = self.spans(text)
+        if not spans:
+            return text
+        parts: list[str] = []
+        last = 0
+        for start, end in spans:
+            parts += [text[last:start], repl(text[start:end])]
+            last = end
+        parts.append(text[last:])
+        return "".join(parts)
+
+
+def words_matcher(texts: Iterable[str] = (), phrases: Iterable[str] = ()
+                  ) -> WordsMatcher | None:
+    """A matcher for the words (``message_words``) of each of ``texts`` and for each of
+    ``phrases`` taken literally; None when there is nothing to find."""
+    alts: set[str] = set()
+    anchors: set[str] = set()
+    for text in texts:
+        words = message_words(text)
+        for tok in words.tokens:
+            alts.add(rf"(?<!\w){re.escape(tok)}(?!\w)")
+            anchors.add(tok.lower())
+        for run in words.runs:
+            alts.add(r"(?<!\w)" + r"\W+".join(re.escape(t) for t in run) + r"(?!\w)")
+            anchors.add(max(run, key=len).lower())
+    for phrase in phrases:
+        if phrase:
+            alts.add(re.escape(phrase))
+            anchors.add(phrase.lower())
+    return WordsMatcher(sorted(alts), anchors) if alts else None

@@ -12,7 +12,9 @@ later episode, a fact, core memory, Redis) only its *words* are removed, so that
   included: "everyone", "something");
 * the words are each token of at least ``LONG_TOKEN`` (8) characters that is not a stop
   word, and each run of ``RUN_TOKENS`` (3) consecutive tokens that holds a token of at
-  least ``RUN_ANCHOR`` (5) characters that is not a stop word.
+  least ``RUN_ANCHOR`` (5) characters that is not a stop word; and, when there is any
+  such, the whole text too (a quote of all of "my door code is 4417 Zanzibar" goes
+  whole, though "my door code" alone is no run).
 
 A run is found wherever its tokens occur in that order with only non-word characters
 between them, in any case; runs that overlap merge, so a quote of five consecutive
@@ -63,6 +65,8 @@ class MessageWords:
 
     tokens: tuple[str, ...]
     runs: tuple[tuple[str, ...], ...]
+    #: the text's tokens, all of them, when it has words (``None`` when it has none)
+    whole: tuple[str, ...] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.tokens or self.runs)
@@ -82,7 +86,8 @@ def message_words(text: str) -> MessageWords:
         run = tuple(toks[i:i + RUN_TOKENS])
         if any(len(t) >= RUN_ANCHOR and not _stop(t) for t in run):
             runs.setdefault(tuple(t.casefold() for t in run), run)
-    return MessageWords(tuple(longs.values()), tuple(runs.values()))
+    whole = tuple(toks) if longs or runs else None
+    return MessageWords(tuple(longs.values()), tuple(runs.values()), whole)
 
 
 class WordsMatcher:
@@ -141,7 +146,7 @@ def words_matcher(texts: Iterable[str] = (), phrases: Iterable[str] = ()
         for tok in words.tokens:
             alts.add(rf"(?<!\w){re.escape(tok)}(?!\w)")
             anchors.add(tok.lower())
-        for run in words.runs:
+        for run in (*words.runs, *([words.whole] if words.whole else [])):
             alts.add(r"(?<!\w)" + r"\W+".join(re.escape(t) for t in run) + r"(?!\w)")
             anchors.add(max(run, key=len).lower())
     for phrase in phrases:

@@ -184,12 +184,14 @@ async def test_forget_is_refused_to_a_member_previewed_then_confirmed_by_an_admi
     assert index_hits(s.data_dir, group, "zanzibar") == []
     [entry] = redactions(root)
     assert entry["reason"] == "forget" and "zanzibar" not in json.dumps(entry).lower()
-    # in Redis only the local chat's own transcript (the platform side: the chat where
-    # it was typed, and the bot's preview) still shows the words; no pipeline key does
+    # no Redis key holds them, the local chat's reply stream (the bot's preview quoted
+    # them) included, nor the append-only file once rewritten
     s.r.delete("test:turns")  # the scripted model's own record of what it saw
     holding = {k.decode() for k in s.r.scan_iter(count=1000)
                if b"zanzibar" in (s.r.dump(k) or b"").lower()}
-    assert holding == {"pnc:local:out:default:crew"}
+    assert holding == set()
+    await s.wait_for(lambda: aof_idle(s.r), what="the AOF rewrite")
+    assert files_holding(s.valkey.data_dir, "Zanzibar") == []
     memory = await s.ask("crew", "bo", "/memory", group=True, message_id="f4")
     assert memory.reply is not None and "What I keep about local:crew" in memory.reply
 

@@ -386,6 +386,23 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         return run.finish(detail, scrub)
 
 
+def message_lines(mem: BaseMemory, message_id: str) -> list[str]:
+    """The words of ``message_id``'s line in each episode that covers it (without an
+    edit's mark; none once redacted), read-only: what ``redact_message`` would remove,
+    for a caller that scrubs its own copies first, so that a retry after a crash in
+    between still knows them."""
+    out: list[str] = []
+    for rec in mem.records({"include_superseded": True, "kind": "episode"}):
+        ids = _ids(rec)
+        if message_id not in ids:
+            continue
+        span = message_texts(rec.content, ids).get(message_id)
+        text = "" if span is None else rec.content[span[0]:span[1]].strip()
+        if text and text != MARKER:
+            out.append(unmarked(text))
+    return out
+
+
 def line_sender(body: str, span: tuple[int, int]) -> str | None:
     """The sender id of the episode line whose text starts at ``span``."""
     for m in _LINE.finditer(body):

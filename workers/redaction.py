@@ -15,20 +15,28 @@ group lock as the drain job, never runs during a turn, and yields (reschedules i
 wait: the turn that is about to write an episode goes first, so its episode is
 redacted too. Under the lock it
 
-1. rewrites memory (``memory_store.redact``: episodes, facts, entity and core files,
-   one audit entry per request without the words), then scrubs the index once
-   (``scrub_index``; again on a retry, so a failed scrub is not skipped);
-2. takes the words out of what Redis still holds (``scrub.lua``): an entry of a deleted
-   message is removed from the context, mailbox, processing and dead-letter lists, any
-   other entry holding the words gets them replaced by the marker, and a published
-   turn's kept reply (``turn:{id}``, replayed by a retry) too; an edited message's
-   entries get the new text, and the old words (when long enough) become the new;
-3. removes the requests it applied (LREM of each exact record), last: a crash before
+1. applies the edits to memory (``memory_store.redact``), and reads (only) the words of
+   the deleted messages from it (``message_lines``; their words:
+   ``memory_store.words``);
+2. takes the words and the ``/forget`` phrases out of what Redis still holds
+   (``scrub.lua``): an entry of a deleted message is removed from the context,
+   mailbox, processing and dead-letter lists, any other entry holding the words gets
+   them replaced by the marker, as do the group's turn state (``turn:{id}``'s kept
+   reply, replayed by a retry; ``extract:{id}``'s stored answer; ``extractq:{g}``)
+   and its entries in the outbox and the local channel's reply streams, which are
+   rebuilt (``workers.redisscrub``); an edited message's entries get the new text,
+   and the old words (when long enough) become the new. Before memory is rewritten,
+   so a retry after a crash anywhere still reads the words there;
+3. rewrites memory for the deletions and ``/forget`` (episodes, the bot's replies,
+   facts, entity and core files, one audit entry per request without the words),
+   then scrubs the index once (``scrub_index``; again on a retry, so a failed scrub
+   is not skipped);
+4. removes the requests it applied (LREM of each exact record), last: a crash before
    that applies them again, which changes nothing the second time; in the same
    transaction an applied edit's new words are queued for fact extraction
    (``workers.extraction.edit_extraction_entry``), so what the edit states is filed
    as the facts of its old words were retired;
-4. has Redis rewrite its persistence from the data set as it is now: the append-only
+5. has Redis rewrite its persistence from the data set as it is now: the append-only
    file keeps every command ever run, the original words included, until
    ``BGREWRITEAOF`` replaces it (and an RDB snapshot, when configured, is saved anew).
    A server that refuses (a managed Redis without CONFIG, a rewrite already running)
@@ -40,6 +48,7 @@ tried every ``SLOW_DELAY`` seconds from then on (a warning says so), until it ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -65,7 +74,9 @@ from memory_store.redact import (
     ECHO_MIN_CHARS,
     MARKER,
     Finder,
+    check_phrase,
     edit_message,
+    message_lines,
     redact_message,
     redact_phrase,
     scrub_index,
@@ -302,33 +313,15 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                     if len(t) >= ECHO_MIN_CHARS and t.casefold() not in text.casefold()]
         turns.update(out.records)
         files += len(set(out.paths))
+    # Redis before memory for deletions and /forget: the words are read from memory
+    # first, so a retry after a crash anywhere below still knows them
     for _, rec in deletions:
-        lock.check()
         mid = str(rec["original_id"])
-        out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
-                             actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
-                             scrub=False)
         deleted.add((str(rec.get("account", "default")), mid))
-        texts += out.removed
-        turns.update(out.records)
-        files += len(set(out.paths))
+        texts += message_lines(memory, mid)
     for _, rec in forgets:
-        lock.check()
-        try:
-            out = redact_phrase(memory, rec["phrase"], request=str(rec.get("id", "forget")),
-                                actor=f"forget:{rec.get('by', '?')}", scrub=False)
-        except ValueError:
-            log.warning("forget request %s in %s has no usable phrase; dropped",
-                        rec.get("id"), group)
-            continue
-        phrases.append(rec["phrase"])
-        turns.update(out.records)
-        files += len(set(out.paths))
-    if deletions or forgets or edits:
-        # once for all requests, and also when a retry finds the files already redacted
-        # (an earlier attempt failed after rewriting them, before or while scrubbing)
-        with memory.group.lock():
-            scrub_index(memory)
+        with contextlib.suppress(ValueError):  # logged and dropped below
+            phrases.append(check_phrase(rec["phrase"]))
     lock.check()
     pairs, pat = held_changes(gq, deleted, texts, edited, rewords, phrases)
     entries = gq.scrub(pairs)
@@ -341,6 +334,28 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                                     lambda text: reworded(text, rewords))
     if deletions or forgets:
         entries += scrub_streams(gq, pat, rebuild_outbox=True)
+    for _, rec in deletions:
+        lock.check()
+        mid = str(rec["original_id"])
+        out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
+                             actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
+                             scrub=False)
+        files += len(set(out.paths))
+    for _, rec in forgets:
+        lock.check()
+        try:
+            out = redact_phrase(memory, rec["phrase"], request=str(rec.get("id", "forget")),
+                                actor=f"forget:{rec.get('by', '?')}", scrub=False)
+        except ValueError:
+            log.warning("forget request %s in %s has no usable phrase; dropped",
+                        rec.get("id"), group)
+            continue
+        files += len(set(out.paths))
+    if deletions or forgets or edits:
+        # once for all requests, and also when a retry finds the files already redacted
+        # (an earlier attempt failed after rewriting them, before or while scrubbing)
+        with memory.group.lock():
+            scrub_index(memory)
     with client.pipeline(transaction=True) as pipe:
         for raw, _ in deletions + edits:
             pipe.lrem(keys.changes(group), 1, raw)

@@ -83,7 +83,10 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
     (``turn:{id}``), the extraction's stored answer (``extract:{id}``) and the turns
     still queued for extraction (``extractq:{g}``). Returns the values changed."""
     n = 0
-    for turn_id in sorted(set(turn_ids)):
+    queued = gq.keys.extractions(gq.group)
+    raws = [as_str(x) for x in gq.r.lrange(queued, 0, -1)]  # type: ignore[union-attr]
+    turn_ids = set(turn_ids) | {t for t in map(_turn_of, raws) if t}
+    for turn_id in sorted(turn_ids):
         reply = gq.turn_reply(turn_id)
         if reply is not None:
             new = reword(reply) if reword is not None else reply
@@ -99,10 +102,18 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
             gq.r.hset(key, "result", new)
             n += 1
     if pat is not None:
-        queued = gq.keys.extractions(gq.group)
         pairs: list[tuple[str, str | None]] = [
-            (as_str(raw), new) for raw in gq.r.lrange(queued, 0, -1)  # type: ignore[union-attr]
-                 if (new := scrubbed(as_str(raw), pat)) != as_str(raw)]
+            (raw, new) for raw in raws if (new := scrubbed(raw, pat)) != raw]
         n += gq.scrub(pairs, lists=[queued])
     return n
+
+
+def _turn_of(raw: str) -> str | None:
+    """The turn id of an ``extractq`` entry (``workers.extraction``: turn id, entries)."""
+    try:
+        item = json.loads(raw)
+    except ValueError:
+        return None
+    tid = item.get("turn_id") if isinstance(item, dict) else None
+    return tid if isinstance(tid, str) else None
 

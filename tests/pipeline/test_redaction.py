@@ -285,3 +285,91 @@ def test_an_unknown_id_loses_nothing_and_a_busy_group_is_rescheduled(
     assert redact_group(group, ctx=ctx)["files"] == 0
     assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
     assert redactions(root) == [] and not r.exists(K.changes(group))
+
+
+LOCKER = "hello MARK-mx1, my locker combination is Kestrel-4471"
+#: its qualifying words (memory_store.words), as they are quoted below
+LOCKER_WORDS = (b"mark-mx1", b"kestrel-4471", b"combination")
+UNRELATED = "hello everyone, meet me at the station at nine"
+
+
+def _reply_event(chat: str, text: str, reply_id: str) -> dict[str, str]:
+    out = {"channel": "local", "account": "default", "chat_id": chat, "text": text,
+           "reply_to_id": "m1", "reply_id": reply_id}
+    return {"type": "reply", "data": json.dumps(out)}
+
+
+def _keys_holding(r: redis.Redis, needle: bytes) -> set[str]:
+    """Every key whose serialized value (``DUMP``: a stream's listpacks as they are,
+    entries marked deleted included) holds ``needle``, in any case."""
+    return {k.decode() for k in r.scan_iter(count=1000)
+            if needle in (r.dump(k) or b"").lower()}
+
+
+def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
+        ctx: WorkerContext, valkey: Valkey) -> None:
+    """The bot's reply quoted part of the deleted message: it is in the turn's kept
+    reply, the outbox (one entry pending at a gateway, one sent and XDELed), the local
+    chat's reply stream; a later message quoting it waits in the context list and in
+    the extraction queue; a stored extraction answer holds it. Afterwards no key (its
+    serialized bytes) and no file of the AOF holds any of its words; the outbox keeps
+    its ids, its consumer group and the pending entry; other groups' entries and text
+    sharing only common words are unchanged."""
+    group, r = "local:ann", ctx.redis
+    r.config_set("rdbcompression", "no")  # so DUMP and the AOF's RDB preamble show bytes
+    _, mem = ctx.group_memory(group)
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:00:00] Ann (ann): {LOCKER}\n"
+                   f"- [2026-11-30 10:00:01] Bob (bob): {UNRELATED}\n\n"
+                   "Bot: SEEN: MARK-mx1, a locker combination\n", kind="episode",
+                   metadata={"id": "turn-a", "message_ids": ["m1", "m2"], "trust": 0.8,
+                             "source": f"{group}:msg/m1,m2"})
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:05:00] Cy (cy): ok, Kestrel-4471"
+                   "\n\nBot: noted\n", kind="episode",
+                   metadata={"id": "turn-b", "message_ids": ["m5"], "trust": 0.8,
+                             "source": f"{group}:msg/m5"})
+    r.hset(K.turn("turn-a"), mapping={"published": "1",
+                                      "reply": "SEEN: MARK-mx1, a locker combination"})
+    r.hset(K.extraction("turn-b"), "result", json.dumps(
+        {"facts": [{"about": "Ann", "fact": "Ann's code is Kestrel-4471"}]}))
+    asking = message("ann", "m3", "was it kestrel-4471?", reply_to_id="r-1",
+                     reply_to_text="SEEN: MARK-mx1, a locker combination")
+    plain = message("ann", "m4", UNRELATED)
+    held = [f"8 {encode_entry(asking.model_dump_json(), False)}",
+            f"9 {encode_entry(plain.model_dump_json(), False)}"]
+    r.rpush(K.context(group), *held)
+    r.rpush(K.extractions(group), json.dumps({"turn_id": "turn-c", "entries": held}))
+    r.xgroup_create(K.outbox, "gateway", id="0", mkstream=True)
+    sent = r.xadd(K.outbox, _reply_event("ann", "SEEN: MARK-mx1, noted", "r-1"))
+    waiting = r.xadd(K.outbox, _reply_event("ann", "a locker combination", "r-2"))
+    others = r.xadd(K.outbox, _reply_event("bob", UNRELATED, "r-3"))
+    r.xreadgroup("gateway", "gw1", {K.outbox: ">"}, count=2)  # sent and waiting
+    r.xack(K.outbox, "gateway", sent)
+    r.xdel(K.outbox, sent)  # as the gateway does: the bytes stay in the listpack
+    local_out = "pnc:local:out:default:ann"
+    r.xadd(local_out, {"type": "chunk", "text": "SEEN: MARK-mx1, a locker combination"})
+    r.xadd(local_out, {"type": "chunk", "text": UNRELATED})
+    assert all(_keys_holding(r, w) for w in LOCKER_WORDS)
+    assert _keys_holding(r, b"mark-mx1") >= {K.outbox, local_out, K.turn("turn-a")}
+    r.rpush(K.changes(group), json.dumps({"kind": "deletion", "original_id": "m1",
+                                          "event_id": "d1", "account": "default"}))
+
+    assert redact_group(group, ctx=ctx)["end"] == "redacted"
+    for word in LOCKER_WORDS:
+        assert _keys_holding(r, word) == set(), word
+        assert files_holding(mem.group.path, word.decode()) == [], word
+    assert r.hget(K.turn("turn-a"), "reply") == f"SEEN: {MARKER}, a locker {MARKER}".encode()
+    ctx_held = [parse_entry(x).msg for x in r.lrange(K.context(group), 0, -1)]
+    assert [m["text"] for m in ctx_held] == [f"was it {MARKER}?", UNRELATED]
+    outbox = {i.decode(): json.loads(f[b"data"])["text"] for i, f in r.xrange(K.outbox)}
+    assert outbox == {waiting.decode(): f"a locker {MARKER}", others.decode(): UNRELATED}
+    [pending] = r.xpending_range(K.outbox, "gateway", "-", "+", 10)
+    assert (pending["message_id"], pending["consumer"]) == (waiting, b"gw1")
+    assert r.xinfo_stream(K.outbox)["last-generated-id"] == others
+    local = [f[b"text"].decode() for _, f in r.xrange(local_out)]
+    assert local == [f"SEEN: {MARKER}, a locker {MARKER}", UNRELATED]
+    # the AOF, rewritten from the data set as it is now, holds none of them either
+    deadline = time.monotonic() + 30
+    while not aof_idle(r) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for word in LOCKER_WORDS:
+        assert files_holding(valkey.data_dir, word.decode()) == [], word

@@ -373,3 +373,47 @@ def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
         time.sleep(0.05)
     for word in LOCKER_WORDS:
         assert files_holding(valkey.data_dir, word.decode()) == [], word
+
+
+async def test_a_deleted_message_quoted_by_the_bot_leaves_files_redis_and_aof(
+        stack: Stack) -> None:
+    """End to end on the local channel: the bot's reply quotes part of a message, the
+    next turn is asked about it (its memory search brings the reply back), then the
+    message is deleted: none of its words stays in any file of the group, any Redis key
+    (the chat's reply stream included) or the AOF; the other turn stays."""
+    stack.r.config_set("rdbcompression", "no")  # so DUMP and the AOF show plain bytes
+    said = "hello, my locker combination is Kestrel-4471 echo[combination Kestrel-4471]"
+    inbox = await answered_with(stack, said, "ack m1 | SEEN: combination Kestrel-4471")
+    group = "local:ann"
+    again = await stack.ask("ann", "ann", "what is my Kestrel-4471 for?", message_id="m2")
+    assert again.reply == "ack m2"
+    await stack.settled(group)
+    root = group_dir(stack, "ann")
+    assert files_holding(root, "combination") and files_holding(root, "kestrel-4471")
+    assert "m1" in json.dumps([t["ids"] for t in stack.turns()])
+    stack.r.delete("test:turns")  # the scripted model's own record of what it saw
+
+    assert await inbox.accept(deletion("ann", "m1")) == "recorded"
+    await stack.wait_for(lambda: not stack.r.exists(K.changes(group)) and
+                         bool(redactions(root)), what="the redaction")
+    await stack.wait_for(lambda: aof_idle(stack.r), what="the AOF rewrite")
+    for word in ("kestrel-4471", "combination"):
+        assert files_holding(root, word) == [], word
+        assert index_hits(stack.data_dir, group, word) == []
+        assert {k.decode() for k in stack.r.scan_iter(count=1000)
+                if word.encode() in (stack.r.dump(k) or b"").lower()} == set(), word
+        assert files_holding(stack.valkey.data_dir, word) == [], word
+    episodes = "".join(p.read_text() for p in (root / "episodes").rglob("*.md"))
+    assert f"what is my {MARKER} for?" in episodes and "Bot: ack m2" in episodes
+    chunks = [e["text"] for e in stack.chat_events("ann") if e.get("type") == "chunk"]
+    assert chunks == [f"ack m1 | SEEN: {MARKER} {MARKER}", "ack m2"]
+
+
+async def answered_with(stack: Stack, text: str, reply: str, chat: str = "ann") -> Inbox:
+    """As ``answered``, for a reply other than the plain ack."""
+    gw = await stack.start_gateway()
+    assert gw.inbox is not None
+    stack.start_workers(1)
+    assert (await stack.ask(chat, chat, text, message_id="m1")).reply == reply
+    await stack.settled(f"local:{chat}")
+    return gw.inbox

@@ -311,19 +311,23 @@ async def test_a_long_absence_is_read_back_beyond_one_syncs_timeline(stack: Stac
     assert all(event_id in acked() for event_id in missed)
 
 
-async def test_a_redacted_message_leaves_memory_and_redis(stack: Stack) -> None:
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_a_redacted_message_leaves_memory_and_redis(stack: Stack, encrypted: bool
+                                                          ) -> None:
     """Ann's message is answered with a reply quoting part of it, then she redacts it:
     the m.room.redaction reaches the bot, and none of its words stays in any file of
     the data directory (the bot's reply in the episode and the index included) or any
-    Redis key."""
+    Redis key; in an encrypted room too."""
     await stack.start_gateway()
-    ann = stack.human(stack.ann)
-    room = await ann.create_room([stack.bot.user_id])
+    ann = stack.human(stack.ann, e2e=encrypted)
+    await ann.sync()
+    room = await ann.create_room([stack.bot.user_id], encrypted=encrypted)
     await ann.wait_joined(room, stack.bot.user_id)
     first = await ann.say(room, "hello MARK-mx1, my locker combination "
                               "echo[MARK-mx1 combination]")
     [reply] = await ann.wait_for_messages(stack.bot.user_id, 1, room)
     assert "SEEN: MARK-mx1 combination" in reply["content"]["body"]
+    assert (reply["event_id"] in ann.decrypted) == encrypted
     data = stack.tmp / "data"
     asked = await ann.say(room, "what was MARK-mx1 again?")  # the next turn recalls it
     await ann.wait_for_messages(stack.bot.user_id, 2, room)

@@ -8,12 +8,9 @@ Three ways in, one mechanism:
   ``superseded_reason: source deleted``) and their text replaced by the marker, as is
   their copy in an entity file, as are core-memory entries whose only source it is
   (dropped from the agent section, audited as ``core_evict``); the message's words
-  (``memory_store.words.message_words``: long tokens and anchored runs, so "ok" or
-  "see you at the" does not wipe everyone's) are also replaced wherever else they occur
-  in the group's files (the bot's reply quoting them, a later episode, entities, core
-  memory). A fact that held them, or that cites a message whose line held them (a
-  message quoting the deleted one), is superseded too (``source deleted``), in its
-  entity file as well.
+  (``memory_store.words``) are also replaced wherever else they occur in the group's
+  files (the bot's reply, later episodes, entities, core memory); a fact that held
+  them, or citing only messages whose line held them (quotes), is retired too.
 * ``edit_message(mem, message_id, text, sender_id=...)``: the author edited a message
   a turn already took. The same path as a deletion, except that the line says the new
   text plus ``EDITED`` and the old words' verbatim copies become the new words; derived
@@ -38,7 +35,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -47,16 +43,18 @@ from memory_store.coresection import CoreSectionError, retire_entries
 from memory_store.fileformat import content_hash, now_utc
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.protocol import MemoryRecord
-from memory_store.words import WordsMatcher, words_matcher
+from memory_store.words import MARKER as MARKER
+from memory_store.words import Finder as Finder
+from memory_store.words import scrub_value as scrub_value
+from memory_store.words import words_matcher
+from memory_store.words import words_pattern as words_pattern
 
 if TYPE_CHECKING:
     from memory_store.base import BaseMemory
 
 log = logging.getLogger(__name__)
 
-MARKER = "[redacted]"
 #: shortest old text of an edit also replaced outside its own episode line, characters
-#: (a deletion's words elsewhere: ``memory_store.words``)
 ECHO_MIN_CHARS = 8
 #: shortest phrase ``/forget`` accepts (a shorter one would hit too much by accident)
 PHRASE_MIN_CHARS = 3
@@ -98,34 +96,6 @@ class Redaction:
     @property
     def changed(self) -> bool:
         return bool(self.paths)
-
-
-def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
-    """One case-insensitive pattern matching any of ``words`` (longest first); None
-    when there is none (the marker itself never counts)."""
-    alts = sorted({w for w in words if w and w != MARKER}, key=len, reverse=True)
-    if not alts:
-        return None
-    return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
-
-
-#: what a rewrite looks for: an edit's old text, a ``/forget`` phrase (a pattern), or a
-#: deletion's words (``WordsMatcher``)
-Finder = re.Pattern[str] | WordsMatcher
-
-
-def scrub_value(value: Any, pat: Finder, repl: str = MARKER) -> Any:
-    """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
-    replaced by ``repl`` (the marker; an edit's new text), taken literally."""
-    if isinstance(value, str):
-        if isinstance(pat, WordsMatcher):
-            return pat.sub(lambda _: repl, value)
-        return pat.sub(lambda _: repl, value)
-    if isinstance(value, list):
-        return [scrub_value(v, pat, repl) for v in value]
-    if isinstance(value, dict):
-        return {k: scrub_value(v, pat, repl) for k, v in value.items()}
-    return value
 
 
 def message_texts(body: str, message_ids: list[str]) -> dict[str, tuple[int, int]]:
@@ -225,16 +195,12 @@ class _Run:
             self.core(self.mem.group, name, pat, repl)
 
     def quoting(self, message_id: str, pat: Finder) -> set[str]:
-        """The messages (ids) whose own episode line holds ``pat``: they quoted the
-        deleted ``message_id``. Read before anything is rewritten, so a retry after a
-        crash finds them again."""
+        """The messages (ids) whose own episode line holds ``pat`` (quotes of the deleted
+        ``message_id``), read before any rewrite: a retry after a crash finds them too."""
         out: set[str] = set()
-        for rec in self.records():
-            if rec.kind != "episode":
-                continue
+        for rec in self.mem.records({"kind": "episode", "include_superseded": True}):
             for mid, (start, end) in message_texts(rec.content, _ids(rec)).items():
-                if mid != message_id and scrub_value(rec.content[start:end], pat) != \
-                        rec.content[start:end]:
+                if mid != message_id and pat.search(rec.content[start:end]):
                     out.add(mid)
         return out
 
@@ -268,10 +234,8 @@ class _Run:
             entries = [dict(e) if isinstance(e, dict) else e for e in facts]
             hit = False
             for e in entries:
-                if isinstance(e, dict) and e.get("text") != MARKER and (
-                        e.get("id") in gone or
-                        (pat is not None and scrub_value(str(e.get("text")), pat) !=
-                         e.get("text"))):
+                if isinstance(e, dict) and e.get("text") != MARKER and (e.get("id") in gone or (
+                        pat is not None and pat.search(str(e.get("text"))))):
                     e.update(text=MARKER, superseded_by="redaction")
                     hit = True
             if not hit:
@@ -387,10 +351,8 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
 
 
 def message_lines(mem: BaseMemory, message_id: str) -> list[str]:
-    """The words of ``message_id``'s line in each episode that covers it (without an
-    edit's mark; none once redacted), read-only: what ``redact_message`` would remove,
-    for a caller that scrubs its own copies first, so that a retry after a crash in
-    between still knows them."""
+    """The text of ``message_id``'s line in each episode that covers it (none once
+    redacted), read-only: for a caller that scrubs its own copies before memory."""
     out: list[str] = []
     for rec in mem.records({"include_superseded": True, "kind": "episode"}):
         ids = _ids(rec)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 #: a token this long (characters) is removed on its own
 LONG_TOKEN = 8
@@ -35,8 +36,9 @@ LONG_TOKEN = 8
 RUN_TOKENS = 3
 #: a run counts only when it holds a non-stop token this long (characters)
 RUN_ANCHOR = 5
-#: what a removal leaves (``memory_store.redact.MARKER``'s word: never itself removed,
-#: or a second run would wrap the marker again)
+#: what a removal leaves in place of the words
+MARKER = "[redacted]"
+#: the marker's own word: never itself removed, or a second run would wrap it again
 _MARKER_WORD = "redacted"
 
 TOKEN = re.compile(r"\w+(?:[-'\u2019.@/:+]\w+)*")
@@ -154,3 +156,31 @@ def words_matcher(texts: Iterable[str] = (), phrases: Iterable[str] = ()
             alts.add(re.escape(phrase))
             anchors.add(phrase.lower())
     return WordsMatcher(sorted(alts), anchors) if alts else None
+
+
+def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern matching any of ``words`` (longest first); None
+    when there is none (the marker itself never counts)."""
+    alts = sorted({w for w in words if w and w != MARKER}, key=len, reverse=True)
+    if not alts:
+        return None
+    return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
+
+
+#: what a rewrite looks for: an edit's old text, a ``/forget`` phrase (a pattern), or a
+#: deletion's words (``WordsMatcher``)
+Finder = re.Pattern[str] | WordsMatcher
+
+
+def scrub_value(value: Any, pat: Finder, repl: str = MARKER) -> Any:
+    """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
+    replaced by ``repl`` (the marker; an edit's new text), taken literally."""
+    if isinstance(value, str):
+        if isinstance(pat, WordsMatcher):
+            return pat.sub(lambda _: repl, value)
+        return pat.sub(lambda _: repl, value)
+    if isinstance(value, list):
+        return [scrub_value(v, pat, repl) for v in value]
+    if isinstance(value, dict):
+        return {k: scrub_value(v, pat, repl) for k, v in value.items()}
+    return value

@@ -72,18 +72,14 @@ from gateway.queue import (
 )
 from memory_store.redact import (
     ECHO_MIN_CHARS,
-    MARKER,
-    Finder,
     check_phrase,
     edit_message,
     message_lines,
     redact_message,
     redact_phrase,
     scrub_index,
-    scrub_value,
-    words_pattern,
 )
-from memory_store.words import words_matcher
+from memory_store.words import MARKER, Finder, scrub_value, words_matcher, words_pattern
 from workers.context import WorkerContext, current
 from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.lock import GroupLock

@@ -17,7 +17,7 @@ from typing import Any
 
 from channels.models import group_key
 from gateway.queue import GroupQueue, as_str
-from memory_store.redact import Finder, scrub_value
+from memory_store.words import Finder, scrub_value
 
 
 def scrubbed(value: str, pat: Finder) -> str:

@@ -93,30 +93,36 @@ def message_words(text: str) -> MessageWords:
 
 
 class WordsMatcher:
-    """Finds deleted messages' words and ``/forget`` phrases in text, case-insensitively;
-    overlapping hits merge into one span (one marker)."""
+    """Finds deleted messages' words and ``/forget`` phrases in text; overlapping hits
+    merge into one span (one marker).
 
-    def __init__(self, alternatives: list[str], anchors: set[str]) -> None:
-        # every start of a hit is tried (a lookahead consumes nothing), so overlapping
-        # runs are all seen; longest alternatives first, so the longest hit wins there
-        body = "|".join(sorted(alternatives, key=len, reverse=True))
-        self._find = re.compile(f"(?=({body}))", re.IGNORECASE)
-        #: a text holding none of these (lowercased) cannot hold a hit: skipped cheaply
-        self._anchors = anchors
+    Runs are compared token by token (the text is tokenized once, so the cost grows
+    with the text, not with the number of runs); long tokens and phrases are one
+    case-insensitive pattern (a token only where no letter or digit touches it)."""
+
+    def __init__(self, runs: set[tuple[str, ...]], literal: re.Pattern[str] | None) -> None:
+        #: casefolded runs by their first token (a whole text is a long run)
+        self._runs: dict[str, list[tuple[str, ...]]] = {}
+        for run in sorted(runs, key=len, reverse=True):
+            self._runs.setdefault(run[0], []).append(run)
+        self._literal = literal
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """The merged spans of ``text`` that hold the words, in order."""
-        low = text.lower()
-        if not any(a in low for a in self._anchors):
-            return []
+        found = [m.span() for m in self._literal.finditer(text)] if self._literal else []
+        if self._runs:
+            toks = list(TOKEN.finditer(text))
+            words = [t.group().casefold() for t in toks]
+            for i, word in enumerate(words):
+                for run in self._runs.get(word, ()):
+                    if tuple(words[i:i + len(run)]) == run:
+                        found.append((toks[i].start(), toks[i + len(run) - 1].end()))
+                        break  # the longest run starting here
         out: list[tuple[int, int]] = []
-        for m in self._find.finditer(text):
-            start, end = m.start(1), m.end(1)
-            if end == start:
-                continue
+        for start, end in sorted(found):
             if out and start <= out[-1][1]:
                 out[-1] = (out[-1][0], max(out[-1][1], end))
-            else:
+            elif end > start:
                 out.append((start, end))
         return out
 
@@ -141,21 +147,20 @@ def words_matcher(texts: Iterable[str] = (), phrases: Iterable[str] = ()
                   ) -> WordsMatcher | None:
     """A matcher for the words (``message_words``) of each of ``texts`` and for each of
     ``phrases`` taken literally; None when there is nothing to find."""
-    alts: set[str] = set()
-    anchors: set[str] = set()
+    runs: set[tuple[str, ...]] = set()
+    tokens: set[str] = set()
     for text in texts:
         words = message_words(text)
-        for tok in words.tokens:
-            alts.add(rf"(?<!\w){re.escape(tok)}(?!\w)")
-            anchors.add(tok.lower())
+        tokens |= set(words.tokens)  # as written: the pattern ignores case itself
         for run in (*words.runs, *([words.whole] if words.whole else [])):
-            alts.add(r"(?<!\w)" + r"\W+".join(re.escape(t) for t in run) + r"(?!\w)")
-            anchors.add(max(run, key=len).lower())
-    for phrase in phrases:
-        if phrase:
-            alts.add(re.escape(phrase))
-            anchors.add(phrase.lower())
-    return WordsMatcher(sorted(alts), anchors) if alts else None
+            runs.add(tuple(t.casefold() for t in run))
+    alts = [rf"(?<!\w)(?:{'|'.join(map(re.escape, sorted(tokens, key=len, reverse=True)))})"
+            r"(?!\w)"] if tokens else []
+    literal = sorted({p for p in phrases if p}, key=len, reverse=True)
+    alts += [re.escape(p) for p in literal]
+    if not runs and not alts:
+        return None
+    return WordsMatcher(runs, re.compile("|".join(alts), re.IGNORECASE) if alts else None)
 
 
 def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:

@@ -16,10 +16,11 @@ later episode, a fact, core memory, Redis) only its *words* are removed, so that
   such, the whole text too (a quote of all of "my door code is 4417 Zanzibar" goes
   whole, though "my door code" alone is no run).
 
-A run is found wherever its tokens occur in that order with only non-word characters
-between them, in any case; runs that overlap merge, so a quote of five consecutive
-tokens is removed whole. A token is found only as a whole token (``cat`` is not found
-in ``catalog``). ``WordsMatcher`` finds them, together with ``/forget`` phrases (found
+A run is found wherever its tokens occur as consecutive tokens, in any case, whatever
+non-word characters (punctuation, line breaks) lie between them; runs that overlap
+merge, so a quote of five consecutive tokens is removed whole. A long token is found
+in any case wherever no letter or digit touches it (not in ``MARK-mx10``; in
+``MARK-mx1's``). ``WordsMatcher`` finds them, together with ``/forget`` phrases (found
 anywhere, in any case, as before).
 """
 

@@ -328,7 +328,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
             turns |= {r.id for r in memory.records({"kind": "episode"})}
         entries += scrub_turn_state(gq, (t for t in turns if t.startswith("turn-")), pat,
                                     lambda text: reworded(text, rewords))
-    if deletions or forgets:
+    if pat is not None:  # words of a deletion or a /forget phrase
         entries += scrub_streams(gq, pat, rebuild_outbox=True)
     for _, rec in deletions:
         lock.check()

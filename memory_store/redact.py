@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -194,16 +195,6 @@ class _Run:
         for name in _CORE_FILES:
             self.core(self.mem.group, name, pat, repl)
 
-    def quoting(self, message_id: str, pat: Finder) -> set[str]:
-        """The messages (ids) whose own episode line holds ``pat`` (quotes of the deleted
-        ``message_id``), read before any rewrite: a retry after a crash finds them too."""
-        out: set[str] = set()
-        for rec in self.mem.records({"kind": "episode", "include_superseded": True}):
-            for mid, (start, end) in message_texts(rec.content, _ids(rec)).items():
-                if mid != message_id and pat.search(rec.content[start:end]):
-                    out.add(mid)
-        return out
-
     def core(self, gd: GroupDirectory, name: str, pat: Finder,
              repl: str = MARKER) -> None:
         path = gd.path / name
@@ -255,13 +246,15 @@ class _Run:
 
 
 def redact_message(mem: BaseMemory, message_id: str, *, request: str,
-                   actor: str = "redaction", scrub: bool = True) -> Redaction:
+                   actor: str = "redaction", scrub: bool = True,
+                   replied: Collection[str] = ()) -> Redaction:
     """Remove the text of deleted message ``message_id`` from ``mem`` (see the module
     docstring). ``request`` names the request in the audit log. With ``scrub`` False
     the caller runs ``scrub_index`` itself (once after several requests, and again
-    when a retry finds the files already redacted)."""
+    when a retry finds the files already redacted). ``replied``: the platform ids of
+    bot replies that repeated its words (``memory_store.quotes``)."""
     return _change_message(mem, str(message_id), None, None, request=request, actor=actor,
-                           scrub=scrub)
+                           scrub=scrub, replied=replied)
 
 
 def edit_message(mem: BaseMemory, message_id: str, text: str, *, sender_id: str,
@@ -283,8 +276,8 @@ def unmarked(text: str) -> str:
 
 
 def _change_message(mem: BaseMemory, message_id: str, text: str | None,
-                    sender_id: str | None, *, request: str, actor: str, scrub: bool
-                    ) -> Redaction:
+                    sender_id: str | None, *, request: str, actor: str, scrub: bool,
+                    replied: Collection[str] = ()) -> Redaction:
     """A deletion (``text`` None) or an edit of ``message_id``: one path for both."""
     line = MARKER if text is None else text + EDITED
     reason = "source deleted" if text is None else "source edited"
@@ -319,7 +312,9 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         if text is None:  # a deletion: its words (memory_store.words) go everywhere
             pat = words_matcher(run.out.removed)
             if pat is not None:  # and what was drawn only from messages quoting them
-                quoting = run.quoting(message_id, pat) | {message_id}
+                from memory_store.quotes import quoting_messages  # it imports this module
+
+                quoting = quoting_messages(mem, message_id, pat, replied) | {message_id}
                 have = {r.id for r in derived}
                 derived += [r for r in run.records() if _is_fact(r) and r.id not in have
                             and _ids(r) and set(_ids(r)) <= quoting]

@@ -70,6 +70,7 @@ from gateway.queue import (
     job_queue,
     parse_entry,
 )
+from memory_store.quotes import replies_holding
 from memory_store.redact import (
     ECHO_MIN_CHARS,
     check_phrase,
@@ -311,10 +312,14 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         files += len(set(out.paths))
     # Redis before memory for deletions and /forget: the words are read from memory
     # first, so a retry after a crash anywhere below still knows them
+    replied: dict[str, list[str]] = {}  # deleted id -> bot replies that repeated it
     for _, rec in deletions:
         mid = str(rec["original_id"])
         deleted.add((str(rec.get("account", "default")), mid))
-        texts += message_lines(memory, mid)
+        lines = message_lines(memory, mid)
+        texts += lines
+        if (own := words_matcher(lines)) is not None:  # facts drawn from replies to those
+            replied[mid] = [p for t in replies_holding(memory, own) for p in gq.delivered(t)]
     for _, rec in forgets:
         with contextlib.suppress(ValueError):  # logged and dropped below
             phrases.append(check_phrase(rec["phrase"]))
@@ -335,7 +340,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         mid = str(rec["original_id"])
         out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
                              actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
-                             scrub=False)
+                             scrub=False, replied=replied.get(mid, ()))
         files += len(set(out.paths))
     for _, rec in forgets:
         lock.check()

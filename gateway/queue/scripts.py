@@ -356,6 +356,13 @@ class GroupQueue:
                 for x in (entry_id, json.dumps(fields))]
         return int(self._s["restream"](keys=[stream], args=args))
 
+    def delivered(self, reply_id: str) -> list[str]:
+        """The platform ids of the reply's chunks the platform accepted (``outcome.lua``:
+        ``delivered <platform id>``), as long as the outcome is kept."""
+        raw: Any = self.r.hvals(self.keys.outcome(reply_id))
+        return sorted(v.removeprefix("delivered ") for v in map(as_str, raw)
+                      if v.startswith("delivered "))
+
     def turn_reply(self, turn_id: str) -> str | None:
         """The reply text a published turn keeps (a retry replays it), if any."""
         raw = self.r.hget(self.keys.turn(turn_id), "reply")

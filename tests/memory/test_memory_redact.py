@@ -292,3 +292,29 @@ async def test_a_deleted_messages_words_leave_replies_later_episodes_and_facts(
     snapshot = {p: p.read_bytes() for p in root.rglob("*.md")}
     assert not redact_message(mem, "m1", request="del-1").changed
     assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
+
+
+async def test_facts_drawn_from_replies_quoting_it_or_the_bots_echo_are_retired(
+        mem: BaseMemory) -> None:
+    """Followed by id, not by words: a message that replied to the deleted one (its
+    text shown as a quote) and one that replied to the bot's reply repeating it
+    (platform id P1, which the queue knows) lend their facts to the deletion, though
+    none of those facts holds a word of it. A reply to another bot message does not."""
+    await _episode(mem, [_msg("m1", LOCKER)], "SEEN: Kestrel-4471", "turn-a")
+    for eid, mid, quoted in (("turn-b", "m6", "m1"), ("turn-c", "m7", "P1"),
+                             ("turn-d", "m8", "P9")):
+        batch = Batch(group=GROUP, messages=[_msg(mid, "which one was that?")],
+                      engaged_ids=[mid], raw=[])
+        await mem.write(episode_text(batch, "ok"), kind="episode", metadata={
+            "id": eid, "source": f"{GROUP}:msg/{mid}", "message_ids": [mid],
+            "quotes": {mid: quoted}, "trust": 0.8})
+        await mem.write(f"Ann asked about it ({mid})", kind="fact", metadata={
+            "id": f"fact-{mid}", "message_ids": [mid], "source": f"{GROUP}:msg/{mid}",
+            "entity": "Ann", "trust": 0.5})
+    mem.flush()
+
+    redact_message(mem, "m1", request="del-1", replied=["P1"])
+    retired = {r.id: r.metadata.get("superseded_reason")
+               for r in mem.records({"include_superseded": True, "kind": "fact"})}
+    assert retired == {"fact-m6": "source deleted", "fact-m7": "source deleted",
+                       "fact-m8": None}

@@ -350,10 +350,20 @@ def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
     r.xadd(local_out, {"type": "chunk", "text": UNRELATED})
     assert all(_keys_holding(r, w) for w in LOCKER_WORDS)
     assert _keys_holding(r, b"mark-mx1") >= {K.outbox, local_out, K.turn("turn-a")}
+    # the bot's reply repeating its words was delivered as P1; a later message replied
+    # to P1 and a fact was drawn from it (no word of the deleted message in either)
+    r.hset(K.outcome("turn-a"), "0", "delivered P1")
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:06:00] Ann (ann): why?\n\n"
+                   "Bot: ok\n", kind="episode",
+                   metadata={"id": "turn-e", "message_ids": ["m6"], "quotes": {"m6": "P1"},
+                             "trust": 0.8, "source": f"{group}:msg/m6"})
+    mem.write_sync("Ann keeps something in a locker", kind="fact", metadata={
+        "id": "fact-m6", "message_ids": ["m6"], "source": f"{group}:msg/m6", "trust": 0.5})
     r.rpush(K.changes(group), json.dumps({"kind": "deletion", "original_id": "m1",
                                           "event_id": "d1", "account": "default"}))
 
     assert redact_group(group, ctx=ctx)["end"] == "redacted"
+    assert mem.read_sync("fact-m6").metadata.get("superseded_reason") == "source deleted"
     for word in LOCKER_WORDS:
         assert _keys_holding(r, word) == set(), word
         assert files_holding(mem.group.path, word.decode()) == [], word
@@ -385,10 +395,20 @@ async def test_a_deleted_message_quoted_by_the_bot_leaves_files_redis_and_aof(
     said = "hello, my locker combination is Kestrel-4471 echo[combination Kestrel-4471]"
     inbox = await answered_with(stack, said, "ack m1 | SEEN: combination Kestrel-4471")
     group = "local:ann"
+    # a reply to m1 showing its text (as Telegram or Slack deliver one) waits as context
+    quoting = message("ann", "m3", "which one?", reply_to_id="m1",
+                      reply_to_text="hello, my locker combination is Kestrel-4471")
+    stack.r.rpush(K.context(group), f"8 {encode_entry(quoting.model_dump_json(), False)}")
     again = await stack.ask("ann", "ann", "what is my Kestrel-4471 for?", message_id="m2")
-    assert again.reply == "ack m2"
+    assert again.reply == "ack m2 m3"
     await stack.settled(group)
     root = group_dir(stack, "ann")
+    with closing(open_memory(stack.data_dir, group, backend="file", watch="poll")) as mem:
+        [later] = [r for r in mem.records({"kind": "episode"})
+                   if "m2" in r.metadata["message_ids"]]
+        assert later.metadata["quotes"] == {"m3": "m1"}  # the turn recorded the link
+        mem.write_sync("Ann asked which one", kind="fact", metadata={  # as extraction would
+            "id": "fact-m3", "message_ids": ["m3"], "source": f"{group}:msg/m3", "trust": 0.5})
     assert files_holding(root, "combination") and files_holding(root, "kestrel-4471")
     assert "m1" in json.dumps([t["ids"] for t in stack.turns()])
     stack.r.delete("test:turns")  # the scripted model's own record of what it saw
@@ -406,7 +426,11 @@ async def test_a_deleted_message_quoted_by_the_bot_leaves_files_redis_and_aof(
     episodes = "".join(p.read_text() for p in (root / "episodes").rglob("*.md"))
     assert f"what is my {MARKER} for?" in episodes and "Bot: ack m2" in episodes
     chunks = [e["text"] for e in stack.chat_events("ann") if e.get("type") == "chunk"]
-    assert chunks == [f"ack m1 | SEEN: {MARKER} {MARKER}", "ack m2"]
+    assert chunks == [f"ack m1 | SEEN: {MARKER} {MARKER}", "ack m2 m3"]
+    with closing(open_memory(stack.data_dir, group, backend="file", watch="poll")) as mem:
+        fact = mem.records({"include_superseded": True, "kind": "fact"})
+    assert [(f.id, f.metadata.get("superseded_reason")) for f in fact] == \
+        [("fact-m3", "source deleted")]  # drawn from a reply that quoted it
 
 
 async def answered_with(stack: Stack, text: str, reply: str, chat: str = "ann") -> Inbox:

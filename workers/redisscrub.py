@@ -85,21 +85,23 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
     n = 0
     queued = gq.keys.extractions(gq.group)
     raws = [as_str(x) for x in gq.r.lrange(queued, 0, -1)]  # type: ignore[union-attr]
-    turn_ids = set(turn_ids) | {t for t in map(_turn_of, raws) if t}
-    for turn_id in sorted(turn_ids):
-        reply = gq.turn_reply(turn_id)
+    ids = sorted(set(turn_ids) | {t for t in map(_turn_of, raws) if t})
+    with gq.r.pipeline(transaction=False) as pipe:  # one round trip for every turn
+        for turn_id in ids:
+            pipe.hget(gq.keys.turn(turn_id), "reply")
+            pipe.hget(gq.keys.extraction(turn_id), "result")
+        kept = pipe.execute()
+    for turn_id, reply, result in zip(ids, kept[::2], kept[1::2], strict=True):
         if reply is not None:
-            new = reword(reply) if reword is not None else reply
+            old = as_str(reply)
+            new = reword(old) if reword is not None else old
             new = scrubbed(new, pat) if pat is not None else new
-            if new != reply:
+            if new != old:
                 gq.replace_turn_reply(turn_id, new)
                 n += 1
-        if pat is None:
-            continue
-        key = gq.keys.extraction(turn_id)
-        result = gq.r.hget(key, "result")
-        if result is not None and (new := scrubbed(as_str(result), pat)) != as_str(result):
-            gq.r.hset(key, "result", new)
+        if pat is not None and result is not None and \
+                (new := scrubbed(as_str(result), pat)) != as_str(result):
+            gq.r.hset(gq.keys.extraction(turn_id), "result", new)
             n += 1
     if pat is not None:
         pairs: list[tuple[str, str | None]] = [

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from memory_store.episode_lines import episode_ids as _ids
+from memory_store.episode_lines import message_texts
 from memory_store.protocol import MemoryRecord
-from memory_store.redact import _ids, message_texts
 from memory_store.words import Finder
 
 if TYPE_CHECKING:

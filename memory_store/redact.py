@@ -34,20 +34,23 @@ second audit entry. ``find_phrase`` is the read-only preview of ``redact_phrase`
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_store.atomic import atomic_write_text, read_regular
 from memory_store.coresection import CoreSectionError, retire_entries
+from memory_store.episode_lines import episode_ids as _ids
+from memory_store.episode_lines import line_sender as line_sender
+from memory_store.episode_lines import message_texts as message_texts
+from memory_store.episode_lines import scrub_episode
 from memory_store.fileformat import content_hash, now_utc
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.protocol import MemoryRecord
 from memory_store.words import MARKER as MARKER
 from memory_store.words import Finder as Finder
+from memory_store.words import WordsMatcher, words_matcher
 from memory_store.words import scrub_value as scrub_value
-from memory_store.words import words_matcher
 from memory_store.words import words_pattern as words_pattern
 
 if TYPE_CHECKING:
@@ -59,14 +62,24 @@ log = logging.getLogger(__name__)
 ECHO_MIN_CHARS = 8
 #: shortest phrase ``/forget`` accepts (a shorter one would hit too much by accident)
 PHRASE_MIN_CHARS = 3
-#: a message line of an episode (``workers.turn.episode_text``):
-#: ``- [YYYY-MM-DD HH:MM:SS] name (sender id)[ (context)]: text``
-_LINE = re.compile(r"^- \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [^\n]*?\((?P<sender>[^()\n]*)\)"
-                   r"(?: \(context\))?: ", re.MULTILINE)
-_BOT = re.compile(r"^Bot: ", re.MULTILINE)
 _CORE_FILES = (CORE_FILE, PROFILE_FILE)
 #: what follows an edited message's new text in its episode line
 EDITED = " (edited)"
+#: front matter that is structure, not words: a deletion's words (a name, a date, a
+#: number) are not taken out of it
+_STRUCTURE = frozenset({"id", "message_ids", "participants", "source", "quotes", "entity",
+                        "entity_file", "turn_id", "superseded_by", "superseded_reason"})
+
+
+def _words_of(rec: MemoryRecord, pat: Finder, repl: str) -> tuple[str, dict[str, Any]]:
+    """``rec``'s content and metadata with ``pat`` replaced by ``repl``; for a deletion's
+    words (``WordsMatcher``) not in an episode line's head nor in structural metadata."""
+    if not isinstance(pat, WordsMatcher):
+        return scrub_value(rec.content, pat, repl), scrub_value(rec.metadata, pat, repl)
+    content = scrub_episode(rec.content, _ids(rec), pat, repl) if rec.kind == "episode" \
+        else scrub_value(rec.content, pat, repl)
+    return content, {k: v if k in _STRUCTURE else scrub_value(v, pat, repl)
+                     for k, v in rec.metadata.items()}
 
 
 @dataclass(frozen=True)
@@ -97,30 +110,6 @@ class Redaction:
     @property
     def changed(self) -> bool:
         return bool(self.paths)
-
-
-def message_texts(body: str, message_ids: list[str]) -> dict[str, tuple[int, int]]:
-    """The span of each message's text in an episode body, by message id. Empty when
-    the lines cannot be matched to the ids one to one (a hand-edited episode, a text
-    that itself looks like a message line): nothing is guessed."""
-    starts = list(_LINE.finditer(body))
-    if len(starts) != len(message_ids):
-        return {}
-    bot = [m.start() for m in _BOT.finditer(body)]
-    spans: dict[str, tuple[int, int]] = {}
-    for i, (mid, m) in enumerate(zip(message_ids, starts, strict=True)):
-        end = starts[i + 1].start() if i + 1 < len(starts) else \
-            next((b for b in bot if b > m.end()), len(body))
-        text_end = end
-        while text_end > m.end() and body[text_end - 1] == "\n":
-            text_end -= 1
-        spans[str(mid)] = (m.end(), text_end)
-    return spans
-
-
-def _ids(record: MemoryRecord) -> list[str]:
-    raw = record.metadata.get("message_ids") or []
-    return [str(x) for x in raw] if isinstance(raw, list) else []
 
 
 def only_from(source: str, message_id: str) -> bool:
@@ -160,9 +149,8 @@ class _Run:
         its validity."""
         changes: dict[str, Any] = dict(extra or {})
         if pat is not None:
-            for key, value in rec.metadata.items():
-                new = scrub_value(value, pat, repl)
-                if new != value and key not in changes:
+            for key, new in _words_of(rec, pat, repl)[1].items():
+                if new != rec.metadata[key] and key not in changes:
                     changes[key] = new
         if supersede is not None and (_live(rec) or
                                       rec.metadata.get("superseded_reason") != supersede):
@@ -185,8 +173,8 @@ class _Run:
         for rec in self.records():
             if rec.id in skip:
                 continue
-            content = scrub_value(rec.content, pat, repl)
-            if content == rec.content and scrub_value(rec.metadata, pat, repl) == rec.metadata:
+            content, meta = _words_of(rec, pat, repl)
+            if content == rec.content and meta == rec.metadata:
                 continue
             if retire is not None and _is_fact(rec):
                 self.rewrite(rec, MARKER, pat, supersede=retire)
@@ -338,9 +326,13 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
             fresh = mem._load(rec.id)[1]
             span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))
             head, tail = fresh.content[:span[0]], fresh.content[span[1]:]
-            if pat is not None:
-                head, tail = scrub_value(head, pat, repl), scrub_value(tail, pat, repl)
-            run.rewrite(fresh, head + line + tail, pat, repl=repl)
+            if isinstance(pat, WordsMatcher):  # the other lines' texts and the reply
+                content = scrub_episode(head + line + tail, _ids(fresh), pat, repl)
+            else:
+                if pat is not None:
+                    head, tail = scrub_value(head, pat, repl), scrub_value(tail, pat, repl)
+                content = head + line + tail
+            run.rewrite(fresh, content, pat, repl=repl)
         detail = {"reason": "deletion" if text is None else "edit", "message_id": message_id}
         return run.finish(detail, scrub)
 
@@ -358,14 +350,6 @@ def message_lines(mem: BaseMemory, message_id: str) -> list[str]:
         if text and text != MARKER:
             out.append(unmarked(text))
     return out
-
-
-def line_sender(body: str, span: tuple[int, int]) -> str | None:
-    """The sender id of the episode line whose text starts at ``span``."""
-    for m in _LINE.finditer(body):
-        if m.end() == span[0]:
-            return m.group("sender")
-    return None
 
 
 def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,

@@ -318,3 +318,22 @@ async def test_facts_drawn_from_replies_quoting_it_or_the_bots_echo_are_retired(
                for r in mem.records({"include_superseded": True, "kind": "fact"})}
     assert retired == {"fact-m6": "source deleted", "fact-m7": "source deleted",
                        "fact-m8": None}
+
+
+async def test_a_deleted_date_or_name_leaves_the_episode_lines_readable(
+        mem: BaseMemory) -> None:
+    """A deleted message naming a date and a member: the words go from other texts, but
+    the line heads (date, name, id) and structural front matter stay, so the next
+    deletion still finds its line."""
+    said = "Christopher: 2026-11-30 is the Kestrel-4471 deadline"
+    await _episode(mem, [_msg("m1", said)], "ok", "turn-a")
+    other = await _episode(mem, [_msg("m2", "see you 2026-11-30", "9", "Christopher")],
+                           "Noted for 2026-11-30, Christopher.", "turn-b")
+    redact_message(mem, "m1", request="del-1")
+    rec = await mem.read(other)
+    assert "- [2026-11-30 10:00:00] Christopher (9): see you [redacted]" in rec.content
+    assert "Bot: Noted for [redacted], [redacted]." in rec.content
+    assert rec.metadata["message_ids"] == ["m2"]
+    assert list(message_texts(rec.content, ["m2"])) == ["m2"]  # the line is still readable
+    redact_message(mem, "m2", request="del-2")
+    assert "Christopher (9): [redacted]\n" in (await mem.read(other)).content

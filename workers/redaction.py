@@ -85,7 +85,7 @@ from workers.context import WorkerContext, current
 from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.lock import GroupLock
 from workers.maintenance import LOCK_WAIT, turns_waiting
-from workers.redisscrub import scrub_streams, scrub_turn_state
+from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +97,6 @@ SLOW_DELAY = 300
 #: lifetime of the ``redact:{g}`` key the lock renews while the job runs, seconds
 LEASE_TTL = 3600
 DEFAULT_RETRIES = 2
-#: ``Inbound`` fields of a held entry whose words are scrubbed (``raw``: the platform's
-#: own event, which repeats the text)
-_TEXT_FIELDS = ("text", "reply_to_text", "raw")
 
 
 def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
@@ -184,7 +181,7 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str]
             new_msg["text"] = text
             if "raw" in msg and old:
                 new_msg["raw"] = scrub_value(msg["raw"], _own_words(old), text)
-        for k in _TEXT_FIELDS:
+        for k in TEXT_FIELDS:
             if k in new_msg and rewords:
                 new_msg[k] = reworded(new_msg[k], rewords)
             if k in new_msg and pat is not None:

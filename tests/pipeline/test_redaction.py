@@ -368,6 +368,8 @@ def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
         assert _keys_holding(r, word) == set(), word
         assert files_holding(mem.group.path, word.decode()) == [], word
     assert r.hget(K.turn("turn-a"), "reply") == f"SEEN: {MARKER}, a locker {MARKER}".encode()
+    # a stored extraction answer loses the fact that held them, before it is filed
+    assert json.loads(r.hget(K.extraction("turn-b"), "result") or b"{}") == {"facts": []}
     ctx_held = [parse_entry(x).msg for x in r.lrange(K.context(group), 0, -1)]
     assert [m["text"] for m in ctx_held] == [f"was it {MARKER}?", UNRELATED]
     outbox = {i.decode(): json.loads(f[b"data"])["text"] for i, f in r.xrange(K.outbox)}

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_store.atomic import atomic_write_text, read_regular
-from memory_store.coresection import CoreSectionError, retire_entries
+from memory_store.coresection import CoreSectionError, entry_source, retire_entries
 from memory_store.episode_lines import episode_ids as _ids
 from memory_store.episode_lines import line_sender as line_sender
 from memory_store.episode_lines import message_texts as message_texts
@@ -118,6 +118,17 @@ def only_from(source: str, message_id: str) -> bool:
     return bool(head and sep) and ids.split(",") == [message_id]
 
 
+def _core_words(text: str, pat: Finder, repl: str) -> str:
+    """A core file with a deletion's words replaced, each entry's ``(source: ...; trust
+    ...; date)`` tail kept: it is structure, read back by ``memory_store.coresection``."""
+    out = []
+    for line in text.split("\n"):
+        head, sep, tail = line.rpartition(" (source: ") if entry_source(line) is not None \
+            else (line, "", "")
+        out.append(scrub_value(head, pat, repl) + sep + tail)
+    return "\n".join(out)
+
+
 def _is_fact(record: MemoryRecord) -> bool:
     """A fact record (an entity file folds facts; it is not one)."""
     return record.kind in ("fact", "entity") and not record.metadata.get("entity_file")
@@ -190,7 +201,8 @@ class _Run:
             old = read_regular(path).decode("utf-8")
         except FileNotFoundError:
             return
-        new = scrub_value(old, pat, repl)
+        new = _core_words(old, pat, repl) if isinstance(pat, WordsMatcher) else \
+            scrub_value(old, pat, repl)
         if new == old:
             return
         atomic_write_text(path, new, durable=self.mem.durable)

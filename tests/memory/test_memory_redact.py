@@ -11,7 +11,7 @@ from channels.models import Inbound
 from memory_store import BaseMemory
 from memory_store.audit import AuditLog
 from memory_store.consolidate import consolidate
-from memory_store.coresection import add_entry
+from memory_store.coresection import add_entry, entries
 from memory_store.redact import (
     EDITED,
     MARKER,
@@ -329,7 +329,12 @@ async def test_a_deleted_date_or_name_leaves_the_episode_lines_readable(
     await _episode(mem, [_msg("m1", said)], "ok", "turn-a")
     other = await _episode(mem, [_msg("m2", "see you 2026-11-30", "9", "Christopher")],
                            "Noted for 2026-11-30, Christopher.", "turn-b")
+    add_entry(mem.group, "CLAUDE.md", "Christopher prefers tea", source=f"{GROUP}:msg/m9",
+              trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
     redact_message(mem, "m1", request="del-1")
+    assert entries(mem.group, "CLAUDE.md") == ["[redacted] prefers tea"]  # still an entry
+    assert f"(source: {GROUP}:msg/m9; trust 0.60; 2026-11-30)" in \
+        (mem.group.path / "CLAUDE.md").read_text()  # its date kept
     rec = await mem.read(other)
     assert "- [2026-11-30 10:00:00] Christopher (9): see you [redacted]" in rec.content
     assert "Bot: Noted for [redacted], [redacted]." in rec.content

@@ -8,9 +8,9 @@ Three ways in, one mechanism:
   ``superseded_reason: source deleted``) and their text replaced by the marker, as is
   their copy in an entity file, as are core-memory entries whose only source it is
   (dropped from the agent section, audited as ``core_evict``); the message's words
-  (when at least ``ECHO_MIN_CHARS`` long, so "ok" does not wipe everyone's "ok") are
-  also replaced wherever else they occur verbatim in the group's files (a reply quoting
-  them, core memory).
+  (``memory_store.words``) are also replaced wherever else they occur in the group's
+  files (the bot's reply, later episodes, entities, core memory); a fact that held
+  them, or citing only messages whose line held them (quotes), is retired too.
 * ``edit_message(mem, message_id, text, sender_id=...)``: the author edited a message
   a turn already took. The same path as a deletion, except that the line says the new
   text plus ``EDITED`` and the old words' verbatim copies become the new words; derived
@@ -34,35 +34,52 @@ second audit entry. ``find_phrase`` is the read-only preview of ``redact_phrase`
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Iterable
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_store.atomic import atomic_write_text, read_regular
-from memory_store.coresection import CoreSectionError, retire_entries
+from memory_store.coresection import CoreSectionError, entry_source, retire_entries
+from memory_store.episode_lines import episode_ids as _ids
+from memory_store.episode_lines import line_sender as line_sender
+from memory_store.episode_lines import message_texts as message_texts
+from memory_store.episode_lines import scrub_episode
 from memory_store.fileformat import content_hash, now_utc
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.protocol import MemoryRecord
+from memory_store.words import MARKER as MARKER
+from memory_store.words import Finder as Finder
+from memory_store.words import WordsMatcher, words_matcher
+from memory_store.words import scrub_value as scrub_value
+from memory_store.words import words_pattern as words_pattern
 
 if TYPE_CHECKING:
     from memory_store.base import BaseMemory
 
 log = logging.getLogger(__name__)
 
-MARKER = "[redacted]"
-#: shortest deleted text also removed outside its own episode line, characters
+#: shortest old text of an edit also replaced outside its own episode line, characters
 ECHO_MIN_CHARS = 8
 #: shortest phrase ``/forget`` accepts (a shorter one would hit too much by accident)
 PHRASE_MIN_CHARS = 3
-#: a message line of an episode (``workers.turn.episode_text``):
-#: ``- [YYYY-MM-DD HH:MM:SS] name (sender id)[ (context)]: text``
-_LINE = re.compile(r"^- \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [^\n]*?\((?P<sender>[^()\n]*)\)"
-                   r"(?: \(context\))?: ", re.MULTILINE)
-_BOT = re.compile(r"^Bot: ", re.MULTILINE)
 _CORE_FILES = (CORE_FILE, PROFILE_FILE)
 #: what follows an edited message's new text in its episode line
 EDITED = " (edited)"
+#: front matter that is structure, not words: a deletion's words (a name, a date, a
+#: number) are not taken out of it
+_STRUCTURE = frozenset({"id", "message_ids", "participants", "source", "quotes", "entity",
+                        "entity_file", "turn_id", "superseded_by", "superseded_reason"})
+
+
+def _words_of(rec: MemoryRecord, pat: Finder, repl: str) -> tuple[str, dict[str, Any]]:
+    """``rec``'s content and metadata with ``pat`` replaced by ``repl``; for a deletion's
+    words (``WordsMatcher``) not in an episode line's head nor in structural metadata."""
+    if not isinstance(pat, WordsMatcher):
+        return scrub_value(rec.content, pat, repl), scrub_value(rec.metadata, pat, repl)
+    content = scrub_episode(rec.content, _ids(rec), pat, repl) if rec.kind == "episode" \
+        else scrub_value(rec.content, pat, repl)
+    return content, {k: v if k in _STRUCTURE else scrub_value(v, pat, repl)
+                     for k, v in rec.metadata.items()}
 
 
 @dataclass(frozen=True)
@@ -95,55 +112,26 @@ class Redaction:
         return bool(self.paths)
 
 
-def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
-    """One case-insensitive pattern matching any of ``words`` (longest first); None
-    when there is none (the marker itself never counts)."""
-    alts = sorted({w for w in words if w and w != MARKER}, key=len, reverse=True)
-    if not alts:
-        return None
-    return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
-
-
-def scrub_value(value: Any, pat: re.Pattern[str], repl: str = MARKER) -> Any:
-    """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
-    replaced by ``repl`` (the marker; an edit's new text), taken literally."""
-    if isinstance(value, str):
-        return pat.sub(lambda _: repl, value)
-    if isinstance(value, list):
-        return [scrub_value(v, pat, repl) for v in value]
-    if isinstance(value, dict):
-        return {k: scrub_value(v, pat, repl) for k, v in value.items()}
-    return value
-
-
-def message_texts(body: str, message_ids: list[str]) -> dict[str, tuple[int, int]]:
-    """The span of each message's text in an episode body, by message id. Empty when
-    the lines cannot be matched to the ids one to one (a hand-edited episode, a text
-    that itself looks like a message line): nothing is guessed."""
-    starts = list(_LINE.finditer(body))
-    if len(starts) != len(message_ids):
-        return {}
-    bot = [m.start() for m in _BOT.finditer(body)]
-    spans: dict[str, tuple[int, int]] = {}
-    for i, (mid, m) in enumerate(zip(message_ids, starts, strict=True)):
-        end = starts[i + 1].start() if i + 1 < len(starts) else \
-            next((b for b in bot if b > m.end()), len(body))
-        text_end = end
-        while text_end > m.end() and body[text_end - 1] == "\n":
-            text_end -= 1
-        spans[str(mid)] = (m.end(), text_end)
-    return spans
-
-
-def _ids(record: MemoryRecord) -> list[str]:
-    raw = record.metadata.get("message_ids") or []
-    return [str(x) for x in raw] if isinstance(raw, list) else []
-
-
 def only_from(source: str, message_id: str) -> bool:
     """Whether ``source`` (``<group>:msg/<id>,<id>``) names ``message_id`` alone."""
     head, sep, ids = source.rpartition(":msg/")
     return bool(head and sep) and ids.split(",") == [message_id]
+
+
+def _core_words(text: str, pat: Finder, repl: str) -> str:
+    """A core file with a deletion's words replaced, each entry's ``(source: ...; trust
+    ...; date)`` tail kept: it is structure, read back by ``memory_store.coresection``."""
+    out = []
+    for line in text.split("\n"):
+        head, sep, tail = line.rpartition(" (source: ") if entry_source(line) is not None \
+            else (line, "", "")
+        out.append(scrub_value(head, pat, repl) + sep + tail)
+    return "\n".join(out)
+
+
+def _is_fact(record: MemoryRecord) -> bool:
+    """A fact record (an entity file folds facts; it is not one)."""
+    return record.kind in ("fact", "entity") and not record.metadata.get("entity_file")
 
 
 def _live(record: MemoryRecord) -> bool:
@@ -164,7 +152,7 @@ class _Run:
     def records(self) -> list[MemoryRecord]:
         return self.mem.records({"include_superseded": True})
 
-    def rewrite(self, rec: MemoryRecord, content: str, pat: re.Pattern[str] | None, *,
+    def rewrite(self, rec: MemoryRecord, content: str, pat: Finder | None, *,
                 supersede: str | None = None, extra: dict[str, Any] | None = None,
                 repl: str = MARKER) -> None:
         """Write ``rec`` with ``content`` and its metadata scrubbed by ``pat`` (matches
@@ -172,9 +160,8 @@ class _Run:
         its validity."""
         changes: dict[str, Any] = dict(extra or {})
         if pat is not None:
-            for key, value in rec.metadata.items():
-                new = scrub_value(value, pat, repl)
-                if new != value and key not in changes:
+            for key, new in _words_of(rec, pat, repl)[1].items():
+                if new != rec.metadata[key] and key not in changes:
                     changes[key] = new
         if supersede is not None and (_live(rec) or
                                       rec.metadata.get("superseded_reason") != supersede):
@@ -188,27 +175,34 @@ class _Run:
         self.out.paths.append(self.mem._rel(path))
         self.out.records.append(rec.id)
 
-    def echo(self, pat: re.Pattern[str] | None, skip: set[str], repl: str = MARKER) -> None:
-        """Replace ``pat`` by ``repl`` in every other memory and in the core files."""
+    def echo(self, pat: Finder | None, skip: set[str], repl: str = MARKER, *,
+             retire: str | None = None) -> None:
+        """Replace ``pat`` by ``repl`` in every other memory and in the core files.
+        With ``retire`` (a deletion's reason), a fact that held it is superseded."""
         if pat is None:
             return
         for rec in self.records():
             if rec.id in skip:
                 continue
-            content = scrub_value(rec.content, pat, repl)
-            if content != rec.content or scrub_value(rec.metadata, pat, repl) != rec.metadata:
+            content, meta = _words_of(rec, pat, repl)
+            if content == rec.content and meta == rec.metadata:
+                continue
+            if retire is not None and _is_fact(rec):
+                self.rewrite(rec, MARKER, pat, supersede=retire)
+            else:
                 self.rewrite(rec, content, pat, repl=repl)
         for name in _CORE_FILES:
             self.core(self.mem.group, name, pat, repl)
 
-    def core(self, gd: GroupDirectory, name: str, pat: re.Pattern[str],
+    def core(self, gd: GroupDirectory, name: str, pat: Finder,
              repl: str = MARKER) -> None:
         path = gd.path / name
         try:
             old = read_regular(path).decode("utf-8")
         except FileNotFoundError:
             return
-        new = scrub_value(old, pat, repl)
+        new = _core_words(old, pat, repl) if isinstance(pat, WordsMatcher) else \
+            scrub_value(old, pat, repl)
         if new == old:
             return
         atomic_write_text(path, new, durable=self.mem.durable)
@@ -217,9 +211,10 @@ class _Run:
                               new_hash=content_hash(new.encode()))
         self.out.paths.append(name)
 
-    def entity_files(self, gone: set[str]) -> None:
-        """Mark facts redacted in the entity files that folded them."""
-        if not gone:
+    def entity_files(self, gone: set[str], pat: Finder | None = None) -> None:
+        """Mark facts redacted in the entity files that folded them: those of ``gone``
+        and (with ``pat``) those whose text it finds."""
+        if not gone and pat is None:
             return
         from memory_store.consolidate import _preserved_head, _render_facts
 
@@ -230,7 +225,8 @@ class _Run:
             entries = [dict(e) if isinstance(e, dict) else e for e in facts]
             hit = False
             for e in entries:
-                if isinstance(e, dict) and e.get("id") in gone and e.get("text") != MARKER:
+                if isinstance(e, dict) and e.get("text") != MARKER and (e.get("id") in gone or (
+                        pat is not None and pat.search(str(e.get("text"))))):
                     e.update(text=MARKER, superseded_by="redaction")
                     hit = True
             if not hit:
@@ -250,13 +246,15 @@ class _Run:
 
 
 def redact_message(mem: BaseMemory, message_id: str, *, request: str,
-                   actor: str = "redaction", scrub: bool = True) -> Redaction:
+                   actor: str = "redaction", scrub: bool = True,
+                   replied: Collection[str] = ()) -> Redaction:
     """Remove the text of deleted message ``message_id`` from ``mem`` (see the module
     docstring). ``request`` names the request in the audit log. With ``scrub`` False
     the caller runs ``scrub_index`` itself (once after several requests, and again
-    when a retry finds the files already redacted)."""
+    when a retry finds the files already redacted). ``replied``: the platform ids of
+    bot replies that repeated its words (``memory_store.quotes``)."""
     return _change_message(mem, str(message_id), None, None, request=request, actor=actor,
-                           scrub=scrub)
+                           scrub=scrub, replied=replied)
 
 
 def edit_message(mem: BaseMemory, message_id: str, text: str, *, sender_id: str,
@@ -278,8 +276,8 @@ def unmarked(text: str) -> str:
 
 
 def _change_message(mem: BaseMemory, message_id: str, text: str | None,
-                    sender_id: str | None, *, request: str, actor: str, scrub: bool
-                    ) -> Redaction:
+                    sender_id: str | None, *, request: str, actor: str, scrub: bool,
+                    replied: Collection[str] = ()) -> Redaction:
     """A deletion (``text`` None) or an edit of ``message_id``: one path for both."""
     line = MARKER if text is None else text + EDITED
     reason = "source deleted" if text is None else "source edited"
@@ -310,13 +308,23 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                 derived.append(rec)
         if text is not None and not episodes:
             return run.out  # an edit changes nothing derived from words it did not find
-        long_texts = [t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS and
-                      (text is None or t.casefold() not in text.casefold())]
-        pat = words_pattern(long_texts)
+        pat: Finder | None
+        if text is None:  # a deletion: its words (memory_store.words) go everywhere
+            pat = words_matcher(run.out.removed)
+            if pat is not None:  # and what was drawn only from messages quoting them
+                from memory_store.quotes import quoting_messages  # it imports this module
+
+                quoting = quoting_messages(mem, message_id, pat, replied) | {message_id}
+                have = {r.id for r in derived}
+                derived += [r for r in run.records() if _is_fact(r) and r.id not in have
+                            and _ids(r) and set(_ids(r)) <= quoting]
+        else:
+            pat = words_pattern([t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS
+                                 and t.casefold() not in text.casefold()])
         repl = MARKER if text is None else text
         for rec in derived:
             run.rewrite(rec, MARKER, pat, supersede=reason)
-        run.entity_files({r.id for r in derived})
+        run.entity_files({r.id for r in derived}, pat if text is None else None)
         for name in _CORE_FILES:  # entries the agent added to core memory from it
             try:
                 if retire_entries(mem.group, name, lambda src: only_from(src, message_id),
@@ -324,24 +332,36 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                     run.out.paths.append(name)
             except CoreSectionError as err:
                 log.warning("%s of %s: %s; its entries are left", name, mem.group.group, err)
-        run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived}, repl)
+        run.echo(pat, {r.id for r, _ in episodes} | {r.id for r in derived}, repl,
+                 retire=reason if text is None else None)
         for rec, (start, end) in episodes:  # last: a crashed run can still find the text
             fresh = mem._load(rec.id)[1]
             span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))
             head, tail = fresh.content[:span[0]], fresh.content[span[1]:]
-            if pat is not None:
-                head, tail = scrub_value(head, pat, repl), scrub_value(tail, pat, repl)
-            run.rewrite(fresh, head + line + tail, pat, repl=repl)
+            if isinstance(pat, WordsMatcher):  # the other lines' texts and the reply
+                content = scrub_episode(head + line + tail, _ids(fresh), pat, repl)
+            else:
+                if pat is not None:
+                    head, tail = scrub_value(head, pat, repl), scrub_value(tail, pat, repl)
+                content = head + line + tail
+            run.rewrite(fresh, content, pat, repl=repl)
         detail = {"reason": "deletion" if text is None else "edit", "message_id": message_id}
         return run.finish(detail, scrub)
 
 
-def line_sender(body: str, span: tuple[int, int]) -> str | None:
-    """The sender id of the episode line whose text starts at ``span``."""
-    for m in _LINE.finditer(body):
-        if m.end() == span[0]:
-            return m.group("sender")
-    return None
+def message_lines(mem: BaseMemory, message_id: str) -> list[str]:
+    """The text of ``message_id``'s line in each episode that covers it (none once
+    redacted), read-only: for a caller that scrubs its own copies before memory."""
+    out: list[str] = []
+    for rec in mem.records({"include_superseded": True, "kind": "episode"}):
+        ids = _ids(rec)
+        if message_id not in ids:
+            continue
+        span = message_texts(rec.content, ids).get(message_id)
+        text = "" if span is None else rec.content[span[0]:span[1]].strip()
+        if text and text != MARKER:
+            out.append(unmarked(text))
+    return out
 
 
 def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,

@@ -15,20 +15,28 @@ group lock as the drain job, never runs during a turn, and yields (reschedules i
 wait: the turn that is about to write an episode goes first, so its episode is
 redacted too. Under the lock it
 
-1. rewrites memory (``memory_store.redact``: episodes, facts, entity and core files,
-   one audit entry per request without the words), then scrubs the index once
-   (``scrub_index``; again on a retry, so a failed scrub is not skipped);
-2. takes the words out of what Redis still holds (``scrub.lua``): an entry of a deleted
-   message is removed from the context, mailbox, processing and dead-letter lists, any
-   other entry holding the words gets them replaced by the marker, and a published
-   turn's kept reply (``turn:{id}``, replayed by a retry) too; an edited message's
-   entries get the new text, and the old words (when long enough) become the new;
-3. removes the requests it applied (LREM of each exact record), last: a crash before
+1. applies the edits to memory (``memory_store.redact``), and reads (only) the words of
+   the deleted messages from it (``message_lines``; their words:
+   ``memory_store.words``);
+2. takes the words and the ``/forget`` phrases out of what Redis still holds
+   (``scrub.lua``): an entry of a deleted message is removed from the context,
+   mailbox, processing and dead-letter lists, any other entry holding the words gets
+   them replaced by the marker, as do the group's turn state (``turn:{id}``'s kept
+   reply, replayed by a retry; ``extract:{id}``'s stored answer; ``extractq:{g}``)
+   and its entries in the outbox and the local channel's reply streams, which are
+   rebuilt (``workers.redisscrub``); an edited message's entries get the new text,
+   and the old words (when long enough) become the new. Before memory is rewritten,
+   so a retry after a crash anywhere still reads the words there;
+3. rewrites memory for the deletions and ``/forget`` (episodes, the bot's replies,
+   facts, entity and core files, one audit entry per request without the words),
+   then scrubs the index once (``scrub_index``; again on a retry, so a failed scrub
+   is not skipped);
+4. removes the requests it applied (LREM of each exact record), last: a crash before
    that applies them again, which changes nothing the second time; in the same
    transaction an applied edit's new words are queued for fact extraction
    (``workers.extraction.edit_extraction_entry``), so what the edit states is filed
    as the facts of its old words were retired;
-4. has Redis rewrite its persistence from the data set as it is now: the append-only
+5. has Redis rewrite its persistence from the data set as it is now: the append-only
    file keeps every command ever run, the original words included, until
    ``BGREWRITEAOF`` replaces it (and an RDB snapshot, when configured, is saved anew).
    A server that refuses (a managed Redis without CONFIG, a rewrite already running)
@@ -40,6 +48,7 @@ tried every ``SLOW_DELAY`` seconds from then on (a warning says so), until it ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -61,20 +70,22 @@ from gateway.queue import (
     job_queue,
     parse_entry,
 )
+from memory_store.quotes import replies_holding
 from memory_store.redact import (
     ECHO_MIN_CHARS,
-    MARKER,
+    check_phrase,
     edit_message,
+    message_lines,
     redact_message,
     redact_phrase,
     scrub_index,
-    scrub_value,
-    words_pattern,
 )
+from memory_store.words import MARKER, Finder, scrub_value, words_matcher, words_pattern
 from workers.context import WorkerContext, current
 from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.lock import GroupLock
 from workers.maintenance import LOCK_WAIT, turns_waiting
+from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
 
 log = logging.getLogger(__name__)
 
@@ -86,9 +97,6 @@ SLOW_DELAY = 300
 #: lifetime of the ``redact:{g}`` key the lock renews while the job runs, seconds
 LEASE_TTL = 3600
 DEFAULT_RETRIES = 2
-#: ``Inbound`` fields of a held entry whose words are scrubbed (``raw``: the platform's
-#: own event, which repeats the text)
-_TEXT_FIELDS = ("text", "reply_to_text", "raw")
 
 
 def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
@@ -129,20 +137,23 @@ def _own_words(old: str) -> re.Pattern[str]:
     return re.compile(r"\A" + re.escape(old) + r"\Z")
 
 
-def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str],
-                 edits: Edits | None = None, rewords: Rewords = ()
-                 ) -> list[tuple[str, str | None]]:
+def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str],
+                 edits: Edits | None = None, rewords: Rewords = (),
+                 phrases: Sequence[str] = ()) -> tuple[list[tuple[str, str | None]],
+                                                      Finder | None]:
     """(entry, replacement or None: remove) for every held entry of a deleted message
     (``(account, message id)``), of an edited one (when its sender is the edit's: it
-    gets the new text, and its platform event the new words), or holding one of
-    ``words`` (they become the marker) or an edit's old words (they become its new).
+    gets the new text, and its platform event the new words), or holding the words of
+    one of the deleted ``texts`` (``memory_store.words``) or one of ``phrases`` (they
+    become the marker) or an edit's old words (they become its new); and the matcher of
+    those words, for the rest of Redis.
 
-    Two things do not depend on ``words``, which a retry after a crash between the
+    Two things do not depend on ``texts``, which a retry after a crash between the
     memory rewrite and this step no longer has (memory holds only the marker by then):
     a held copy of a deleted message lends its own text to the words, and a reply's
     quote of a deleted message (``reply_to_id``) becomes the marker by its id."""
     held: list[tuple[str, Entry]] = []
-    words = list(words)
+    texts = list(texts)
     for raw in gq.held_entries():
         try:
             entry = parse_entry(raw)
@@ -150,10 +161,9 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
             continue
         held.append((raw, entry))
         own = entry.msg.get("text")
-        if _key(entry.msg, "message_id") in deleted and isinstance(own, str) and \
-                len(own) >= ECHO_MIN_CHARS:
-            words.append(own)
-    pat = words_pattern(words)
+        if _key(entry.msg, "message_id") in deleted and isinstance(own, str):
+            texts.append(own)
+    pat = words_matcher(texts, phrases)
     pairs: list[tuple[str, str | None]] = []
     for raw, entry in held:
         msg = entry.msg
@@ -171,14 +181,14 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], words: list[str]
             new_msg["text"] = text
             if "raw" in msg and old:
                 new_msg["raw"] = scrub_value(msg["raw"], _own_words(old), text)
-        for k in _TEXT_FIELDS:
+        for k in TEXT_FIELDS:
             if k in new_msg and rewords:
                 new_msg[k] = reworded(new_msg[k], rewords)
             if k in new_msg and pat is not None:
                 new_msg[k] = scrub_value(new_msg[k], pat)
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
-    return pairs
+    return pairs, pat
 
 
 def _key(msg: dict[str, Any], field: str) -> tuple[str, str]:
@@ -275,7 +285,8 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     forgets = [(raw, rec) for raw, rec in _records(client, keys.forget(group))
                if isinstance(rec.get("phrase"), str)]
     deleted: set[tuple[str, str]] = set()
-    words: list[str] = []
+    texts: list[str] = []  # the deleted messages' texts: their words (memory_store.words)
+    phrases: list[str] = []  # the /forget phrases
     turns: set[str] = set()
     edited: Edits = {}
     rewords: list[tuple[str, str]] = []
@@ -296,16 +307,37 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                     if len(t) >= ECHO_MIN_CHARS and t.casefold() not in text.casefold()]
         turns.update(out.records)
         files += len(set(out.paths))
+    # Redis before memory for deletions and /forget: the words are read from memory
+    # first, so a retry after a crash anywhere below still knows them
+    replied: dict[str, list[str]] = {}  # deleted id -> bot replies that repeated it
+    for _, rec in deletions:
+        mid = str(rec["original_id"])
+        deleted.add((str(rec.get("account", "default")), mid))
+        lines = message_lines(memory, mid)
+        texts += lines
+        if (own := words_matcher(lines)) is not None:  # facts drawn from replies to those
+            replied[mid] = [p for t in replies_holding(memory, own) for p in gq.delivered(t)]
+    for _, rec in forgets:
+        with contextlib.suppress(ValueError):  # logged and dropped below
+            phrases.append(check_phrase(rec["phrase"]))
+    lock.check()
+    pairs, pat = held_changes(gq, deleted, texts, edited, rewords, phrases)
+    entries = gq.scrub(pairs)
+    if pat is not None or rewords:
+        # every turn of the group, not only those this attempt rewrote: a retry after a
+        # crash finds memory already redacted
+        if pat is not None:
+            turns |= {r.id for r in memory.records({"kind": "episode"})}
+        entries += scrub_turn_state(gq, (t for t in turns if t.startswith("turn-")), pat,
+                                    lambda text: reworded(text, rewords))
+    if pat is not None:  # words of a deletion or a /forget phrase
+        entries += scrub_streams(gq, pat, rebuild_outbox=True)
     for _, rec in deletions:
         lock.check()
         mid = str(rec["original_id"])
         out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
                              actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
-                             scrub=False)
-        deleted.add((str(rec.get("account", "default")), mid))
-        # short texts ('ok') are not hunted elsewhere: they would hit everyone's words
-        words += [t for t in out.removed if len(t) >= ECHO_MIN_CHARS]
-        turns.update(out.records)
+                             scrub=False, replied=replied.get(mid, ()))
         files += len(set(out.paths))
     for _, rec in forgets:
         lock.check()
@@ -316,26 +348,12 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
             log.warning("forget request %s in %s has no usable phrase; dropped",
                         rec.get("id"), group)
             continue
-        words.append(rec["phrase"])
-        turns.update(out.records)
         files += len(set(out.paths))
     if deletions or forgets or edits:
         # once for all requests, and also when a retry finds the files already redacted
         # (an earlier attempt failed after rewriting them, before or while scrubbing)
         with memory.group.lock():
             scrub_index(memory)
-    lock.check()
-    entries = gq.scrub(held_changes(gq, deleted, words, edited, rewords))
-    pat = words_pattern(words)
-    if pat is not None or rewords:
-        for turn_id in sorted(t for t in turns if t.startswith("turn-")):
-            reply = gq.turn_reply(turn_id)
-            if reply is None:
-                continue
-            new = reworded(reply, rewords)
-            new = scrub_value(new, pat) if pat is not None else new
-            if new != reply:
-                gq.replace_turn_reply(turn_id, new)
     with client.pipeline(transaction=True) as pipe:
         for raw, _ in deletions + edits:
             pipe.lrem(keys.changes(group), 1, raw)

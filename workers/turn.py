@@ -263,6 +263,12 @@ class TurnRunner:
                 "trust": episode_trust(batch.messages, self._settings.admins,
                                        reply=reply_text, read_trust=read_trust),
                 "created": datetime.now(UTC).isoformat(),
+                # what each message quoted (its text was shown to the model): a redaction
+                # of the quoted message follows these (memory_store/quotes.py)
+                **({"quotes": quotes} if (quotes := {m.message_id: m.reply_to_id
+                                                     for m in batch.messages
+                                                     if m.reply_to_id and m.reply_to_text})
+                   else {}),
             })
             if mark_written:
                 gq.mark_written(batch.turn_id)

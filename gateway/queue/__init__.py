@@ -43,8 +43,10 @@ The life of one group (``g``), and which script moves what::
               (for the memory layer); never a turn of its own; a recorded change
               enqueues the redaction job (enqueue_group_job), as does /forget
               (forget:{g}); it takes lock:{g} like a consolidation (redact:{g} as
-              its lease), rewrites memory, scrub.lua takes the words out of
-              context/mailbox/processing/dead, then LREMs what it applied
+              its lease), scrub.lua takes the words out of
+              context/mailbox/processing/dead, restream.lua rebuilds the outbox and
+              the local reply streams without them, it rewrites memory, then LREMs
+              what it applied
 
 Terms, one meaning each: the *lease* (``drain:{g}``, holds a job id) says a drain job is
 queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with the

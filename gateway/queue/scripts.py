@@ -26,7 +26,7 @@ from gateway.queue.keys import OUTBOX_GROUP, Keys
 LUA_DIR = Path(__file__).with_name("lua")
 NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
          "turn_begin", "turn_publish", "outbox_ack", "gcra", "outcome", "amend",
-         "dead_retry", "scrub")
+         "dead_retry", "scrub", "restream")
 
 
 @functools.cache
@@ -328,15 +328,43 @@ class GroupQueue:
             lists = pipe.execute()
         return [as_str(x) for items in lists for x in items]
 
-    def scrub(self, pairs: list[tuple[str, str | None]]) -> int:
+    def scrub(self, pairs: list[tuple[str, str | None]], lists: list[str] | None = None
+              ) -> int:
         """Replace each held entry ``old`` by ``new`` (None: remove it), atomically
-        (``scrub.lua``). Returns how many were found and changed."""
+        (``scrub.lua``), in ``lists`` (default: those of ``held_entries``). Returns how
+        many were found and changed."""
         if not pairs:
             return 0
         k, g = self.keys, self.group
         args = [x for old, new in pairs for x in (old, new or "")]
-        return int(self._s["scrub"](
-            keys=[k.context(g), k.mailbox(g), k.processing(g), k.dead(g)], args=args))
+        keys = lists or [k.context(g), k.mailbox(g), k.processing(g), k.dead(g)]
+        return int(self._s["scrub"](keys=keys, args=args))
+
+    def local_reply_streams(self) -> list[str]:
+        """The local channel's reply streams of this group, one per account
+        (``<prefix>local:out:<account>:<chat id>``, named by ``channels.local``), for
+        redaction; none for another channel's group."""
+        channel, _, chat = self.group.partition(":")
+        if channel != "local":
+            return []
+        glob = f"{_glob_escape(self.keys.prefix)}local:out:*:{_glob_escape(chat)}"
+        return sorted(as_str(k) for k in self.r.scan_iter(match=glob, count=1000))
+
+    def restream(self, stream: str, replace: dict[str, list[str]]) -> int:
+        """Rebuild ``stream`` (the outbox, a reply stream) from its live entries, each
+        of ``replace`` (entry id -> its new field/value list) replaced, keeping its ids,
+        consumer groups and pending entries (``restream.lua``): what ``XDEL`` only
+        marked deleted leaves the listpacks. Returns how many entries it holds."""
+        args = [x for entry_id, fields in replace.items()
+                for x in (entry_id, json.dumps(fields))]
+        return int(self._s["restream"](keys=[stream], args=args))
+
+    def delivered(self, reply_id: str) -> list[str]:
+        """The platform ids of the reply's chunks the platform accepted (``outcome.lua``:
+        ``delivered <platform id>``), as long as the outcome is kept."""
+        raw: Any = self.r.hvals(self.keys.outcome(reply_id))
+        return sorted(v.removeprefix("delivered ") for v in map(as_str, raw)
+                      if v.startswith("delivered "))
 
     def turn_reply(self, turn_id: str) -> str | None:
         """The reply text a published turn keeps (a retry replays it), if any."""

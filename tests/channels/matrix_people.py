@@ -11,6 +11,7 @@ from nio import (
     AsyncClientConfig,
     JoinedMembersResponse,
     RoomCreateResponse,
+    RoomRedactResponse,
     RoomSendResponse,
     SyncResponse,
 )
@@ -91,6 +92,11 @@ class Human:
                                              ignore_unverified_devices=True)
         assert isinstance(answer, RoomSendResponse), answer
         return str(answer.event_id)
+
+    async def redact(self, room_id: str, event_id: str) -> None:
+        """Delete (redact) one of the room's events, as a client's "remove" does."""
+        answer = await self.client.room_redact(room_id, event_id)
+        assert isinstance(answer, RoomRedactResponse), answer
 
     def messages_from(self, user_id: str, room_id: str | None = None) -> list[dict[str, Any]]:
         return [s for r, s in self.seen

@@ -11,6 +11,7 @@ import pytest
 
 from tests.channels.e2e import GatewayStack, running
 from tests.channels.harness_discord import TOKEN, DiscordRig, wait_until
+from tests.channels.redaction_check import files_holding, keys_holding, wait_redacted
 
 pytestmark = pytest.mark.slow
 
@@ -51,3 +52,25 @@ async def test_unmentioned_group_message_gets_no_reply(discord_stack: DiscordRig
     await wait_until(lambda: len(rig.fake.sent) >= 1, timeout=90)
     assert [s["channel_id"] for s in rig.fake.sent] == [rig.dm["id"]]
     assert rig.fake.sent[0]["message_reference"]["message_id"] == trigger["id"]
+
+
+async def test_a_deleted_message_leaves_memory_and_redis(tmp_path: Path) -> None:
+    """Alice's DM is answered with a reply quoting part of it, then she deletes it
+    (MESSAGE_DELETE): none of its words stays in any file of the data directory or any
+    Redis key."""
+    async with DiscordRig(start=False) as rig:
+        tables = f'\n[channels.discord]\napi_base_url = "{rig.fake.base_url}"\n'
+        async with running(GatewayStack({"DISCORD_BOT_TOKEN": TOKEN}, "discord-e2e"),
+                           tmp_path, tables) as stack:
+            said = await rig.say(rig.dm, "hello MARK-dc1, my locker combination "
+                                         "echo[MARK-dc1 combination]")
+            await wait_until(lambda: len(rig.fake.sent) >= 1, timeout=90)
+            assert "SEEN: MARK-dc1 combination" in rig.fake.sent[0]["content"]
+            data = tmp_path / "data"
+            await wait_until(lambda: bool(files_holding(data, "MARK-dc1")), timeout=90)
+            await rig.fake.dispatch("MESSAGE_DELETE", {"id": said["id"],
+                                                       "channel_id": rig.dm["id"]})
+            await wait_redacted(data)
+            for word in ("MARK-dc1", "combination"):
+                assert files_holding(data, word) == [], word
+                assert keys_holding(stack.valkey_url, word) == set(), word

@@ -28,6 +28,7 @@ from channels.models import Outbound
 from gateway.app import Gateway
 from gateway.config import load_config
 from tests.channels.matrix_people import Human
+from tests.channels.redaction_check import files_holding, keys_holding, wait_redacted
 from tests.channels.synapse import Account, SynapseServer, synapse_available
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -308,3 +309,32 @@ async def test_a_long_absence_is_read_back_beyond_one_syncs_timeline(stack: Stac
         await ann.wait_for_messages(stack.bot.user_id, len(ann.messages_from(
             stack.bot.user_id, room)) + 1, room)
     assert all(event_id in acked() for event_id in missed)
+
+
+@pytest.mark.parametrize("encrypted", [False, True], ids=["plain", "encrypted"])
+async def test_a_redacted_message_leaves_memory_and_redis(stack: Stack, encrypted: bool
+                                                          ) -> None:
+    """Ann's message is answered with a reply quoting part of it, then she redacts it:
+    the m.room.redaction reaches the bot, and none of its words stays in any file of
+    the data directory (the bot's reply in the episode and the index included) or any
+    Redis key; in an encrypted room too."""
+    await stack.start_gateway()
+    ann = stack.human(stack.ann, e2e=encrypted)
+    await ann.sync()
+    room = await ann.create_room([stack.bot.user_id], encrypted=encrypted)
+    await ann.wait_joined(room, stack.bot.user_id)
+    first = await ann.say(room, "hello MARK-mx1, my locker combination "
+                              "echo[MARK-mx1 combination]")
+    [reply] = await ann.wait_for_messages(stack.bot.user_id, 1, room)
+    assert "SEEN: MARK-mx1 combination" in reply["content"]["body"]
+    assert (reply["event_id"] in ann.decrypted) == encrypted
+    data = stack.tmp / "data"
+    asked = await ann.say(room, "what was MARK-mx1 again?")  # the next turn recalls it
+    await ann.wait_for_messages(stack.bot.user_id, 2, room)
+    assert files_holding(data, "MARK-mx1") and keys_holding(stack.valkey_url, "MARK-mx1")
+    await ann.redact(room, first)
+    await wait_redacted(data)
+    for word in ("MARK-mx1", "combination"):
+        assert files_holding(data, word) == [], word
+        assert keys_holding(stack.valkey_url, word) == set(), word
+    assert asked and files_holding(data, "again?")  # the later turn stays, minus the word

@@ -11,7 +11,7 @@ from channels.models import Inbound
 from memory_store import BaseMemory
 from memory_store.audit import AuditLog
 from memory_store.consolidate import consolidate
-from memory_store.coresection import add_entry
+from memory_store.coresection import add_entry, entries
 from memory_store.redact import (
     EDITED,
     MARKER,
@@ -228,3 +228,117 @@ def test_no_removed_byte_stays_in_the_index_on_a_sqlite_without_secure_delete(
     holding = [p.name for p in tmp_path.rglob("*")
                if p.is_file() and b"zanzibar" in p.read_bytes().lower()]
     assert holding == []
+
+
+LOCKER = "hello MARK-mx1, my locker combination is Kestrel-4471"
+#: the deleted message's qualifying words (memory_store.words), as they are quoted
+LOCKER_WORDS = ("MARK-mx1", "combination", "Kestrel-4471", "my locker combination")
+UNRELATED = "hello everyone, meet me at the station at nine"
+
+
+async def test_a_deleted_messages_words_leave_replies_later_episodes_and_facts(
+        mem: BaseMemory) -> None:
+    """Partly quoted: the bot's reply repeats two of its words, a later message and its
+    reply a third, a fact drawn from the reply holds one, a fact drawn from the later
+    message holds none (it cites a message that quoted the deleted one); all of it goes,
+    in every file, the index and its WAL. Text sharing only common words stays."""
+    ep = await _episode(mem, [_msg("m1", LOCKER), _msg("m2", UNRELATED, "8", "Bob")],
+                        "SEEN: MARK-mx1. A locker combination, noted.", "turn-a")
+    later = await _episode(mem, [_msg("m3", "Cy here: was it Kestrel-4471?", "9", "Cy")],
+                           "Yes, that is my locker combination from Ann.", "turn-b")
+    other = await _episode(mem, [_msg("m5", "hello, my locker is broken", "9", "Cy")],
+                           "Meet me at the station.", "turn-c")
+    quoted = await mem.write("Ann's code is Kestrel-4471", kind="fact", metadata={
+        "id": "fact-reply", "message_ids": ["m4"], "source": f"{GROUP}:msg/m4",
+        "entity": "Ann", "trust": 0.5})
+    asked = await mem.write("Cy asked about Ann's locker", kind="fact", metadata={
+        "id": "fact-asked", "message_ids": ["m3"], "source": f"{GROUP}:msg/m3",
+        "entity": "Cy", "trust": 0.5})
+    kept = await mem.write("Bob meets people at the station", kind="fact", metadata={
+        "id": "fact-kept", "message_ids": ["m2"], "source": f"{GROUP}:msg/m2",
+        "entity": "Bob", "trust": 0.5})
+    add_entry(mem.group, "user_profile.md", "Ann: combination Kestrel-4471",
+              source=f"{GROUP}:msg/m9", trust=0.6, actor="test",
+              today=datetime(2026, 11, 30).date())
+    await mem.consolidate()  # folds the facts into entity files: more copies
+    mem.flush()
+    root = mem.group.path
+    assert all(files_holding(root, w) for w in LOCKER_WORDS)
+    unrelated = {i: (await mem.read(i)).content for i in (other, kept)}
+
+    out = redact_message(mem, "m1", request="del-1")
+    mem.flush()
+    assert out.changed
+    for word in LOCKER_WORDS:  # .index/ (catalog, FTS5, WAL) and audit log included
+        assert files_holding(root, word) == [], word
+    for word in ("kestrel", "combination"):
+        assert await index_finds(mem, word) == []
+    reply = (await mem.read(ep)).content
+    assert f"SEEN: {MARKER}. A locker {MARKER}, noted." in reply
+    assert f"Bob (8): {UNRELATED}" in reply  # the rest of the turn stays
+    assert f"Cy here: was it {MARKER}?" in (await mem.read(later)).content
+    for fact in (quoted, asked):  # retired: it held the words / its source quoted them
+        rec = await mem.read(fact)
+        assert rec.valid_to is not None and rec.content == MARKER, fact
+        assert rec.metadata["superseded_reason"] == "source deleted"
+    assert (await mem.read(kept)).metadata.get("superseded_reason") == "folded"  # as was
+    bob = [r for r in mem.records() if r.metadata.get("entity_file") and
+           "Bob meets people at the station" in r.content]
+    assert bob  # its copy in Bob's entity file stays live
+    assert not [r.id for r in mem.records() if "Cy asked about" in r.content]  # folded too
+    assert {i: (await mem.read(i)).content for i in (other, kept)} == unrelated
+    assert "Ann: combination" not in (root / "user_profile.md").read_text()
+
+    snapshot = {p: p.read_bytes() for p in root.rglob("*.md")}
+    assert not redact_message(mem, "m1", request="del-1").changed
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
+
+
+async def test_facts_drawn_from_replies_quoting_it_or_the_bots_echo_are_retired(
+        mem: BaseMemory) -> None:
+    """Followed by id, not by words: a message that replied to the deleted one (its
+    text shown as a quote) and one that replied to the bot's reply repeating it
+    (platform id P1, which the queue knows) lend their facts to the deletion, though
+    none of those facts holds a word of it. A reply to another bot message does not."""
+    await _episode(mem, [_msg("m1", LOCKER)], "SEEN: Kestrel-4471", "turn-a")
+    for eid, mid, quoted in (("turn-b", "m6", "m1"), ("turn-c", "m7", "P1"),
+                             ("turn-d", "m8", "P9")):
+        batch = Batch(group=GROUP, messages=[_msg(mid, "which one was that?")],
+                      engaged_ids=[mid], raw=[])
+        await mem.write(episode_text(batch, "ok"), kind="episode", metadata={
+            "id": eid, "source": f"{GROUP}:msg/{mid}", "message_ids": [mid],
+            "quotes": {mid: quoted}, "trust": 0.8})
+        await mem.write(f"Ann asked about it ({mid})", kind="fact", metadata={
+            "id": f"fact-{mid}", "message_ids": [mid], "source": f"{GROUP}:msg/{mid}",
+            "entity": "Ann", "trust": 0.5})
+    mem.flush()
+
+    redact_message(mem, "m1", request="del-1", replied=["P1"])
+    retired = {r.id: r.metadata.get("superseded_reason")
+               for r in mem.records({"include_superseded": True, "kind": "fact"})}
+    assert retired == {"fact-m6": "source deleted", "fact-m7": "source deleted",
+                       "fact-m8": None}
+
+
+async def test_a_deleted_date_or_name_leaves_the_episode_lines_readable(
+        mem: BaseMemory) -> None:
+    """A deleted message naming a date and a member: the words go from other texts, but
+    the line heads (date, name, id) and structural front matter stay, so the next
+    deletion still finds its line."""
+    said = "Christopher: 2026-11-30 is the Kestrel-4471 deadline"
+    await _episode(mem, [_msg("m1", said)], "ok", "turn-a")
+    other = await _episode(mem, [_msg("m2", "see you 2026-11-30", "9", "Christopher")],
+                           "Noted for 2026-11-30, Christopher.", "turn-b")
+    add_entry(mem.group, "CLAUDE.md", "Christopher prefers tea", source=f"{GROUP}:msg/m9",
+              trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
+    redact_message(mem, "m1", request="del-1")
+    assert entries(mem.group, "CLAUDE.md") == ["[redacted] prefers tea"]  # still an entry
+    assert f"(source: {GROUP}:msg/m9; trust 0.60; 2026-11-30)" in \
+        (mem.group.path / "CLAUDE.md").read_text()  # its date kept
+    rec = await mem.read(other)
+    assert "- [2026-11-30 10:00:00] Christopher (9): see you [redacted]" in rec.content
+    assert "Bot: Noted for [redacted], [redacted]." in rec.content
+    assert rec.metadata["message_ids"] == ["m2"]
+    assert list(message_texts(rec.content, ["m2"])) == ["m2"]  # the line is still readable
+    redact_message(mem, "m2", request="del-2")
+    assert "Christopher (9): [redacted]\n" in (await mem.read(other)).content

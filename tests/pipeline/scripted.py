@@ -7,7 +7,9 @@ turn saw. With ``PNC_TEST_REDIS_URL`` set it records every turn in Redis:
 whole prompt) and
 ``test:overlap`` (a group whose turns ran at the same time). A message whose text
 contains ``BLOCK`` makes the model write its pid to ``$PNC_TEST_DIR/blocked.pid`` and
-wait until ``$PNC_TEST_DIR/release`` exists. A message ``SILENT`` gets no reply.
+wait until ``$PNC_TEST_DIR/release`` exists. A message ``SILENT`` gets no reply. A
+message holding ``echo[...]`` gets what the brackets hold quoted in the reply (``SEEN:
+...``), as a model repeating a user's words does.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 _MSG = re.compile(r'<message id="([^"]+)"[^>]*>\n(.*?)\n</message>', re.S)
 _CHAT = re.compile(r"Chat: (\S+?)\.(?:\s|$)")
 _MARK = re.compile(r"MARK-[A-Za-z0-9]+")
+_ECHO = re.compile(r"echo\[([^\]]*)\]")
 _redis: Any = None
 
 
@@ -87,6 +90,8 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     reply = "ack " + " ".join(ids)
     if marks:
         reply += " | " + " ".join(marks)
+    if echoes := [e for t in texts for e in _ECHO.findall(t)]:
+        reply += " | SEEN: " + "; ".join(echoes)
     return ModelResponse(parts=[TextPart(reply)])
 
 

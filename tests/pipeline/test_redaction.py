@@ -184,12 +184,14 @@ async def test_forget_is_refused_to_a_member_previewed_then_confirmed_by_an_admi
     assert index_hits(s.data_dir, group, "zanzibar") == []
     [entry] = redactions(root)
     assert entry["reason"] == "forget" and "zanzibar" not in json.dumps(entry).lower()
-    # in Redis only the local chat's own transcript (the platform side: the chat where
-    # it was typed, and the bot's preview) still shows the words; no pipeline key does
+    # no Redis key holds them, the local chat's reply stream (the bot's preview quoted
+    # them) included, nor the append-only file once rewritten
     s.r.delete("test:turns")  # the scripted model's own record of what it saw
     holding = {k.decode() for k in s.r.scan_iter(count=1000)
                if b"zanzibar" in (s.r.dump(k) or b"").lower()}
-    assert holding == {"pnc:local:out:default:crew"}
+    assert holding == set()
+    await s.wait_for(lambda: aof_idle(s.r), what="the AOF rewrite")
+    assert files_holding(s.valkey.data_dir, "Zanzibar") == []
     memory = await s.ask("crew", "bo", "/memory", group=True, message_id="f4")
     assert memory.reply is not None and "What I keep about local:crew" in memory.reply
 
@@ -283,3 +285,161 @@ def test_an_unknown_id_loses_nothing_and_a_busy_group_is_rescheduled(
     assert redact_group(group, ctx=ctx)["files"] == 0
     assert {p: p.read_bytes() for p in root.rglob("*.md")} == snapshot
     assert redactions(root) == [] and not r.exists(K.changes(group))
+
+
+LOCKER = "hello MARK-mx1, my locker combination is Kestrel-4471"
+#: its qualifying words (memory_store.words), as they are quoted below
+LOCKER_WORDS = (b"mark-mx1", b"kestrel-4471", b"combination")
+UNRELATED = "hello everyone, meet me at the station at nine"
+
+
+def _reply_event(chat: str, text: str, reply_id: str) -> dict[str, str]:
+    out = {"channel": "local", "account": "default", "chat_id": chat, "text": text,
+           "reply_to_id": "m1", "reply_id": reply_id}
+    return {"type": "reply", "data": json.dumps(out)}
+
+
+def _keys_holding(r: redis.Redis, needle: bytes) -> set[str]:
+    """Every key whose serialized value (``DUMP``: a stream's listpacks as they are,
+    entries marked deleted included) holds ``needle``, in any case."""
+    return {k.decode() for k in r.scan_iter(count=1000)
+            if needle in (r.dump(k) or b"").lower()}
+
+
+def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
+        ctx: WorkerContext, valkey: Valkey) -> None:
+    """The bot's reply quoted part of the deleted message: it is in the turn's kept
+    reply, the outbox (one entry pending at a gateway, one sent and XDELed), the local
+    chat's reply stream; a later message quoting it waits in the context list and in
+    the extraction queue; a stored extraction answer holds it. Afterwards no key (its
+    serialized bytes) and no file of the AOF holds any of its words; the outbox keeps
+    its ids, its consumer group and the pending entry; other groups' entries and text
+    sharing only common words are unchanged."""
+    group, r = "local:ann", ctx.redis
+    r.config_set("rdbcompression", "no")  # so DUMP and the AOF's RDB preamble show bytes
+    _, mem = ctx.group_memory(group)
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:00:00] Ann (ann): {LOCKER}\n"
+                   f"- [2026-11-30 10:00:01] Bob (bob): {UNRELATED}\n\n"
+                   "Bot: SEEN: MARK-mx1, a locker combination\n", kind="episode",
+                   metadata={"id": "turn-a", "message_ids": ["m1", "m2"], "trust": 0.8,
+                             "source": f"{group}:msg/m1,m2"})
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:05:00] Cy (cy): ok, Kestrel-4471"
+                   "\n\nBot: noted\n", kind="episode",
+                   metadata={"id": "turn-b", "message_ids": ["m5"], "trust": 0.8,
+                             "source": f"{group}:msg/m5"})
+    r.hset(K.turn("turn-a"), mapping={"published": "1",
+                                      "reply": "SEEN: MARK-mx1, a locker combination"})
+    r.hset(K.extraction("turn-b"), "result", json.dumps(
+        {"facts": [{"about": "Ann", "fact": "Ann's code is Kestrel-4471"}]}))
+    asking = message("ann", "m3", "was it kestrel-4471?", reply_to_id="r-1",
+                     reply_to_text="SEEN: MARK-mx1, a locker combination")
+    plain = message("ann", "m4", UNRELATED)
+    held = [f"8 {encode_entry(asking.model_dump_json(), False)}",
+            f"9 {encode_entry(plain.model_dump_json(), False)}"]
+    r.rpush(K.context(group), *held)
+    r.rpush(K.extractions(group), json.dumps({"turn_id": "turn-c", "entries": held}))
+    r.xgroup_create(K.outbox, "gateway", id="0", mkstream=True)
+    sent = r.xadd(K.outbox, _reply_event("ann", "SEEN: MARK-mx1, noted", "r-1"))
+    waiting = r.xadd(K.outbox, _reply_event("ann", "a locker combination", "r-2"))
+    others = r.xadd(K.outbox, _reply_event("bob", UNRELATED, "r-3"))
+    r.xreadgroup("gateway", "gw1", {K.outbox: ">"}, count=2)  # sent and waiting
+    r.xack(K.outbox, "gateway", sent)
+    r.xdel(K.outbox, sent)  # as the gateway does: the bytes stay in the listpack
+    local_out = "pnc:local:out:default:ann"
+    r.xadd(local_out, {"type": "chunk", "text": "SEEN: MARK-mx1, a locker combination"})
+    r.xadd(local_out, {"type": "chunk", "text": UNRELATED})
+    assert all(_keys_holding(r, w) for w in LOCKER_WORDS)
+    assert _keys_holding(r, b"mark-mx1") >= {K.outbox, local_out, K.turn("turn-a")}
+    # the bot's reply repeating its words was delivered as P1; a later message replied
+    # to P1 and a fact was drawn from it (no word of the deleted message in either)
+    r.hset(K.outcome("turn-a"), "0", "delivered P1")
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:06:00] Ann (ann): why?\n\n"
+                   "Bot: ok\n", kind="episode",
+                   metadata={"id": "turn-e", "message_ids": ["m6"], "quotes": {"m6": "P1"},
+                             "trust": 0.8, "source": f"{group}:msg/m6"})
+    mem.write_sync("Ann keeps something in a locker", kind="fact", metadata={
+        "id": "fact-m6", "message_ids": ["m6"], "source": f"{group}:msg/m6", "trust": 0.5})
+    r.rpush(K.changes(group), json.dumps({"kind": "deletion", "original_id": "m1",
+                                          "event_id": "d1", "account": "default"}))
+
+    assert redact_group(group, ctx=ctx)["end"] == "redacted"
+    assert mem.read_sync("fact-m6").metadata.get("superseded_reason") == "source deleted"
+    for word in LOCKER_WORDS:
+        assert _keys_holding(r, word) == set(), word
+        assert files_holding(mem.group.path, word.decode()) == [], word
+    assert r.hget(K.turn("turn-a"), "reply") == f"SEEN: {MARKER}, a locker {MARKER}".encode()
+    # a stored extraction answer loses the fact that held them, before it is filed
+    assert json.loads(r.hget(K.extraction("turn-b"), "result") or b"{}") == {"facts": []}
+    ctx_held = [parse_entry(x).msg for x in r.lrange(K.context(group), 0, -1)]
+    assert [m["text"] for m in ctx_held] == [f"was it {MARKER}?", UNRELATED]
+    outbox = {i.decode(): json.loads(f[b"data"])["text"] for i, f in r.xrange(K.outbox)}
+    assert outbox == {waiting.decode(): f"a locker {MARKER}", others.decode(): UNRELATED}
+    [pending] = r.xpending_range(K.outbox, "gateway", "-", "+", 10)
+    assert (pending["message_id"], pending["consumer"]) == (waiting, b"gw1")
+    assert r.xinfo_stream(K.outbox)["last-generated-id"] == others
+    local = [f[b"text"].decode() for _, f in r.xrange(local_out)]
+    assert local == [f"SEEN: {MARKER}, a locker {MARKER}", UNRELATED]
+    # the AOF, rewritten from the data set as it is now, holds none of them either
+    deadline = time.monotonic() + 30
+    while not aof_idle(r) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for word in LOCKER_WORDS:
+        assert files_holding(valkey.data_dir, word.decode()) == [], word
+
+
+async def test_a_deleted_message_quoted_by_the_bot_leaves_files_redis_and_aof(
+        stack: Stack) -> None:
+    """End to end on the local channel: the bot's reply quotes part of a message, the
+    next turn is asked about it (its memory search brings the reply back), then the
+    message is deleted: none of its words stays in any file of the group, any Redis key
+    (the chat's reply stream included) or the AOF; the other turn stays."""
+    stack.r.config_set("rdbcompression", "no")  # so DUMP and the AOF show plain bytes
+    said = "hello, my locker combination is Kestrel-4471 echo[combination Kestrel-4471]"
+    inbox = await answered_with(stack, said, "ack m1 | SEEN: combination Kestrel-4471")
+    group = "local:ann"
+    # a reply to m1 showing its text (as Telegram or Slack deliver one) waits as context
+    quoting = message("ann", "m3", "which one?", reply_to_id="m1",
+                      reply_to_text="hello, my locker combination is Kestrel-4471")
+    stack.r.rpush(K.context(group), f"8 {encode_entry(quoting.model_dump_json(), False)}")
+    again = await stack.ask("ann", "ann", "what is my Kestrel-4471 for?", message_id="m2")
+    assert again.reply == "ack m2 m3"
+    await stack.settled(group)
+    root = group_dir(stack, "ann")
+    with closing(open_memory(stack.data_dir, group, backend="file", watch="poll")) as mem:
+        [later] = [r for r in mem.records({"kind": "episode"})
+                   if "m2" in r.metadata["message_ids"]]
+        assert later.metadata["quotes"] == {"m3": "m1"}  # the turn recorded the link
+        mem.write_sync("Ann asked which one", kind="fact", metadata={  # as extraction would
+            "id": "fact-m3", "message_ids": ["m3"], "source": f"{group}:msg/m3", "trust": 0.5})
+    assert files_holding(root, "combination") and files_holding(root, "kestrel-4471")
+    assert "m1" in json.dumps([t["ids"] for t in stack.turns()])
+    stack.r.delete("test:turns")  # the scripted model's own record of what it saw
+
+    assert await inbox.accept(deletion("ann", "m1")) == "recorded"
+    await stack.wait_for(lambda: not stack.r.exists(K.changes(group)) and
+                         bool(redactions(root)), what="the redaction")
+    await stack.wait_for(lambda: aof_idle(stack.r), what="the AOF rewrite")
+    for word in ("kestrel-4471", "combination"):
+        assert files_holding(root, word) == [], word
+        assert index_hits(stack.data_dir, group, word) == []
+        assert {k.decode() for k in stack.r.scan_iter(count=1000)
+                if word.encode() in (stack.r.dump(k) or b"").lower()} == set(), word
+        assert files_holding(stack.valkey.data_dir, word) == [], word
+    episodes = "".join(p.read_text() for p in (root / "episodes").rglob("*.md"))
+    assert f"what is my {MARKER} for?" in episodes and "Bot: ack m2" in episodes
+    chunks = [e["text"] for e in stack.chat_events("ann") if e.get("type") == "chunk"]
+    assert chunks == [f"ack m1 | SEEN: {MARKER} {MARKER}", "ack m2 m3"]
+    with closing(open_memory(stack.data_dir, group, backend="file", watch="poll")) as mem:
+        fact = mem.records({"include_superseded": True, "kind": "fact"})
+    assert [(f.id, f.metadata.get("superseded_reason")) for f in fact] == \
+        [("fact-m3", "source deleted")]  # drawn from a reply that quoted it
+
+
+async def answered_with(stack: Stack, text: str, reply: str, chat: str = "ann") -> Inbox:
+    """As ``answered``, for a reply other than the plain ack."""
+    gw = await stack.start_gateway()
+    assert gw.inbox is not None
+    stack.start_workers(1)
+    assert (await stack.ask(chat, chat, text, message_id="m1")).reply == reply
+    await stack.settled(f"local:{chat}")
+    return gw.inbox

@@ -1,0 +1,168 @@
+"""Redaction's reach into Redis beyond the group's message lists: the turn state kept
+for retries and extraction, the outbox and the local channel's reply streams.
+
+``workers.redaction`` calls these under the group lock (no turn of the group runs, so
+nothing of the group is added meanwhile). Only the fields that hold words are scrubbed
+(a message's text, quote and platform event; a reply's text), never an id, a name or a
+time, and a value is written back only when it changed. A stream is rebuilt
+(``GroupQueue.restream``) rather than edited: an entry replaced or deleted with
+``XDEL`` stays in its listpack, and so in ``DUMP``, RDB and the AOF's RDB preamble,
+until the listpack is rewritten.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from channels.models import group_key
+from gateway.queue import GroupQueue, as_str, encode_entry, parse_entry
+from memory_store.words import Finder, scrub_value
+
+#: the fields of a held message (``Inbound``) that hold words (``raw``: the platform's
+#: own event, which repeats the text)
+TEXT_FIELDS = ("text", "reply_to_text", "raw")
+
+
+def _json_text(value: str, pat: Finder, key: str = "text") -> str:
+    """``value``, a JSON object, with ``pat`` taken out of its ``key`` field."""
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        return value
+    if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
+        return value
+    new = scrub_value(doc[key], pat)
+    return value if new == doc[key] else json.dumps({**doc, key: new})
+
+
+def scrub_entry(raw: str, pat: Finder) -> str:
+    """A held message entry (``"<seq> <json>"``) with ``pat`` taken out of its
+    ``TEXT_FIELDS``; ``raw`` itself when nothing matched or it is unreadable."""
+    try:
+        entry = parse_entry(raw)
+    except ValueError:
+        return raw
+    msg = {k: scrub_value(v, pat) if k in TEXT_FIELDS else v for k, v in entry.msg.items()}
+    return raw if msg == entry.msg else \
+        f"{entry.seq} {encode_entry(json.dumps(msg), entry.engaged)}"
+
+
+def _queued_turn(raw: str, pat: Finder) -> str:
+    """An ``extractq`` entry (``workers.extraction``: turn id, its batch's entries) with
+    ``pat`` taken out of the entries."""
+    try:
+        item = json.loads(raw)
+    except ValueError:
+        return raw
+    if not isinstance(item, dict) or not isinstance(item.get("entries"), list):
+        return raw
+    entries = [scrub_entry(e, pat) if isinstance(e, str) else e for e in item["entries"]]
+    return raw if entries == item["entries"] else json.dumps({**item, "entries": entries})
+
+
+def _answer(result: str, pat: Finder) -> str:
+    """An extraction's stored answer (``ExtractedFacts``) without the facts whose text
+    holds ``pat``: retired before they are filed, as a filed one would be."""
+    try:
+        doc = json.loads(result)
+    except ValueError:
+        return result
+    facts = doc.get("facts") if isinstance(doc, dict) else None
+    if not isinstance(facts, list):
+        return result
+    kept = [f for f in facts if not (isinstance(f, dict) and
+                                     scrub_value(str(f.get("fact", "")), pat) != f.get("fact"))]
+    return result if kept == facts else json.dumps({**doc, "facts": kept})
+
+
+def _of_group(fields: dict[str, str], group: str) -> bool:
+    """Whether an outbox entry (``data``: an ``Outbound`` or a typing/done event with
+    channel and chat id) is for ``group``."""
+    try:
+        data = json.loads(fields.get("data", ""))
+        return group_key(str(data["channel"]), str(data["chat_id"])) == group
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _restream(gq: GroupQueue, stream: str, pat: Finder | None, group: str | None,
+              always: bool) -> int:
+    """Rebuild ``stream`` with ``pat`` taken out of its entries' text (an outbox
+    entry's ``data.text``, of ``group``'s entries only; a reply stream's ``text``) when
+    an entry held it, or ``always``. Returns the entries changed."""
+    replace: dict[str, list[str]] = {}
+    entries: Any = gq.r.xrange(stream)
+    for entry_id, raw in entries:
+        fields = {as_str(k): as_str(v) for k, v in raw.items()}
+        if pat is None or (group is not None and not _of_group(fields, group)):
+            continue
+        new = dict(fields)
+        if group is not None and "data" in fields:
+            new["data"] = _json_text(fields["data"], pat)
+        elif group is None and "text" in fields:
+            new["text"] = scrub_value(fields["text"], pat)
+        if new != fields:
+            replace[as_str(entry_id)] = [x for kv in new.items() for x in kv]
+    if replace or always:
+        gq.restream(stream, replace)
+    return len(replace)
+
+
+def scrub_streams(gq: GroupQueue, pat: Finder | None, *, rebuild_outbox: bool) -> int:
+    """Take ``pat`` out of the group's entries in the outbox and of its local reply
+    streams. The outbox is rebuilt when ``rebuild_outbox`` even if no live entry
+    matched: the gateway ``XDEL``s what it sent, and a deleted entry's bytes stay
+    until then. A reply stream is never ``XDEL``ed (only trimmed by whole nodes), so
+    it is rebuilt only when an entry matched. Returns the entries changed."""
+    n = _restream(gq, gq.keys.outbox, pat, gq.group, rebuild_outbox)
+    if pat is not None:
+        for key in gq.local_reply_streams():
+            n += _restream(gq, key, pat, None, False)
+    return n
+
+
+def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None,
+                     reword: Any = None) -> int:
+    """Take ``pat`` (and ``reword``'s edits, a function of a text) out of the state
+    Redis keeps of the group's turns: the published reply a retry replays
+    (``turn:{id}``), the extraction's stored answer (``extract:{id}``) and the turns
+    still queued for extraction (``extractq:{g}``). Returns the values changed."""
+    n = 0
+    queued = gq.keys.extractions(gq.group)
+    raws = [as_str(x) for x in gq.r.lrange(queued, 0, -1)]  # type: ignore[union-attr]
+    ids = sorted(set(turn_ids) | {t for t in map(_turn_of, raws) if t})
+    with gq.r.pipeline(transaction=False) as pipe:  # one round trip for every turn
+        for turn_id in ids:
+            pipe.hget(gq.keys.turn(turn_id), "reply")
+            pipe.hget(gq.keys.extraction(turn_id), "result")
+        kept = pipe.execute()
+    for turn_id, reply, result in zip(ids, kept[::2], kept[1::2], strict=True):
+        if reply is not None:
+            old = as_str(reply)
+            new = reword(old) if reword is not None else old
+            new = scrub_value(new, pat) if pat is not None else new
+            if new != old:
+                gq.replace_turn_reply(turn_id, new)
+                n += 1
+        if pat is not None and result is not None and \
+                (new := _answer(as_str(result), pat)) != as_str(result):
+            gq.r.hset(gq.keys.extraction(turn_id), "result", new)
+            n += 1
+    if pat is not None:
+        pairs: list[tuple[str, str | None]] = [
+            (raw, new) for raw in raws if (new := _queued_turn(raw, pat)) != raw]
+        n += gq.scrub(pairs, lists=[queued])
+    return n
+
+
+def _turn_of(raw: str) -> str | None:
+    """The turn id of an ``extractq`` entry (``workers.extraction``: turn id, entries)."""
+    try:
+        item = json.loads(raw)
+    except ValueError:
+        return None
+    tid = item.get("turn_id") if isinstance(item, dict) else None
+    return tid if isinstance(tid, str) else None
+

@@ -115,12 +115,15 @@ async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | Non
     gw = Gateway(cfg, url)
     if sup is not None:
         gw.reporters.append(sup.state)
+    if embedded is not None:
+        gw.reporters.append(embedded.health)
     try:
         await gw.start()
         log.info("gateway running with %d channel(s); Ctrl-C stops it",
                  len(gw.channels))
         while not stop.is_set():
-            if embedded is not None:  # restarts a crashed server on its port (seconds)
+            if embedded is not None:  # restarts a crashed server on its port (seconds);
+                # never raises: a full disk or a failing restart is reported, not fatal
                 await asyncio.to_thread(embedded.check)
             if sup is not None:
                 sup.poll()

@@ -25,8 +25,10 @@ from channels.base import Channel
 from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
+from gateway.health import degraded
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
+from gateway.pressure import disk_problem, redis_problems
 from gateway.queue import DeadLetters, Keys
 from gateway.webhooks import WebServer, build_app, has_routes
 
@@ -223,24 +225,40 @@ class Gateway:
             TASK_RESTART_DELAY, self._spawn, name, self._factories[name])
 
     async def health(self) -> dict[str, Any]:
+        """The ``/healthz`` status: ``up`` (Redis answers: the gateway can work; else
+        503), ``degraded`` (gateway/health.py: what keeps some chat from an answer),
+        ``ok`` (up and nothing degraded), and the details."""
+        refusing: str | None = None
         try:
-            ok = bool(self.r is not None and await self.r.ping())
+            up = bool(self.r is not None and await self.r.ping())
+        except redis.ResponseError as err:  # MISCONF: alive, refusing writes
+            up, refusing = True, " ".join(str(err).split())[:200]
         except (redis.RedisError, OSError):
-            ok = False
+            up = False
+        problems = [f"redis: refuses writes ({refusing})"] if refusing else []
         status = {f"{n}:{a}": st.health() for (n, a), st in self.starters.items()}
         delivery: dict[str, int] = {}
-        if ok and self.outbox is not None:
+        if up and self.outbox is not None:
             with contextlib.suppress(redis.RedisError, OSError):
                 delivery = await self.outbox.outcomes.counts()
         out: dict[str, Any] = {
-            "ok": ok and not self.failed_tasks, "redis": ok, "delivery": delivery,
+            "redis": up, "delivery": delivery,
             "failed_tasks": list(self.failed_tasks),
             "channels": sorted(f"{n}:{a}" for n, a in self.channels),
-            "channel_status": {k: v for k, v in sorted(status.items()) if v}}
-        if ok and self._sync is not None:
+            "channel_status": {k: v for k, v in sorted(status.items()) if v},
+            "unrecorded_chunks": len(self.outbox.unrecorded) if self.outbox else 0}
+        if up and self._sync is not None:
             out.update(await asyncio.to_thread(turn_report, self._sync, self.keys))
+            with contextlib.suppress(redis.RedisError, OSError):
+                problems += await asyncio.to_thread(redis_problems, self._sync)
+        disk = disk_problem(self.config.data_dir, self.config.disk)
+        if disk is not None:
+            problems.append(disk)
         for reporter in self.reporters:
             out.update(reporter())
+        out["degraded"] = problems + degraded(out)
+        out["up"] = up
+        out["ok"] = up and not out["degraded"]
         return out
 
     async def _heartbeat(self) -> None:

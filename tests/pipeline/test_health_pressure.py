@@ -1,0 +1,57 @@
+"""``/healthz`` under pressure: a Redis that refuses writes and a disk short of space are
+degraded (listed, still up: 200), a Redis that does not answer is down (503); below the
+hard disk watermark the inbox refuses new messages so the platform retries them.
+Real Valkey, the gateway in-process with the local channel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from channels.models import Inbound
+from gateway.inbox import InboxRefused
+from tests.pipeline.conftest import Stack, Valkey
+
+
+def inbound(mid: str) -> Inbound:
+    return Inbound(channel="local", chat_id="ada", sender_id="ada", sender_name="ada",
+                   text="hello", message_id=mid, is_group=False)
+
+
+async def test_a_full_redis_is_degraded_and_a_silent_one_is_down(
+        tmp_path: Path, valkey: Valkey) -> None:
+    stack = Stack(tmp_path, valkey)
+    try:
+        gw = await stack.start_gateway()
+        health = await gw.health()
+        assert health["up"] and health["ok"] and health["degraded"] == [], health
+        stack.r.config_set("maxmemory-policy", "noeviction")
+        stack.r.config_set("maxmemory", 1)  # Redis' memory is full: writes get -OOM
+        health = await gw.health()
+        assert health["up"] and not health["ok"]
+        assert any(d.startswith("redis: memory") and "refuses writes" in d
+                   for d in health["degraded"]), health["degraded"]
+        stack.r.config_set("maxmemory", 0)
+        valkey.stop()
+        health = await gw.health()
+        assert not health["up"] and not health["ok"]
+    finally:
+        await stack.close()
+
+
+async def test_below_the_watermarks_the_operator_is_told_and_new_work_refused(
+        tmp_path: Path, valkey: Valkey) -> None:
+    # watermarks above any real free space: both are crossed on this disk
+    stack = Stack(tmp_path, valkey, "[disk]\nwarn_free_mb = 1e12\nstop_free_mb = 1e11\n")
+    try:
+        gw = await stack.start_gateway()
+        health = await gw.health()
+        assert health["up"] and not health["ok"]
+        assert any(d.startswith("disk: ") and "refused" in d for d in health["degraded"])
+        assert gw.inbox is not None
+        with pytest.raises(InboxRefused):
+            await gw.inbox.accept(inbound("m1"))
+        assert not stack.r.keys("pnc:mailbox:*")  # nothing half-taken
+    finally:
+        await stack.close()

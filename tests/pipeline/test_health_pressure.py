@@ -1,16 +1,19 @@
 """``/healthz`` under pressure: a Redis that refuses writes and a disk short of space are
 degraded (listed, still up: 200), a Redis that does not answer is down (503); below the
-hard disk watermark the inbox refuses new messages so the platform retries them.
+hard disk watermark the inbox refuses new messages so the platform retries them;
+``pynanoclaw status`` says the same and does not count a dead worker's registration.
 Real Valkey, the gateway in-process with the local channel."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from channels.models import Inbound
 from gateway.inbox import InboxRefused
+from gateway.status import run_checks
 from tests.pipeline.conftest import Stack, Valkey
 
 
@@ -55,3 +58,28 @@ async def test_below_the_watermarks_the_operator_is_told_and_new_work_refused(
         assert not stack.r.keys("pnc:mailbox:*")  # nothing half-taken
     finally:
         await stack.close()
+
+
+def test_status_reports_pressure_and_ignores_a_dead_workers_registration(
+        tmp_path: Path, valkey: Valkey) -> None:
+    stack = Stack(tmp_path, valkey, "[disk]\nwarn_free_mb = 1e12\n")
+    try:
+        stack.start_workers(1)
+        deadline = time.monotonic() + 60
+        while not stack.r.smembers("rq:workers"):
+            assert time.monotonic() < deadline, "the worker never registered"
+            time.sleep(0.1)
+        stack.kill_workers()  # -9: RQ keeps its registration for minutes
+        stack.r.config_set("maxmemory-policy", "noeviction")
+        stack.r.config_set("maxmemory", 1)
+        checks = {c.name: c for c in run_checks(stack.config_path, model=False)}
+        assert not checks["workers"].ok, checks["workers"]
+        assert "1 registration(s) of dead workers" in checks["workers"].detail
+        assert not checks["disk"].ok and "warn_free_mb" in checks["disk"].detail
+        assert not checks["redis state"].ok
+        assert "refuses writes" in checks["redis state"].detail
+        assert checks["redis"].ok  # it answers and is persistent
+    finally:
+        stack.r.config_set("maxmemory", 0)
+        stack.kill_workers()
+        stack.r.close()

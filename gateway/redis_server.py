@@ -51,11 +51,14 @@ def url_file(redis_dir: Path) -> Path:
 
 
 def ping(url: str, timeout: float = 1.0) -> bool:
-    """True if a Redis server answers PING at ``url``."""
+    """True if a Redis server answers PING at ``url``, even with an error (``MISCONF``
+    while its disk is full: it is alive and has an owner)."""
     try:
         client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         try:
             return bool(client.ping())
+        except redis.ResponseError:
+            return True
         finally:
             client.close()
     except (redis.RedisError, OSError, ValueError):

@@ -60,6 +60,10 @@ provider = "function"
 function = "tests.pipeline.scripted:model"
 [worker]
 pass_env = ["PNC_TEST_DIR"]
+[queue]
+lease_ttl = 3
+lock_ttl = 3
+sweep_interval = 0.5
 [disk]
 warn_free_mb = 1
 stop_free_mb = 0

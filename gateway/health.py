@@ -29,8 +29,9 @@ def degraded(status: Mapping[str, Any]) -> list[str]:
     if isinstance(workers, Mapping) and workers.get("alive", 0) < workers.get("count", 0):
         cause = f" (last: {workers['last_cause']})" if workers.get("last_cause") else ""
         out.append(f"workers: {workers['alive']} of {workers['count']} alive{cause}")
-    if status.get("embedded_redis"):
-        out.append(f"embedded redis: {status['embedded_redis']}")
+    embedded = str(status.get("embedded_redis") or "")
+    if embedded and not embedded.startswith("refusing"):  # a refusal is listed from PING
+        out.append(f"embedded redis: {embedded}")
     for turn in status.get("retrying_turns", []):
         cause = (f"last error {turn['error']}" if turn.get("error")
                  else "no error recorded: its worker died mid-turn")

@@ -44,7 +44,7 @@ async def test_a_full_redis_is_degraded_and_a_silent_one_is_down(
 
 
 async def test_below_the_watermarks_the_operator_is_told_and_new_work_refused(
-        tmp_path: Path, valkey: Valkey) -> None:
+        tmp_path: Path, valkey: Valkey, caplog: pytest.LogCaptureFixture) -> None:
     # watermarks above any real free space: both are crossed on this disk
     stack = Stack(tmp_path, valkey, "[disk]\nwarn_free_mb = 1e12\nstop_free_mb = 1e11\n")
     try:
@@ -53,9 +53,12 @@ async def test_below_the_watermarks_the_operator_is_told_and_new_work_refused(
         assert health["up"] and not health["ok"]
         assert any(d.startswith("disk: ") and "refused" in d for d in health["degraded"])
         assert gw.inbox is not None
-        with pytest.raises(InboxRefused):
-            await gw.inbox.accept(inbound("m1"))
+        for mid in ("m1", "m2"):
+            with pytest.raises(InboxRefused):
+                await gw.inbox.accept(inbound(mid))
         assert not stack.r.keys("pnc:mailbox:*")  # nothing half-taken
+        warned = [m for m in caplog.messages if "below [disk] stop_free_mb" in m]
+        assert len(warned) == 1, caplog.messages  # told once, not once per message
     finally:
         await stack.close()
 

@@ -6,6 +6,7 @@ Real Valkey, the gateway in-process with the local channel."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -86,3 +87,27 @@ def test_status_reports_pressure_and_ignores_a_dead_workers_registration(
         stack.r.config_set("maxmemory", 0)
         stack.kill_workers()
         stack.r.close()
+
+
+async def test_a_gateway_task_that_ends_is_restarted_and_listed(
+        tmp_path: Path, valkey: Valkey) -> None:
+    stack = Stack(tmp_path, valkey)
+    runs: list[int] = []
+    done = asyncio.Event()
+
+    async def flaky() -> None:  # ends unexpectedly the first time, then runs
+        runs.append(1)
+        if len(runs) == 1:
+            raise RuntimeError("boom")
+        await done.wait()
+
+    try:
+        gw = await stack.start_gateway()
+        gw._spawn("flaky", flaky)  # as start() runs the outbox, sweeper and heartbeat
+        await stack.wait_for(lambda: len(runs) == 2, 20, "the task restarted")
+        health = await gw.health()
+        assert "gateway task flaky ended unexpectedly and was restarted" in \
+            health["degraded"] and health["up"]
+    finally:
+        done.set()
+        await stack.close()

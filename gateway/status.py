@@ -1,26 +1,33 @@
 """``pynanoclaw status``: is this bot able to answer, one line per check.
 
-Checks, in order: the configuration, Redis (reachable, and persistent: append-only file
-or snapshots, else a restart loses every queued message), workers (RQ's registry, so it
-sees workers wherever they run), turns being retried or in a crash loop and dead letters
-(both from Redis), the model (the one-token smoke test, ``gateway.smoke``), and each
-channel's credentials (``Channel.check()``). A failed check makes the exit status 1.
+Checks, in order: the configuration, free space on the data dir (``[disk]``
+watermarks), Redis (reachable, and persistent: append-only file or snapshots, else a
+restart loses every queued message; writing its append-only file and within its
+``maxmemory``: gateway/pressure.py), workers (RQ's registry, so it sees workers wherever
+they run; a registration left by a worker of this host that no longer runs is not
+counted), turns being retried or in a crash loop and dead letters (both from Redis), the
+model (the one-token smoke test, ``gateway.smoke``), and each channel's credentials
+(``Channel.check()``). A failed check makes the exit status 1.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import redis
 from rq import Worker
+from rq.worker import BaseWorker
 
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
+from gateway.pressure import disk_problem, free_mb, redis_problems
 from gateway.queue import DeadLetters, Keys, background_queue, job_queue
 from gateway.redis_server import running_embedded_url
 from gateway.smoke import check_model
@@ -51,6 +58,9 @@ def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
         yield Check("config", False, " ".join(err.render().split()))
         return
     yield Check("config", True, str(path))
+    disk = disk_problem(cfg.data_dir, cfg.disk)
+    yield Check("disk", disk is None, disk.removeprefix("disk: ") if disk else
+                f"{free_mb(cfg.data_dir):.0f} MB free on {cfg.data_dir}")
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
     client = _redis(url)
     if isinstance(client, Check):
@@ -80,6 +90,8 @@ def _redis(url: str | None) -> redis.Redis | Check:
     client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
     try:
         client.ping()
+    except redis.ResponseError:
+        return client  # it answers (MISCONF: refusing writes); _queue_checks says why
     except (redis.RedisError, OSError) as err:
         client.close()
         return Check("redis", False, f"cannot reach {url.split('@')[-1]}: {one_line(err)}")
@@ -93,13 +105,20 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                 "reachable, persistent (" + ("append-only file" if aof else "snapshots") + ")"
                 if aof or save else "reachable but NOT persistent (appendonly no, no save "
                 "points): a restart loses every queued message; set appendonly yes")
-    workers = Worker.all(connection=client, queue=job_queue(client, cfg.queue.name))
+    for problem in redis_problems(client):
+        yield Check("redis state", False, problem.removeprefix("redis: "))
+    stale: set[str] = set()
+    workers = _live(Worker.all(connection=client, queue=job_queue(client, cfg.queue.name)),
+                    stale)
     # background-only workers (`--background-only`) listen to that queue alone
-    names = {w.name for w in workers}
-    background = [w for w in Worker.all(
-        connection=client, queue=job_queue(client, background_queue(cfg.queue.name)))
+    names = {w.name for w in workers} | stale
+    background = [w for w in _live(Worker.all(
+        connection=client, queue=job_queue(client, background_queue(cfg.queue.name))), stale)
         if w.name not in names]
     also = f" (+{len(background)} for background jobs only)" if background else ""
+    if stale:
+        also += (f"; {len(stale)} registration(s) of dead workers on this host not "
+                 "counted")
     yield Check("workers", bool(workers),
                 f"{len(workers)} alive on queue {cfg.queue.name}{also}" if workers else
                 f"none alive on queue {cfg.queue.name}{also}: messages are stored and wait; "
@@ -118,6 +137,34 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                     f"{count} message(s){why}; see `pynanoclaw dead list {group}`")
     if not counts:
         yield Check("dead letters", True, "none")
+
+
+def _live(workers: list[BaseWorker], stale: set[str]) -> list[BaseWorker]:
+    """The workers that run: RQ keeps a killed worker's registration for minutes (its
+    key outlives it by ``worker_ttl`` + 60 s), so one registered from this host whose
+    process is gone is dropped (its name added to ``stale``). Workers on other hosts
+    are taken at their word."""
+    here = socket.gethostname()
+    out = []
+    for w in workers:
+        if w.hostname == here and w.pid and not _pid_runs(w.pid):
+            stale.add(w.name)
+        else:
+            out.append(w)
+    return out
+
+
+def _pid_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: it runs
+        return True
+    with contextlib.suppress(OSError):  # a zombie has exited
+        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
+            return False
+    return True
 
 
 async def _channel_check(name: str, channel: object) -> Check:

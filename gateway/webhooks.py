@@ -30,13 +30,15 @@ async def reject_deep_json(request: web.Request, handler: Handler) -> web.Stream
 
 
 def build_app(channels: Sequence[Channel], health: HealthCheck) -> web.Application:
-    """An aiohttp app mounting each channel's ``web_routes()`` and ``GET /healthz``
-    (200 with a JSON status when healthy, 503 when ``health()`` says ``ok: false``)."""
+    """An aiohttp app mounting each channel's ``web_routes()`` and ``GET /healthz``:
+    the JSON status, 200 while ``health()`` says ``up`` (degraded or not: a container
+    health check must not restart a gateway that waits for one platform or for disk
+    space), 503 when it cannot work (gateway/health.py)."""
     app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[reject_deep_json])
 
     async def healthz(request: web.Request) -> web.Response:
         status = await health()
-        return web.json_response(status, status=200 if status.get("ok") else 503)
+        return web.json_response(status, status=200 if status.get("up") else 503)
 
     app.router.add_get("/healthz", healthz)
     for ch in channels:

@@ -11,12 +11,16 @@ written again (and ``memory_store`` dedupes the write by id besides).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+import redis
 
 from channels.models import Inbound, Outbound
 from gateway.queue import GroupQueue, parse_entry
@@ -33,6 +37,11 @@ log = logging.getLogger(__name__)
 #: what the chat is told when its turn failed for good (the cause is in the logs and
 #: the dead-letter list, never in the chat: it may name internals or a provider error)
 FAILURE_NOTICE = "I could not answer this: the model failed; the operator has the details."
+
+
+#: the error class recorded for a memory write that found no space (``status``,
+#: ``/healthz``); attempts that failed of it do not count towards dead-lettering
+DISK_FULL = "DiskFull"
 
 
 def notice_reply_id(turn_id: str) -> str:
@@ -165,6 +174,21 @@ class TurnRunner:
             return f"{attempts} attempts; last error {cls}: {msg}"
         return f"{attempts} attempts; no error recorded: the worker died mid-turn (a crash)"
 
+    def _storage_failed(self, batch: Batch, attempts: int, err: OSError) -> None:
+        """A write to the group's memory failed (ENOSPC: the disk is full). Recorded as
+        the turn's error with its cause, and the turn shown as retrying (``status``,
+        ``/healthz``) from this first failure, so a stall is visible and a dead letter
+        names the real reason; the caller re-raises (the job is retried)."""
+        full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+        cls = DISK_FULL if full else type(err).__name__
+        msg = (f"no space left on the data dir's disk ({err.strerror})" if full
+               else str(err))[:300]
+        log.error("turn %s in %s: writing memory failed (%s); it is retried", batch.turn_id,
+                  batch.group, msg)
+        with contextlib.suppress(redis.RedisError, OSError):  # Redis may refuse too
+            self._gq.record_error(batch.turn_id, cls, msg)
+            self._gq.note_retry(batch.turn_id, attempts)
+
     async def run(self, batch: Batch, lock: GroupLock, max_attempts: int, *,
                   mark_written: bool = True) -> str:
         """Run (or finish a crashed run of) the turn over ``batch``.
@@ -204,14 +228,22 @@ class TurnRunner:
         ids = [m.message_id for m in batch.messages]
         state = gq.turn_begin(batch.turn_id, self._event(anchor) if batch.engaged_ids else None,
                               max_attempts)
-        gd, memory = self._ctx.group_memory(opened)
+        try:
+            gd, memory = self._ctx.group_memory(opened)
+        except OSError as err:  # a new chat's directory on a full disk
+            self._storage_failed(batch, state.attempts, err)
+            raise
         outcome = "replayed"
         if state.published:
             reply_text = state.reply
             # What the earlier attempt's model read is not kept: count it as quoted.
             read_trust = QUOTED_TRUST
         else:
-            if state.attempts > max_attempts:
+            # A turn whose last attempt found the disk full was not at fault: once
+            # space is back (its memory opened above) it runs, in its place in the
+            # chat's order, instead of being dead-lettered for the attempts it lost.
+            if state.attempts > max_attempts and \
+                    gq.last_error(batch.turn_id)[0] != DISK_FULL:
                 self.dead_letter(batch, lock, self._why_dead(batch, state.attempts - 1))
                 await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
                                          turn_id=batch.turn_id, dead=True, message_ids=ids,
@@ -254,22 +286,27 @@ class TurnRunner:
             lock.check()
             if person is not None:
                 person.check()
-            await memory.write(episode_text(batch, reply_text), kind="episode", metadata={
-                "id": batch.turn_id,
-                "source": f"{batch.group}:msg/" + ",".join(ids),
-                "message_ids": ids,
-                "participants": sorted({f"{m.sender_name} ({m.channel}:{m.sender_id})"
-                                        for m in batch.messages}),
-                "trust": episode_trust(batch.messages, self._settings.admins,
-                                       reply=reply_text, read_trust=read_trust),
-                "created": datetime.now(UTC).isoformat(),
-                # what each message quoted (its text was shown to the model): a redaction
-                # of the quoted message follows these (memory_store/quotes.py)
-                **({"quotes": quotes} if (quotes := {m.message_id: m.reply_to_id
-                                                     for m in batch.messages
-                                                     if m.reply_to_id and m.reply_to_text})
-                   else {}),
-            })
+            try:
+                await memory.write(episode_text(batch, reply_text), kind="episode", metadata={
+                    "id": batch.turn_id,
+                    "source": f"{batch.group}:msg/" + ",".join(ids),
+                    "message_ids": ids,
+                    "participants": sorted({f"{m.sender_name} ({m.channel}:{m.sender_id})"
+                                            for m in batch.messages}),
+                    "trust": episode_trust(batch.messages, self._settings.admins,
+                                           reply=reply_text, read_trust=read_trust),
+                    "created": datetime.now(UTC).isoformat(),
+                    # what each message quoted (its text was shown to the model): a
+                    # redaction of the quoted message follows these (memory_store/quotes.py)
+                    **({"quotes": quotes} if (quotes := {m.message_id: m.reply_to_id
+                                                         for m in batch.messages
+                                                         if m.reply_to_id
+                                                         and m.reply_to_text})
+                       else {}),
+                })
+            except OSError as err:  # the reply is out; only the episode waits for space
+                self._storage_failed(batch, state.attempts, err)
+                raise
             if mark_written:
                 gq.mark_written(batch.turn_id)
             else:

@@ -117,17 +117,22 @@ class WhatsAppChannel(Channel):
 
     # -- life cycle -------------------------------------------------------------
 
-    async def start(self, sink: InboundSink) -> None:
-        """Check the token and phone number id (GET the phone number), then accept
-        deliveries. Raises PermanentError on a refused token or unknown number."""
+    async def check(self) -> str | None:
+        """The token and phone number id, checked together (GET the phone number):
+        returns the number and its verified name; ``PermanentError`` when refused."""
         try:
             number = await self._wa.get_business_phone_number()
         except Exception as exc:
             raise map_error("get phone number", exc) from None
         self.display_number = number.display_phone_number
+        return f"{number.display_phone_number}, {number.verified_name}"
+
+    async def start(self, sink: InboundSink) -> None:
+        """Check the token and phone number id (GET the phone number), then accept
+        deliveries. Raises PermanentError on a refused token or unknown number."""
+        who = await self.check()
         self._sink = sink
-        log.info("whatsapp[%s]: started for %s (%s)", self.account, number.display_phone_number,
-                 number.verified_name)
+        log.info("whatsapp[%s]: started for %s", self.account, who)
 
     async def stop(self) -> None:
         """Stop accepting deliveries (they get 503 and Meta redelivers them later). The

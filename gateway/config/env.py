@@ -35,3 +35,7 @@ WORKER_ENV_ALLOW = frozenset({
 })
 #: prefixes of allowed variables (locale categories: LC_ALL, LC_CTYPE, ...)
 WORKER_ENV_ALLOW_PREFIXES = ("LC_",)
+#: the whole environment of the embedded Redis server (plus ``LC_*``): it needs no
+#: secret, and Valkey copies its environment into its heap (to rewrite its process
+#: title), where an inherited token would sit readable in ``/proc/<pid>/mem``
+REDIS_ENV_ALLOW = frozenset({"PATH", "HOME", "TZ", "LANG", "LANGUAGE"})

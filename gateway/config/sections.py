@@ -159,6 +159,17 @@ class HttpConfig(Section):
     enabled: bool | None = None
 
 
+class DiskConfig(Section):
+    """``[disk]``: free space on the data dir's filesystem (memory files, the embedded
+    Redis' append-only file). Below ``warn_free_mb`` the operator is warned (log once,
+    ``/healthz``, ``status``); below ``stop_free_mb`` new messages are refused (webhooks
+    answer 503, pollers keep their cursors, so the platforms deliver them again later)
+    rather than half-handled."""
+
+    warn_free_mb: float = Field(default=500.0, ge=0)
+    stop_free_mb: float = Field(default=100.0, ge=0)
+
+
 class ModelConfig(Section):
     """``[model]``: which model answers, and how it is reached."""
 
@@ -236,6 +247,7 @@ class Settings(Section):
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
     queue: QueueConfig = QueueConfig()
     http: HttpConfig = HttpConfig()
+    disk: DiskConfig = DiskConfig()
     model: ModelConfig = ModelConfig()
     memory: MemoryConfig = MemoryConfig()
     worker: WorkerConfig = WorkerConfig()

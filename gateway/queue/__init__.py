@@ -77,6 +77,7 @@ from gateway.queue.jobs import (
     worker_queues,
 )
 from gateway.queue.keys import OUTBOX_GROUP, Keys
+from gateway.queue.refusal import refused_write
 from gateway.queue.scripts import (
     DUPLICATE,
     KEPT,
@@ -125,5 +126,6 @@ __all__ = [
     "enqueue_job",
     "job_queue",
     "parse_entry",
+    "refused_write",
     "worker_queues",
 ]

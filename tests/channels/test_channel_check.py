@@ -10,10 +10,14 @@ import pytest
 from channels.discord.channel import DiscordChannel
 from channels.errors import PermanentError
 from channels.slack import SlackChannel
+from channels.whatsapp import WhatsAppChannel
 from gateway.channelstart import credential_envs
 from tests.channels.harness_discord import TOKEN as DISCORD_TOKEN
+from tests.channels.harness_whatsapp import channel_block as wa_block
+from tests.channels.harness_whatsapp import channel_env as wa_env
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.slack_api import FakeSlack, channel_block, channel_env
+from tests.fakes.whatsapp_api import API_VERSION, PHONE_NUMBER_ID, FakeWhatsApp
 
 
 async def test_discord_check_asks_users_me() -> None:
@@ -45,5 +49,26 @@ async def test_slack_check_asks_auth_test() -> None:
             await bad.check()
         assert wrong not in str(caught.value)
         assert credential_envs(bad)[0] == "SLACK_BOT_TOKEN"  # what status/healthz name
+    finally:
+        await fake.stop()
+
+
+async def test_whatsapp_check_asks_for_the_phone_number_with_the_token() -> None:
+    fake = FakeWhatsApp()
+    await fake.start()
+    try:
+        good = WhatsAppChannel.from_config("default", wa_block(fake), wa_env())
+        assert "+1 555-078-3881" in (await good.check() or "")
+        wrong = "EAAwrongwrongwrong"
+        bad = WhatsAppChannel.from_config("default", wa_block(fake),
+                                          {**wa_env(), "WHATSAPP_TOKEN": wrong})
+        with pytest.raises(PermanentError) as caught:
+            await bad.check()
+        assert wrong not in str(caught.value)
+        unknown = WhatsAppChannel.from_config(
+            "default", {**wa_block(fake), "phone_number_id": "999"}, wa_env())
+        with pytest.raises(PermanentError):  # a token fine, a number it does not own
+            await unknown.check()
+        assert ("GET", f"/v{API_VERSION}/{PHONE_NUMBER_ID}") in fake.calls
     finally:
         await fake.stop()

@@ -54,8 +54,13 @@ async def test_a_platform_down_at_start_is_retried_while_local_answers(
     try:
         stack.start_workers(1)
         gw = await start(stack, telegram_env())
-        status = (await gw.health())["channel_status"]["telegram:default"]
+        health = await gw.health()
+        status = health["channel_status"]["telegram:default"]
         assert status["start"] == "retrying" and "502" not in BOT_TOKEN
+        # up (200: not restarted by a health check) but not ok, naming the channel
+        assert health["up"] and not health["ok"]
+        assert [d for d in health["degraded"] if d.startswith("channel telegram:default: "
+                                                               "retrying")]
         assert BOT_TOKEN not in str(status)
         ex = await stack.ask("ada", "ada", "hello", timeout=60)
         assert ex.reply is not None and ex.reply.startswith("ack ")

@@ -9,11 +9,23 @@ A Telegram token is part of every Bot API URL, and both python-telegram-bot
 (``telegram.Bot`` logs its base URL at DEBUG) and httpx (``HTTP Request: POST <url>`` at
 INFO) log URLs. Logger filters run only for records created on that very logger, so the
 filter is attached to each logger known to log URLs, before the Bot is built.
+
+Message text is the other thing logs must not carry. Our own code logs ids, never text;
+the platform libraries do not hold to that (slack-bolt logs the whole body of a request
+whose signature fails at INFO, and of an unhandled one at WARNING; aiohttp's access log
+has every URL). ``LibraryTextGuard`` sits on the process's log handlers (``guard_logs``,
+called where logging is configured), so it sees the records of every library logger
+and its children, named in ``LIBRARY_LOGGERS``: below WARNING they are not shown, at
+WARNING and above their text is withheld (the template stays, its text arguments and
+the exception's message go). ``--log-level debug`` shows them in full: the operator
+asked for it.
 """
 
 from __future__ import annotations
 
 import logging
+import traceback
+from typing import Any
 
 #: loggers that log request URLs (and so the token)
 URL_LOGGERS = (
@@ -83,3 +95,96 @@ def protect(secret: str) -> None:
         logger = logging.getLogger(name)
         if REDACTOR not in logger.filters:
             logger.addFilter(REDACTOR)
+
+
+#: Loggers of the libraries that can log a message's text (request and response bodies,
+#: updates, events, IMAP lines, URLs), and of ours that Bolt logs through (its
+#: ``logger=`` and the loggers it derives from it, named ``<app name>:<listener>``; the
+#: app is named ``pynanoclaw-slack-<account>``, so that entry, ending in ``-``, is a
+#: prefix). A child logger (``.``, Bolt's ``:``) is covered by its parent's entry.
+LIBRARY_LOGGERS = (
+    "slack_bolt",
+    "slack_sdk",
+    "channels.slack.bolt",
+    "channels.slack.sdk",
+    "pynanoclaw-slack-",
+    "telegram",
+    "discord",
+    "nio",
+    "aiohttp",
+    "pywa",
+    "aioimaplib",
+    "aiosmtplib",
+    "httpx",
+    "httpcore",
+    "websockets",
+    "llama_cpp",
+)
+WITHHELD = "[withheld]"
+#: argument types that cannot carry text
+_PLAIN = (int, float, bool, type(None))
+
+
+def is_library(name: str) -> bool:
+    """Whether a record of logger ``name`` comes from a library in ``LIBRARY_LOGGERS``
+    (the logger itself or a child: ``.`` or Bolt's ``:``)."""
+    return any(name.startswith(p) if p.endswith("-") else
+               name == p or name.startswith((p + ".", p + ":")) for p in LIBRARY_LOGGERS)
+
+
+def _withhold_args(args: Any) -> Any:
+    if isinstance(args, dict):
+        return {k: v if isinstance(v, _PLAIN) else WITHHELD for k, v in args.items()}
+    return tuple(a if isinstance(a, _PLAIN) else WITHHELD for a in args)
+
+
+def _frames_only(exc_info: Any) -> str:
+    """A traceback with each exception's type and frames, never its message (an
+    exception of a library can quote the payload it failed on)."""
+    lines: list[str] = []
+    for part in traceback.TracebackException(*exc_info).format():
+        if part.startswith(("Traceback", "  ", "\n", "During handling", "The above")):
+            lines.append(part)
+        else:  # "module.Type: message" (or a note): only the type stays
+            name = part.split(":", 1)[0].strip()
+            known = name.replace(".", "").replace("_", "").isalnum()
+            lines.append(f"{name if known else 'exception'}: {WITHHELD}\n")
+    return "".join(lines).rstrip("\n")
+
+
+class LibraryTextGuard(logging.Filter):
+    """A handler filter: a library's record below WARNING is dropped, one at WARNING or
+    above keeps its level, logger and template but not its text. Unless ``debug``: then
+    every record passes as it is."""
+
+    def __init__(self, debug: bool = False) -> None:
+        super().__init__()
+        self.debug = debug
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.debug or not is_library(record.name):
+            return True
+        if record.levelno < logging.WARNING:
+            return False
+        if isinstance(record.msg, str) and record.args:
+            record.args = _withhold_args(record.args)
+        else:  # built before the call (an f-string, a dict): nothing to tell apart
+            size = len(str(record.msg))
+            record.msg, record.args = f"{WITHHELD} ({size} characters)", None
+        if record.exc_info:
+            record.exc_text, record.exc_info = _frames_only(record.exc_info), None
+        elif record.exc_text:
+            record.exc_text = WITHHELD
+        record.stack_info = None
+        return True
+
+
+def guard_logs(level: int | str, *handlers: logging.Handler) -> None:
+    """Put ``LibraryTextGuard`` on ``handlers``, by default every handler of the root
+    logger (call it after ``logging.basicConfig``); ``level`` is the configured level
+    (DEBUG: library records pass in full)."""
+    resolved = logging.getLevelName(level) if isinstance(level, str) else level
+    debug = isinstance(resolved, int) and resolved <= logging.DEBUG
+    for handler in handlers or logging.getLogger().handlers:
+        if not any(isinstance(f, LibraryTextGuard) for f in handler.filters):
+            handler.addFilter(LibraryTextGuard(debug))

@@ -22,6 +22,7 @@ from typing import Annotated
 import redis
 import typer
 
+from channels.redact import guard_logs
 from gateway import opscli
 from gateway.config import (
     CONFIG_ENV,
@@ -85,6 +86,7 @@ def _load(config: Path | None) -> tuple[Path, GatewayConfig]:
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    guard_logs(level.upper())  # no message text from the platform libraries
 
 
 @contextlib.contextmanager

@@ -190,8 +190,8 @@ def worker(
         "consolidation, redaction), never a turn")] = False,
     log_level: LogOpt = "INFO",
 ) -> None:
-    """One worker process (scale out: start more, on any machine that reaches the same
-    Redis and data directory)."""
+    """One worker process (scale out: start more on the host whose local disk holds the
+    data directory; see the README's "Scaling out")."""
     path, cfg = _load(config)
     url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if not url:

@@ -1,7 +1,8 @@
 """``python -m workers``: one RQ worker process running drain jobs.
 
-Scale out by starting more of these, on any machine that reaches the same Redis and
-the same data directory. The scheduler is on (RQ's ``Retry`` intervals need it).
+Scale out by starting more of these on the host whose local disk holds the data
+directory (never a network volume: SQLite WAL indexes and inotify need one host; the
+README's "Scaling out" says why). The scheduler is on (RQ's ``Retry`` intervals need it).
 """
 
 from __future__ import annotations

@@ -108,6 +108,9 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 CONFIRM_WORD = "confirm"
 #: ``/link off``: undo the sender's ``/link`` links
 UNLINK_WORD = "off"
+#: not commands even in a DM: Telegram sends ``/start`` when a person opens a chat with
+#: the bot, a hello for the model rather than an unknown command
+GREETINGS = frozenset({"start"})
 #: longest argument string any command takes, characters: room for a sentence to
 #: ``/forget``, far below what would make a reply or a queued request heavy
 MAX_ARGS_CHARS = 300
@@ -130,7 +133,7 @@ def parse(msg: Inbound) -> ParsedCommand | None:
         return None
     if not _NAME.fullmatch(name):
         return None
-    if name not in COMMANDS and msg.is_group:
+    if name not in COMMANDS and (msg.is_group or name in GREETINGS):
         return None  # maybe meant for another bot in the room: ordinary text
     return ParsedCommand(name, args)  # a name not in COMMANDS: a DM's unknown command
 

@@ -218,6 +218,7 @@ def test_an_unknown_command_is_answered_in_a_dm_and_left_alone_in_a_group() -> N
     # in a group it may be meant for another bot: ordinary text for the model
     assert parse(msg("/frobnicate now")) is None
     assert commands.run(msg("/frobnicate now"), cfg()) is None
-    # still not commands in a DM: a path, a command addressed to another bot by name
-    for text in ("/usr/bin/env", "/help@otherbot", "hello /frobnicate"):
+    # still not commands in a DM: a path, a command addressed to another bot by name,
+    # Telegram's /start (sent when someone opens the chat: a hello for the model)
+    for text in ("/usr/bin/env", "/help@otherbot", "hello /frobnicate", "/start"):
         assert parse(msg(text, is_group=False, chat_id="7")) is None, text

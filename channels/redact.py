@@ -13,18 +13,19 @@ filter is attached to each logger known to log URLs, before the Bot is built.
 Message text is the other thing logs must not carry. Our own code logs ids, never text;
 the platform libraries do not hold to that (slack-bolt logs the whole body of a request
 whose signature fails at INFO, and of an unhandled one at WARNING; aiohttp's access log
-has every URL). ``LibraryTextGuard`` sits on the process's log handlers (``guard_logs``,
-called where logging is configured), so it sees the records of every library logger
-and its children, named in ``LIBRARY_LOGGERS``: below WARNING they are not shown, at
-WARNING and above their text is withheld (the template stays, its text arguments and
-the exception's message go). ``--log-level debug`` shows them in full: the operator
-asked for it.
+has every URL). ``LibraryTextGuard`` is the process's log record factory (``guard_logs``,
+called where logging is configured), so it sees every record of every library logger
+named in ``LIBRARY_LOGGERS`` and of its children, whatever handler comes later: their
+text is withheld from INFO up (the template stays, its text arguments and the
+exception's message go) and INFO records are lowered to DEBUG, so they are not shown.
+``--log-level debug`` shows them in full: the operator asked for it.
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 #: loggers that log request URLs (and so the token)
@@ -152,20 +153,24 @@ def _frames_only(exc_info: Any) -> str:
     return "".join(lines).rstrip("\n")
 
 
-class LibraryTextGuard(logging.Filter):
-    """A handler filter: a library's record below WARNING is dropped, one at WARNING or
-    above keeps its level, logger and template but not its text. Unless ``debug``: then
-    every record passes as it is."""
+class LibraryTextGuard:
+    """A log record factory (``logging.setLogRecordFactory``) wrapping the one before:
+    a library's record at INFO or above is made without its text (the template stays,
+    its text arguments and its exception's message go), and one below WARNING is also
+    lowered to DEBUG, where the operator's handlers (at the configured level) drop it.
+    As a factory it runs where each record is made, before any handler or filter sees
+    it, for every logger, children included. ``debug``: records are left as they are."""
 
-    def __init__(self, debug: bool = False) -> None:
-        super().__init__()
+    def __init__(self, make: Callable[..., logging.LogRecord], debug: bool = False) -> None:
+        self.make = make
         self.debug = debug
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if self.debug or not is_library(record.name):
-            return True
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.make(*args, **kwargs)
+        if self.debug or record.levelno < logging.INFO or not is_library(record.name):
+            return record
         if record.levelno < logging.WARNING:
-            return False
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         if isinstance(record.msg, str) and record.args:
             record.args = _withhold_args(record.args)
         else:  # built before the call (an f-string, a dict): nothing to tell apart
@@ -173,18 +178,29 @@ class LibraryTextGuard(logging.Filter):
             record.msg, record.args = f"{WITHHELD} ({size} characters)", None
         if record.exc_info:
             record.exc_text, record.exc_info = _frames_only(record.exc_info), None
-        elif record.exc_text:
-            record.exc_text = WITHHELD
         record.stack_info = None
-        return True
+        return record
 
 
-def guard_logs(level: int | str, *handlers: logging.Handler) -> None:
-    """Put ``LibraryTextGuard`` on ``handlers``, by default every handler of the root
-    logger (call it after ``logging.basicConfig``); ``level`` is the configured level
-    (DEBUG: library records pass in full)."""
+def guard_library_records(debug: bool = False) -> LibraryTextGuard:
+    """Make ``LibraryTextGuard`` the record factory (replacing an earlier guard, never
+    stacking on it); returns it (``.make`` is the factory it wraps)."""
+    current = logging.getLogRecordFactory()
+    if isinstance(current, LibraryTextGuard):
+        current = current.make
+    guard = LibraryTextGuard(current, debug)
+    logging.setLogRecordFactory(guard)
+    return guard
+
+
+def guard_logs(level: int | str) -> None:
+    """``guard_library_records`` for the configured ``level``, and every handler of the
+    root logger set to it (call it after ``logging.basicConfig``, whose handler passes
+    every level), so a library record lowered to DEBUG is not shown. At DEBUG nothing
+    is withheld: the operator asked for everything."""
     resolved = logging.getLevelName(level) if isinstance(level, str) else level
-    debug = isinstance(resolved, int) and resolved <= logging.DEBUG
-    for handler in handlers or logging.getLogger().handlers:
-        if not any(isinstance(f, LibraryTextGuard) for f in handler.filters):
-            handler.addFilter(LibraryTextGuard(debug))
+    if not isinstance(resolved, int):
+        raise ValueError(f"unknown log level {level!r}")
+    guard_library_records(debug=resolved <= logging.DEBUG)
+    for handler in logging.getLogger().handlers:
+        handler.setLevel(resolved)

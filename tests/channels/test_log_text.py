@@ -1,7 +1,7 @@
-"""No message text in the operator's log: the platform libraries' records pass through
-``channels.redact.LibraryTextGuard`` on the log handlers (what ``pynanoclaw`` and the
-workers install with ``guard_logs``). Real slack-bolt behind the gateway's real web app,
-with aiohttp's real access log."""
+"""No message text in the log: the platform libraries' records are made by
+``channels.redact.LibraryTextGuard`` (the record factory ``pynanoclaw`` and the workers
+install with ``guard_logs``), without their text from INFO up. Real slack-bolt behind
+the gateway's real web app, with aiohttp's real access log."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from channels.models import Inbound
-from channels.redact import LibraryTextGuard, guard_logs
+from channels.redact import LibraryTextGuard, guard_library_records
 from channels.slack import SlackChannel
 from gateway.webhooks import build_app
 from tests.fakes.slack_api import (
@@ -31,8 +31,8 @@ WORDS = "my door code is 4417 Zanzibar"
 
 
 class Records(logging.Handler):
-    """Every record the root logger passes on, unguarded: the witness that the library
-    did log the text (else the guarded log's silence would prove nothing)."""
+    """Every record the root logger passes on, at every level: the witness that the
+    library did log (else the log's silence would prove nothing)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -44,22 +44,26 @@ class Records(logging.Handler):
 
 @pytest.fixture
 def logs() -> Iterator[tuple[io.StringIO, Records]]:
-    """The operator's log at INFO (a stream handler with the guard, as ``pynanoclaw
-    --log-level info`` sets it up) and, after it, an unguarded witness."""
+    """The guard installed as ``pynanoclaw --log-level info`` does: the operator's log (a
+    stream handler at INFO) and a witness of every record (its handler at DEBUG)."""
     root = logging.getLogger()
     stream = io.StringIO()
     shown = logging.StreamHandler(stream)
+    shown.setLevel(logging.INFO)
     shown.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    guard_logs("INFO", shown)
     witness = Records()
     level = root.level
-    root.setLevel(logging.INFO)
+    guard = guard_library_records()
+    root.setLevel(logging.DEBUG)
     root.addHandler(shown)
     root.addHandler(witness)
-    yield stream, witness
-    root.removeHandler(shown)
-    root.removeHandler(witness)
-    root.setLevel(level)
+    try:
+        yield stream, witness
+    finally:
+        logging.setLogRecordFactory(guard.make)
+        root.removeHandler(shown)
+        root.removeHandler(witness)
+        root.setLevel(level)
 
 
 @pytest.fixture
@@ -98,12 +102,13 @@ async def test_a_forged_slack_request_leaves_its_text_out_of_the_log(
     response = await client.post("/slack/events", data=body,
                                  headers=signed_headers(body, secret="forged"))
     assert response.status == 401
-    # Bolt did log the whole body at INFO...
-    [bolt] = holding(witness.records, "4417 Zanzibar")
-    assert bolt.name.startswith("slack_bolt.") and bolt.levelno == logging.INFO
-    # ...and the operator's log shows no word of it
+    # Bolt did log the request (its whole body, at INFO)...
+    [bolt] = [r for r in witness.records if r.name == "slack_bolt.RequestVerification"]
+    assert bolt.getMessage().startswith("[withheld]")
+    # ...and no record at any level, nor the operator's log, holds a word of it
+    assert holding(witness.records, "zanzibar") == []
     assert "zanzibar" not in stream.getvalue().lower()
-    assert "slack_bolt" not in stream.getvalue()
+    assert "slack_bolt" not in stream.getvalue()  # lowered to DEBUG: not shown at INFO
 
 
 async def test_the_access_log_does_not_show_a_query(
@@ -111,7 +116,8 @@ async def test_the_access_log_does_not_show_a_query(
 ) -> None:
     stream, witness = logs
     await client.get("/slack/events", params={"text": WORDS})
-    assert any(r.name == "aiohttp.access" for r in holding(witness.records, "Zanzibar"))
+    assert any(r.name == "aiohttp.access" for r in witness.records)
+    assert holding(witness.records, "zanzibar") == []
     assert "zanzibar" not in stream.getvalue().lower()
 
 
@@ -137,8 +143,12 @@ def test_a_library_warning_keeps_its_template_not_its_text(
 
 
 def test_debug_shows_library_records_in_full() -> None:
-    record = logging.LogRecord("slack_bolt.App", logging.INFO, __file__, 1, "body: %s",
-                               (WORDS,), None)
-    assert LibraryTextGuard(debug=True).filter(record)
-    assert WORDS in record.getMessage()
-    assert not LibraryTextGuard().filter(record)
+    def make(debug: bool) -> logging.LogRecord:
+        guard = LibraryTextGuard(logging.LogRecord, debug)
+        return guard("slack_bolt.App", logging.INFO, __file__, 1, "body: %s", (WORDS,),
+                     None)
+
+    full = make(debug=True)
+    assert full.getMessage() == f"body: {WORDS}" and full.levelno == logging.INFO
+    quiet = make(debug=False)
+    assert quiet.getMessage() == "body: [withheld]" and quiet.levelno == logging.DEBUG

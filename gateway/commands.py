@@ -134,7 +134,7 @@ def parse(msg: Inbound) -> ParsedCommand | None:
     if not _NAME.fullmatch(name):
         return None
     if name not in COMMANDS and (msg.is_group or name in GREETINGS):
-        return None  # maybe meant for another bot in the room: ordinary text
+        return None  # in a group maybe meant for another bot; /start a hello: plain text
     return ParsedCommand(name, args)  # a name not in COMMANDS: a DM's unknown command
 
 

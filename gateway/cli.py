@@ -22,6 +22,7 @@ from typing import Annotated
 import redis
 import typer
 
+from channels.redact import guard_logs
 from gateway import opscli
 from gateway.config import (
     CONFIG_ENV,
@@ -85,6 +86,7 @@ def _load(config: Path | None) -> tuple[Path, GatewayConfig]:
 def _logging(level: str) -> None:
     logging.basicConfig(level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    guard_logs(level.upper())  # no message text from the platform libraries
 
 
 @contextlib.contextmanager
@@ -191,8 +193,8 @@ def worker(
         "consolidation, redaction), never a turn")] = False,
     log_level: LogOpt = "INFO",
 ) -> None:
-    """One worker process (scale out: start more, on any machine that reaches the same
-    Redis and data directory)."""
+    """One worker process (scale out: start more on the host whose local disk holds the
+    data directory; see the README's "Scaling out")."""
     path, cfg = _load(config)
     url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if not url:

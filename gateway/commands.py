@@ -8,9 +8,14 @@ A command is recognised from structure, never guessed from prose:
   ``/name@somebot`` token in plain text is addressed to a bot by name: only the adapter
   knows whether that bot is this one, so the gateway leaves it alone.
 
-Only names in ``COMMANDS`` are commands; any other ``/word`` stays ordinary text for
-the model (``/shrug``, a path). A forwarded message is someone else's words and is never
-a command, whatever it says.
+Only names in ``COMMANDS`` are commands. Any other ``/word`` in a group stays ordinary
+text for the model (``/shrug``, a path, a command meant for another bot in the room); in a
+DM, where no other bot listens, an unknown ``/name`` is answered with "unknown command"
+and the list. A forwarded message is someone else's words and is never a command,
+whatever it says.
+
+Arguments are bounded in one place (``MAX_ARGS_CHARS``, checked before any handler runs):
+a longer one gets a clear error, never an answer that grows with the input.
 
 Each command declares who may run it (any one of its roles suffices), where (DM,
 group), and whether it needs confirmation: the first call answers what it would do and
@@ -103,6 +108,12 @@ _NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 CONFIRM_WORD = "confirm"
 #: ``/link off``: undo the sender's ``/link`` links
 UNLINK_WORD = "off"
+#: not commands even in a DM: Telegram sends ``/start`` when a person opens a chat with
+#: the bot, a hello for the model rather than an unknown command
+GREETINGS = frozenset({"start"})
+#: longest argument string any command takes, characters: room for a sentence to
+#: ``/forget``, far below what would make a reply or a queued request heavy
+MAX_ARGS_CHARS = 300
 
 
 def parse(msg: Inbound) -> ParsedCommand | None:
@@ -120,9 +131,11 @@ def parse(msg: Inbound) -> ParsedCommand | None:
             return None  # addressed to a named bot: the adapter would have said if us
     else:
         return None
-    if not _NAME.fullmatch(name) or name not in COMMANDS:
+    if not _NAME.fullmatch(name):
         return None
-    return ParsedCommand(name, args)
+    if name not in COMMANDS and (msg.is_group or name in GREETINGS):
+        return None  # in a group maybe meant for another bot; /start a hello: plain text
+    return ParsedCommand(name, args)  # a name not in COMMANDS: a DM's unknown command
 
 
 def roles_of(msg: Inbound, config: GatewayConfig) -> frozenset[Role]:
@@ -152,8 +165,14 @@ def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None
     command = parse(msg)
     if command is None:
         return None
-    spec = COMMANDS[command.name]
-    call = Invocation(msg, command, roles_of(msg, config), config, memory, identities)
+    roles = roles_of(msg, config)
+    spec = COMMANDS.get(command.name)
+    if spec is None:
+        return f"Unknown command /{command.name}. " + _listing(roles, Where.DM)
+    if len(command.args) > MAX_ARGS_CHARS:
+        return (f"/{spec.name}: that is {len(command.args)} characters of arguments; "
+                f"commands take at most {MAX_ARGS_CHARS}. Nothing was done.")
+    call = Invocation(msg, command, roles, config, memory, identities)
     refusal = permitted(spec, call.roles, call.where)
     if refusal is not None:
         return f"Not allowed: {refusal}"
@@ -205,13 +224,17 @@ def _not_yet(what: str) -> Handler:
     return handler
 
 
-def _help(call: Invocation) -> str:
+def _listing(roles: frozenset[Role], where: Where) -> str:
     lines = [
         f"/{spec.name}: {spec.summary}"
         for spec in COMMANDS.values()
-        if permitted(spec, call.roles, call.where) is None
+        if permitted(spec, roles, where) is None
     ]
     return "Commands you can use here:\n" + "\n".join(lines)
+
+
+def _help(call: Invocation) -> str:
+    return _listing(call.roles, call.where)
 
 
 def _whoami(call: Invocation) -> str | Awaitable[str]:

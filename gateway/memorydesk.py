@@ -28,7 +28,13 @@ from memory_store.fileformat import now_utc, parse
 from memory_store.group import CORE_FILE, PROFILE_FILE
 from memory_store.paths import KIND_DIRS, MEMORY_DIRS, id_from_filename
 from memory_store.protocol import MemoryRecord
-from memory_store.redact import check_phrase, find_phrase
+from memory_store.redact import (
+    PHRASE_MIN_CHARS,
+    check_phrase,
+    find_phrase,
+    scrub_value,
+    words_pattern,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +43,25 @@ SHOW = 8
 EPISODES_DIR = KIND_DIRS["episode"]
 #: characters of a fact shown by ``/memory``
 FACT_CHARS = 120
+#: what a ``/forget`` preview shows in place of the words, where a memory's id or path
+#: holds them
+MASK = "***"
+
+
+def _n(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` in the right number: 1 episode, 2 episodes, 2 entities."""
+    if count == 1:
+        return f"1 {noun}"
+    if plural is None:
+        consonant_y = noun.endswith("y") and noun[-2:-1] not in tuple("aeiou")
+        plural = noun[:-1] + "ies" if consonant_y else noun + "s"
+    return f"{count} {plural}"
+
+
+def _unquoted(phrase: str) -> str:
+    """How a reply names the words to forget without repeating them (the reply lands in
+    the chat, the outbox stream and Redis's append-only file): their size only."""
+    return f"your words ({_n(len(phrase.split()), 'word')}, {_n(len(phrase), 'character')})"
 
 
 class MemoryDesk:
@@ -75,15 +100,22 @@ class MemoryDesk:
         # Episodes are the bulk (a busy group has tens of thousands): counted from the
         # listing, never parsed; the rest is read for its facts.
         counts = {"episode": sum(1 for _ in gd.memory_files([EPISODES_DIR]))}
-        records = self._records(gd)
-        for rec in records:
+        now = now_utc()
+        records, retired = [], 0
+        for rec in self._records(gd):
+            # forgotten or superseded: kept for the audit trail, no longer believed
+            if rec.valid_to is not None and rec.valid_to <= now:
+                retired += 1
+                continue
+            records.append(rec)
             counts[rec.kind] = counts.get(rec.kind, 0) + 1
         counts = {k: n for k, n in counts.items() if n}
         if counts:
-            lines.append("- " + ", ".join(f"{n} {k}" for k, n in sorted(counts.items())))
-        now = now_utc()
-        facts = sorted((r for r in records if r.kind in ("fact", "entity")
-                        and (r.valid_to is None or r.valid_to > now)),
+            listed = ", ".join(_n(n, k) for k, n in sorted(counts.items()))
+            if retired:
+                listed += f" ({_n(retired, 'retired memory', 'retired memories')} not counted)"
+            lines.append("- " + listed)
+        facts = sorted((r for r in records if r.kind in ("fact", "entity")),
                        key=lambda r: r.created, reverse=True)
         if facts:
             lines.append("Recent facts:")
@@ -117,15 +149,23 @@ class MemoryDesk:
             return f"/forget: {err}, e.g. /forget my old address"
         gd = self._dir(group)
         hits = find_phrase(gd, phrase) if gd is not None else []
-        confirm = f"send /forget {phrase} confirm"
+        words = _unquoted(phrase)
+        confirm = ("send the same /forget again with the word confirm at the end "
+                   "(/forget <your words> confirm)")
         if not hits:
-            return (f'Nothing in the memory of {group} holds "{phrase}". To remove it from '
+            return (f"Nothing in the memory of {group} holds {words}. To remove them from "
                     f"messages still waiting anyway, {confirm}.")
         total = sum(h.count for h in hits)
-        lines = [f'"{phrase}" appears {total} times in {len(hits)} memories of {group}; '
-                 f"I would replace it with [redacted] (facts holding it are retired):"]
-        lines += [f"- {h.kind} {h.id} ({h.path}; from {h.source}, trust {h.trust:.2f})"
-                  for h in hits[:SHOW]]
+        lines = [f"{words[:1].upper()}{words[1:]} appear {_n(total, 'time')} in "
+                 f"{_n(len(hits), 'memory', 'memories')} of {group}; I would replace them "
+                 f"with [redacted] (facts holding them are retired):"]
+        # an id or a path can hold the words too (an entity file named after one); each
+        # word is masked, shorter ones than a phrase may be ("my", "at") tell nothing
+        pat = words_pattern([phrase, *(w for w in phrase.split()
+                                       if len(w) >= PHRASE_MIN_CHARS)])
+        assert pat is not None  # check_phrase passed: never empty
+        lines += [scrub_value(f"- {h.kind} {h.id} ({h.path}; from {h.source}, trust "
+                              f"{h.trust:.2f})", pat, MASK) for h in hits[:SHOW]]
         if len(hits) > SHOW:
             lines.append(f"... and {len(hits) - SHOW} more")
         lines.append(f"To do it, {confirm}.")
@@ -143,9 +183,10 @@ class MemoryDesk:
         r.rpush(self._keys.forget(group), json.dumps(request, separators=(",", ":")))
         self.request_redaction(group)
         log.info("forget request %s for %s by %s queued", request["id"], group, by)
-        return (f'Forgetting "{phrase}" in {group}: it is replaced with [redacted] in '
-                f"every memory file and in messages still waiting, in a moment. The "
-                f"audit log records the change ({request['id']}), not the words.")
+        return (f"Forgetting {_unquoted(phrase)} in {group}: they are replaced with "
+                f"[redacted] in every memory file and in messages still waiting, in a "
+                f"moment. The audit log records the change ({request['id']}), not the "
+                f"words.")
 
     def request_redaction(self, group: str) -> str:
         """Enqueue the redaction job of ``group`` (it applies every waiting request)."""

@@ -1,7 +1,8 @@
 """``python -m workers``: one RQ worker process running drain jobs.
 
-Scale out by starting more of these, on any machine that reaches the same Redis and
-the same data directory. The scheduler is on (RQ's ``Retry`` intervals need it).
+Scale out by starting more of these on the host whose local disk holds the data
+directory (never a network volume: SQLite WAL indexes and inotify need one host; the
+README's "Scaling out" says why). The scheduler is on (RQ's ``Retry`` intervals need it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 import redis
 from rq import SimpleWorker, Worker
 
+from channels.redact import guard_logs
 from gateway.config import (
     CONFIG_ENV,
     REDIS_URL_ENV,
@@ -72,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    guard_logs(args.log_level.upper())  # no message text from the libraries (httpx...)
     if args.config is not None:
         # the job reads the config from the environment, in this process or a forked child
         os.environ[CONFIG_ENV] = str(args.config.resolve())

@@ -138,9 +138,87 @@ def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
     dm = {"is_group": False, "chat_id": "7"}
     answer = commands.run(msg("/forget Green Tea", **dm), c, desk)
     assert answer is not None and "fact f1" in answer
-    assert "send /forget Green Tea confirm" in answer
+    assert "/forget <your words> confirm" in answer
     short = commands.run(msg("/forget ab", **dm), c, desk)
     assert short is not None and "at least 3 characters" in short
     listing = commands.run(msg("/memory", **dm), c, desk)
     assert listing is not None and "Ann likes green tea (from memory_store" in listing
-    assert "- 3 episode, 1 fact\n" in listing  # episodes counted, not parsed
+    assert "- 3 episodes, 1 fact\n" in listing  # episodes counted, not parsed
+
+
+def _desk(tmp_path: Any) -> tuple[GatewayConfig, Any]:
+    from gateway.memorydesk import MemoryDesk
+    from gateway.queue import Keys
+
+    c = parse_config({"data_dir": str(tmp_path), "policy": {"admins": [OPERATOR]}}, env={})
+    return c, MemoryDesk(c, None, Keys())  # type: ignore[arg-type]  # reads only
+
+
+def test_the_forget_preview_does_not_quote_the_words_back(tmp_path: Any) -> None:
+    from memory_store import open_memory
+
+    c, desk = _desk(tmp_path)
+    mem = open_memory(tmp_path, "telegram:7")
+    # an entity named after the words: its id and path hold them too
+    mem.write_sync("The 4417 Zanzibar door is green", kind="entity",
+                   metadata={"id": "4417-zanzibar-door"})
+    mem.write_sync("Ann: my door code is 4417 Zanzibar", kind="episode",
+                   metadata={"id": "e1"})
+    mem.close()
+    dm = {"is_group": False, "chat_id": "7"}
+    found = commands.run(msg("/forget 4417   ZANZIBAR", **dm), c, desk)
+    assert found is not None and found.startswith(
+        "Your words (2 words, 13 characters) appear 2 times in 2 memories of telegram:7")
+    assert "- entity ***-***-door (entities/***-***-door.md; from" in found
+    missing = commands.run(msg("/forget door code 9999", **dm), c, desk)
+    assert missing is not None and missing.startswith("Nothing in the memory")
+    for answer, words in ((found, ("4417", "zanzibar")), (missing, ("9999", "door code"))):
+        for word in words:
+            assert word not in answer.lower(), (word, answer)
+
+
+def test_memory_counts_live_memories_only_in_plural(tmp_path: Any) -> None:
+    from memory_store import open_memory
+
+    c, desk = _desk(tmp_path)
+    mem = open_memory(tmp_path, "telegram:7")
+    mem.write_sync("Ann likes green tea", kind="fact", metadata={"id": "f1"})
+    mem.write_sync("Ann likes black tea", kind="fact",
+                   metadata={"id": "f2", "valid_to": "2026-01-01T00:00:00Z",
+                             "superseded_reason": "forgotten"})
+    for i in range(2):
+        mem.write_sync(f"Ann: message {i}", kind="episode", metadata={"id": f"e{i}"})
+    mem.write_sync("Ann is a person", kind="entity", metadata={"id": "ann"})
+    mem.write_sync("Bob is a person", kind="entity", metadata={"id": "bob"})
+    mem.close()
+    listing = commands.run(msg("/memory", is_group=False, chat_id="7"), c, desk)
+    assert listing is not None
+    assert "- 2 entities, 2 episodes, 1 fact (1 retired memory not counted)\n" in listing
+    assert "black tea" not in listing
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_every_command_bounds_its_arguments(name: str) -> None:
+    spec = COMMANDS[name]
+    dm = Where.DM in spec.where
+    words = "zanzibar " * 2500  # 22,500 characters
+    answer = commands.run(msg(f"/{name} {words}confirm", sender_id="1", is_group=not dm,
+                              chat_id="1" if dm else "-100"), cfg())
+    assert answer is not None and "at most 300" in answer and "Nothing was done" in answer
+    assert len(answer) < 200 and "zanzibar" not in answer
+    fits = commands.run(msg(f"/{name} {'x' * 292} confirm", sender_id="1",
+                            is_group=not dm, chat_id="1" if dm else "-100"), cfg())
+    assert fits is not None and "at most" not in fits
+
+
+def test_an_unknown_command_is_answered_in_a_dm_and_left_alone_in_a_group() -> None:
+    answer = commands.run(msg("/frobnicate now", is_group=False, chat_id="7"), cfg())
+    assert answer is not None and answer.startswith("Unknown command /frobnicate.")
+    assert "/help: " in answer and "/link: " in answer and "/forget: " in answer
+    # in a group it may be meant for another bot: ordinary text for the model
+    assert parse(msg("/frobnicate now")) is None
+    assert commands.run(msg("/frobnicate now"), cfg()) is None
+    # still not commands in a DM: a path, a command addressed to another bot by name,
+    # Telegram's /start (sent when someone opens the chat: a hello for the model)
+    for text in ("/usr/bin/env", "/help@otherbot", "hello /frobnicate", "/start"):
+        assert parse(msg(text, is_group=False, chat_id="7")) is None, text

@@ -70,6 +70,22 @@ async def test_commands_are_answered_and_never_reach_the_model(stack: Stack) -> 
     assert turn_ids(stack) == ["m1"]
 
 
+async def test_an_unknown_command_is_answered_in_a_dm_and_is_a_message_in_a_group(
+    stack: Stack,
+) -> None:
+    stack.start_workers(1)
+    await stack.start_gateway()
+    dm = await stack.ask("ann", "ann", "/frobnicate now", message_id="u1")
+    assert dm.status == "command" and dm.reply is not None
+    assert dm.reply.startswith("Unknown command /frobnicate. Commands you can use here:")
+    # in a group it may be meant for another bot: a message like any other
+    group = await stack.ask("crew", "bo", "/frobnicate now", group=True, mention=True,
+                            message_id="u2")
+    assert group.status == "engage" and group.reply == "ack u2"
+    await stack.settled("local:crew")
+    assert turn_ids(stack) == ["u2"]
+
+
 async def test_a_redelivered_command_is_answered_once(stack: Stack) -> None:
     await stack.start_gateway()
     first = await stack.ask("ann", "ann", "/help", message_id="h1")

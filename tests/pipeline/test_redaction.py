@@ -170,22 +170,24 @@ async def test_forget_is_refused_to_a_member_previewed_then_confirmed_by_an_admi
     assert member.reply is not None and member.reply.startswith("Not allowed")
     preview = await s.ask("crew", OPERATOR, "/forget 4417 Zanzibar", group=True,
                           message_id="f2")
-    assert preview.reply is not None and "/forget 4417 Zanzibar confirm" in preview.reply
+    assert preview.reply is not None and "/forget <your words> confirm" in preview.reply
     assert "episode" in preview.reply
     assert files_holding(root, "4417 zanzibar") == before  # a preview changes nothing
     assert not s.r.exists(K.forget(group))
 
     done = await s.ask("crew", OPERATOR, "/forget 4417 Zanzibar confirm", group=True,
                        message_id="f3")
-    assert done.reply is not None and done.reply.startswith("Forgetting")
+    assert done.reply is not None and done.reply.startswith("Forgetting your words")
+    for reply in (preview.reply, done.reply):  # neither quotes the words back
+        assert "4417" not in reply and "zanzibar" not in reply.lower(), reply
     await s.wait_for(lambda: not s.r.exists(K.forget(group)) and bool(redactions(root)),
                      what="the redaction")
     assert files_holding(root, "4417 zanzibar") == []
     assert index_hits(s.data_dir, group, "zanzibar") == []
     [entry] = redactions(root)
     assert entry["reason"] == "forget" and "zanzibar" not in json.dumps(entry).lower()
-    # no Redis key holds them, the local chat's reply stream (the bot's preview quoted
-    # them) included, nor the append-only file once rewritten
+    # no Redis key holds them (the bot's preview and confirmation do not quote them, and
+    # the local chat's reply stream is scrubbed), nor the append-only file once rewritten
     s.r.delete("test:turns")  # the scripted model's own record of what it saw
     holding = {k.decode() for k in s.r.scan_iter(count=1000)
                if b"zanzibar" in (s.r.dump(k) or b"").lower()}

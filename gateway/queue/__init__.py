@@ -56,6 +56,7 @@ never overlap a turn of their group.
 
 from __future__ import annotations
 
+from gateway.queue.budget import Budget, Counter, Spent, period_ids
 from gateway.queue.dead import DeadLetters, DeadRecord, Retrying
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
@@ -102,6 +103,8 @@ __all__ = [
     "OUTBOX_GROUP",
     "REDACT_JOB",
     "TURN_STATE_TTL",
+    "Budget",
+    "Counter",
     "DeadLetters",
     "DeadRecord",
     "DrainOptions",
@@ -111,6 +114,7 @@ __all__ = [
     "Keys",
     "LockOps",
     "Retrying",
+    "Spent",
     "TurnRecord",
     "as_str",
     "background_queue",
@@ -120,5 +124,6 @@ __all__ = [
     "enqueue_job",
     "job_queue",
     "parse_entry",
+    "period_ids",
     "worker_queues",
 ]

@@ -3,8 +3,9 @@
 ``MeteredModel`` wraps the configured pydantic-ai model (``workers.agent`` wraps it once,
 so the turn, each request of its tool loop, fact extraction and reflection all go
 through it). The caller says who pays with ``charging(...)`` around its model calls (a
-context variable: the model is shared by every group the process serves); a request
-with no charge is a bug and raises. Per request:
+context variable: the model is shared by every group the process serves). Every job
+path sets one; a request without one (a test or a tool calling the agent directly) is
+sent unmetered with a warning. Per request:
 
 1. estimate its cost: the prompt's tokens (the WordPiece counter of ``workers.budget``)
    plus the most output it may produce (``max_tokens``), at the model's price;
@@ -26,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
+from pydantic_ai.tools import ToolDefinition
 
 from gateway.config import PERIODS, ModelConfig, Price, UsageConfig
 from gateway.queue import Budget, Counter, Keys, period_ids
@@ -131,9 +133,10 @@ def prompt_tokens(messages: list[ModelMessage], tool_schemas: list[dict[str, Any
     return sum(count_tokens(t) for t in texts if t)
 
 
-def _schemas(params: ModelRequestParameters) -> list[dict[str, Any]]:
+def tool_schemas(tools: Sequence[ToolDefinition]) -> list[dict[str, Any]]:
+    """What of the tool definitions a request sends, for ``prompt_tokens``."""
     return [{"name": t.name, "description": t.description or "",
-             "parameters": t.parameters_json_schema} for t in params.function_tools]
+             "parameters": t.parameters_json_schema} for t in tools]
 
 
 def output_limit(model_settings: ModelSettings | None, default: int) -> int:
@@ -156,13 +159,15 @@ class MeteredModel(WrapperModel):
                       model_request_parameters: ModelRequestParameters) -> ModelResponse:
         charge = _current.get()
         if charge is None:
-            raise RuntimeError("model request without a charge: wrap it in charging()")
+            log.warning("unmetered model request: no charge set (wrap it in charging())")
+            return await self.wrapped.request(messages, model_settings,
+                                              model_request_parameters)
         if not charge.usage.enabled:
             return await self.wrapped.request(messages, model_settings,
                                               model_request_parameters)
         merged = self.wrapped.settings or {}
         limit = output_limit(model_settings, output_limit(merged, self.max_tokens))
-        est_in = prompt_tokens(messages, _schemas(model_request_parameters))
+        est_in = prompt_tokens(messages, tool_schemas(model_request_parameters.function_tools))
         price = charge.usage.price(self.price_name)
         estimate = cost(price, est_in, limit)
         now = datetime.now(charge.usage.zone)

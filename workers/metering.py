@@ -41,8 +41,8 @@ from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.tools import ToolDefinition
 
-from gateway.config import PERIODS, ModelConfig, Price, UsageConfig
-from gateway.queue import Budget, Counter, Keys, period_ids
+from gateway.config import ModelConfig, Price, UsageConfig
+from gateway.queue import Budget, Counter, Keys, counters, period_ids
 from workers.budget import count_tokens
 
 log = logging.getLogger(__name__)
@@ -85,31 +85,11 @@ def charging(client: redis.Redis, usage: UsageConfig, *, group: str, person: str
         _current.reset(token)
 
 
-def micro_usd(usd: float | None) -> int | None:
-    return None if usd is None else round(usd * 1_000_000)
-
-
 def cost(price: Price, input_tokens: int, output_tokens: int, cached: int = 0) -> int:
     """micro-USD, rounded up: a price per million tokens times tokens is micro-USD.
     ``input_tokens`` includes the ``cached`` ones (pydantic-ai's usage does)."""
     fresh = max(input_tokens - cached, 0)
     return math.ceil(fresh * price.input + cached * price.cached + output_tokens * price.output)
-
-
-def counters(usage: UsageConfig, group: str, person: str | None, now: datetime
-             ) -> list[Counter]:
-    """The counters a request of ``group`` (and ``person``) is checked against."""
-    ids = period_ids(now.astimezone(usage.zone))
-    scopes: list[tuple[str, str]] = [("global", "global"), ("group", f"group:{group}")]
-    if person:
-        scopes.append(("person", f"person:{person}"))
-    out = []
-    for kind, scope in scopes:
-        caps = usage.cap(kind)  # type: ignore[arg-type]
-        for period in PERIODS:
-            out.append(Counter(scope, period, ids[period], hard=micro_usd(caps.hard(period)),
-                               soft=micro_usd(caps.soft(period))))
-    return out
 
 
 def _part_text(part: Any) -> str:
@@ -171,7 +151,7 @@ class MeteredModel(WrapperModel):
         price = charge.usage.price(self.price_name)
         estimate = cost(price, est_in, limit)
         now = datetime.now(charge.usage.zone)
-        cs = counters(charge.usage, charge.group, charge.person, now)
+        cs = counters(now, charge.group, charge.person, charge.usage.micro_caps)
         refused = charge.budget.reserve(cs, estimate)
         if refused is not None:
             log.warning("%s request for %s refused: %s cap of %s reached", charge.kind,

@@ -92,3 +92,11 @@ class UsageConfig(_Section):
 
     def cap(self, scope: Scope) -> Caps:
         return self.caps.get(scope, Caps())
+
+    def micro_caps(self, scope: str, period: str) -> tuple[int | None, int | None]:
+        """(hard, soft) cap of a scope kind for a period, micro-USD (``None``: none)."""
+        caps = self.caps.get(scope, Caps())  # type: ignore[call-overload]
+        hard = caps.hard(period)  # type: ignore[arg-type]
+        soft = caps.soft(period)  # type: ignore[arg-type]
+        return (None if hard is None else round(hard * 1_000_000),
+                None if soft is None else round(soft * 1_000_000))

@@ -56,7 +56,7 @@ never overlap a turn of their group.
 
 from __future__ import annotations
 
-from gateway.queue.budget import Budget, Counter, Spent, period_ids
+from gateway.queue.budget import Budget, Counter, Spent, counters, period_ids
 from gateway.queue.dead import DeadLetters, DeadRecord, Retrying
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
@@ -118,6 +118,7 @@ __all__ = [
     "TurnRecord",
     "as_str",
     "background_queue",
+    "counters",
     "encode_entry",
     "enqueue_drain",
     "enqueue_group_job",

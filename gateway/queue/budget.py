@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -66,6 +66,24 @@ class Counter:
     @property
     def soft_field(self) -> str:
         return f"{self.scope}:{self.period_id}"
+
+
+def counters(now: datetime, group: str | None, person: str | None,
+             caps: Callable[[str, str], tuple[int | None, int | None]]) -> list[Counter]:
+    """The counters a request of ``group`` (and ``person``) is checked against, at
+    ``now`` (in the operator's zone); ``caps(scope kind, period)`` gives (hard, soft)."""
+    ids = period_ids(now)
+    scopes = [("global", "global")]
+    if group:
+        scopes.append(("group", f"group:{group}"))
+    if person:
+        scopes.append(("person", f"person:{person}"))
+    out = []
+    for kind, scope in scopes:
+        for period in ("day", "month"):
+            hard, soft = caps(kind, period)
+            out.append(Counter(scope, period, ids[period], hard=hard, soft=soft))
+    return out
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ test controls how wrong the estimate is. Each request is recorded in ``test:mete
 (requests in flight at once are what a read-then-check lets through). A message with
 ``TOOLLOOP`` makes the first request call the ``search_memory`` tool, and with
 ``CAPNOW`` that request also sets the group's day cap to what the group has spent and
-reserved so far: the tool loop's next request finds the cap reached.
+reserved so far: the tool loop's next request finds the cap reached. ``FAIL`` makes
+the turn's request raise (a failed turn: reflection asks the model for a lesson).
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
             spent, reserved = r.hmget(keys.budget(f"group:{group}", day), "spent", "reserved")
             r.hset(keys.budget_caps, f"group:{group}:day",
                    int(spent or 0) + int(reserved or 0))
+    if any("FAIL" in t for t in texts):  # a turn that fails for good (reflection follows)
+        raise RuntimeError("scripted model failure")
     if float(os.environ.get("PNC_TEST_DELAY", "0")) > 0:
         time.sleep(float(os.environ["PNC_TEST_DELAY"]))
     usage = RequestUsage(input_tokens=round(factor * (estimate - limit)),

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway.queue import Budget, Keys, parse_entry
+from gateway.status import run_checks
 from tests.pipeline.budget_kit import metered_stack, spent, today
 from tests.pipeline.conftest import Valkey
 
@@ -88,6 +89,9 @@ async def test_cap_reached_keeps_messages_tells_once_and_lift_lets_them_through(
         notices = [e for e in s.chat_events("team")
                    if e.get("type") == "chunk" and "budget" in e.get("text", "")]
         assert len(notices) == 1
+        checks = await asyncio.to_thread(lambda: list(run_checks(s.config_path, model=False)))
+        status = {c.name: c for c in checks}
+        assert not status["spending caps"].ok and "local:team" in status["spending caps"].detail
         assert budget.set_cap("group:local:team", "day", None) == 1  # lifted
         await s.wait_for(lambda: any(e.get("type") == "chunk" and e.get("text") == "ok 2"
                                      for e in s.chat_events("team")),

@@ -46,6 +46,15 @@ The life of one group (``g``), and which script moves what::
               its lease), rewrites memory, scrub.lua takes the words out of
               context/mailbox/processing/dead, then LREMs what it applied
 
+      model request (worker, gateway.queue.budget): budget_reserve.lua adds its estimate
+              to budget:{scope}:{period} ``reserved`` (global, group, person; day, month)
+              if every cap (budget:caps at run time, else the config's) still holds;
+              budget_settle.lua then moves it to ``spent`` at the real cost (usage:{day}
+              logs the call). Refused: budget_park.lua (under lock:{g}) puts processing
+              back into mailbox:{g}, active ∌ g, budget:parked ∋ g, the notice once per
+              period (budget:told:{g}:{period}); a cap change runs budget_unpark.lua:
+              parked ─▶ active, and the sweeper enqueues the drain job again
+
 Terms, one meaning each: the *lease* (``drain:{g}``, holds a job id) says a drain job is
 queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with the
 lease by ``lock_renew.lua``) says one worker runs the group now; *consolidating*

@@ -186,7 +186,9 @@ class TurnRunner:
         whose = {"global": "of this assistant", "group": "of this chat"}.get(
             counter.scope.partition(":")[0], "for you")
         notice = BUDGET_NOTICE.format(whose=whose, period=counter.period)
-        reply_id = f"{batch.turn_id}.budget"
+        # one notice per period: a later period's notice for the same batch is another
+        # reply (the outbox dedupes sends by reply id)
+        reply_id = f"{batch.turn_id}.budget.{counter.period_id}"
         event = None if not batch.engaged_ids else Outbound(
             channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
             thread_id=anchor.thread_id, text=notice, reply_to_id=anchor.message_id,

@@ -52,7 +52,8 @@ def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if r is not None:
         r.rpush("test:metered", json.dumps({"group": group, "kind": kind,
                                             "estimate": estimate, "tool": loop}))
-        if loop and any("CAPNOW" in t for t in texts):
+        if kind == "turn" and not called and any("CAPNOW" in t for t in texts) \
+                and r.set(f"test:capped:{group}", 1, nx=True):  # once: a lift then holds
             keys = Keys()
             day = period_ids(datetime.now(UTC))["day"]
             spent, reserved = r.hmget(keys.budget(f"group:{group}", day), "spent", "reserved")

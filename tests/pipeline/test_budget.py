@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from gateway.cli import app
 from gateway.queue import Budget, Keys, parse_entry
 from gateway.status import run_checks
 from tests.pipeline.budget_kit import metered_stack, spent, today
@@ -92,7 +94,9 @@ async def test_cap_reached_keeps_messages_tells_once_and_lift_lets_them_through(
         checks = await asyncio.to_thread(lambda: list(run_checks(s.config_path, model=False)))
         status = {c.name: c for c in checks}
         assert not status["spending caps"].ok and "local:team" in status["spending caps"].detail
-        assert budget.set_cap("group:local:team", "day", None) == 1  # lifted
+        lifted = CliRunner().invoke(app, ["usage", "cap", "group:local:team", "day", "none",
+                                          "-c", str(s.config_path)])
+        assert lifted.exit_code == 0 and "1 stopped group(s) resume" in lifted.output
         await s.wait_for(lambda: any(e.get("type") == "chunk" and e.get("text") == "ok 2"
                                      for e in s.chat_events("team")),
                          timeout=60, what="the kept messages answered in one turn")
@@ -104,7 +108,7 @@ async def test_cap_reached_keeps_messages_tells_once_and_lift_lets_them_through(
 
 async def test_tool_loop_crossing_the_cap_stops_between_requests(
         tmp_path: Path, valkey: Valkey) -> None:
-    s = metered_stack(tmp_path, valkey)
+    s = metered_stack(tmp_path, valkey, '[policy]\nadmins = ["local:root"]\n')
     try:
         s.start_workers(1)
         await s.start_gateway()
@@ -117,5 +121,35 @@ async def test_tool_loop_crossing_the_cap_stops_between_requests(
         assert s.r.llen("pnc:mailbox:local:tools") == 1
         used = spent(s, "group:local:tools")
         assert used.reserved == 0 and used.spent == calls[0]["estimate"]
+        # the operator lifts the chat's cap from the chat: the kept message goes through
+        lift = await s.ask("tools", "root", "/usage cap day none", group=True,
+                           message_id="t2")
+        assert lift.reply is not None and "lifted" in lift.reply
+        await s.wait_for(lambda: any(e.get("type") == "chunk" and e.get("text") == "ok 1"
+                                     for e in s.chat_events("tools")),
+                         timeout=60, what="the kept message answered")
+    finally:
+        await s.close()
+
+
+async def test_background_job_at_the_cap_is_skipped_not_retried(
+        tmp_path: Path, valkey: Valkey) -> None:
+    s = metered_stack(tmp_path, valkey)
+    s.config_path.write_text(s.config_path.read_text(encoding="utf-8").replace(
+        'backend = "file"', 'backend = "file"\nextract = true'), encoding="utf-8")
+    try:
+        s.start_workers(1)
+        await s.start_gateway()
+        ex = await s.ask("bg", "bob", "@bot CAPNOW Atlas ships in May", group=True,
+                         mention=True, message_id="b1")
+        assert ex.reply == "ok 1"  # reserved before the cap moved: the turn ran
+
+        def extraction_state() -> list[bytes | None]:
+            return [s.r.hget(k, "done") for k in s.r.scan_iter("pnc:extract:*")]
+
+        await s.wait_for(lambda: extraction_state() == [b"budget"], timeout=60,
+                         what="the extraction skipped at the cap")
+        assert [c["kind"] for c in _calls(s.r) if c["group"] == "local:bg"] == ["turn"]
+        assert s.r.llen("pnc:extractq:local:bg") == 0  # not queued to be retried
     finally:
         await s.close()

@@ -28,14 +28,12 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
 from gateway.identity import IdentityStore, sender
-
-if TYPE_CHECKING:
-    from gateway.usage import UsageDesk
+from gateway.usage import UsageDesk, parse_usd
 
 
 class Role(StrEnum):
@@ -360,8 +358,6 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
         return _USAGE_CAP
     if not call.roles & {Role.OPERATOR, Role.CHAT_ADMIN}:
         return "Not allowed: changing a cap needs a chat admin or the operator."
-    from gateway.usage import parse_usd
-
     period = words[1]
     scope = f"group:{msg.group}"
 

@@ -111,8 +111,9 @@ class Env:
         self.sync = redis.Redis.from_url(self.url)
         self.run_no = 0
 
-    def fresh(self) -> Path:
-        """Empty Redis and a new data dir and config for the next run."""
+    def fresh(self, metering: bool = True) -> Path:
+        """Empty Redis and a new data dir and config for the next run (``metering``
+        off: ``[usage] enabled = false``, for the on/off comparison)."""
         self.sync.flushall()
         self.run_no += 1
         d = self.tmp / f"run{self.run_no}"
@@ -120,7 +121,8 @@ class Env:
         cfg = d / "pnc.toml"
         cfg.write_text(f'data_dir = "data"\n[redis]\nurl = "{self.url}"\n[model]\n'
                        'provider = "function"\nfunction = "bench.pipeline_jobs:model"\n'
-                       '[memory]\nbackend = "file"\n[channels.local]\n')
+                       '[memory]\nbackend = "file"\n[channels.local]\n'
+                       + ("" if metering else "[usage]\nenabled = false\n"))
         return cfg
 
     def close(self) -> None:
@@ -222,9 +224,9 @@ async def _gateway_side(env: Env, channel: BenchChannel
     return r, inbox, outbox, stop, tasks
 
 
-async def run_pipeline(env: Env, n_workers: int, worker_class: str, args: argparse.Namespace
-                       ) -> dict[str, Any]:
-    cfg = env.fresh()
+async def run_pipeline(env: Env, n_workers: int, worker_class: str, args: argparse.Namespace,
+                       metering: bool = True) -> dict[str, Any]:
+    cfg = env.fresh(metering)
     procs = start_workers(env, cfg, n_workers, worker_class, "pnc-drain")
     channel = BenchChannel()
     r, inbox, _, stop, tasks = await _gateway_side(env, channel)
@@ -341,6 +343,38 @@ def run_before(tree: Path, n_workers: int, args: argparse.Namespace) -> dict[str
 
 def ratio(a: float, b: float) -> float:
     return round(a / b, 2) if b else float("nan")
+
+
+async def metering_ab(args: argparse.Namespace) -> dict[str, Any]:
+    """The pipeline (SimpleWorker) with the metering off, then on, for each worker count,
+    in one run on one Valkey: what reserving and settling every model request costs."""
+    env = Env()
+    out: dict[str, Any] = {"off": {}, "on": {}}
+    load_start = os.getloadavg()[0]
+    try:
+        for n in args.workers:
+            for state in ("off", "on"):
+                print(f"[metering {state}] {n} worker(s), SimpleWorker ...", file=sys.stderr,
+                      flush=True)
+                out[state][str(n)] = await run_pipeline(env, n, "simple", args,
+                                                        metering=state == "on")
+    finally:
+        env.close()
+    out["params"] = {"messages": args.messages, "groups": args.groups,
+                     "latency_samples": args.samples,
+                     "load_average": [round(load_start, 2), round(os.getloadavg()[0], 2)]}
+    return out
+
+
+def metering_table(results: dict[str, Any]) -> str:
+    rows = ["| metering | workers | msgs/s (burst) | added latency p50 ms | p99 ms | "
+            "Redis commands per message |", "|---|---|---|---|---|---|"]
+    for key in results["off"]:
+        for state in ("off", "on"):
+            d = results[state][key]
+            rows.append(f"| {state} | {key} | {d['msgs_per_s']} | {d['added_latency_p50_ms']} "
+                        f"| {d['added_latency_p99_ms']} | {d['redis_commands_per_msg']} |")
+    return "\n".join(rows)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
@@ -549,9 +583,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fork", action="store_true", help="skip the forking Worker runs")
     ap.add_argument("--before", metavar="GIT_REF",
                     help="also run the pipeline as committed at GIT_REF (before/after)")
+    ap.add_argument("--metering-ab", action="store_true",
+                    help="only the pipeline with the metering off, then on (same run)")
     ap.add_argument("--write-readme", action="store_true",
                     help="update the Pipeline section of bench/README.md")
     args = ap.parse_args(argv)
+    if args.metering_ab:
+        ab = asyncio.run(metering_ab(args))
+        print(metering_table(ab))
+        if args.json:
+            print(json.dumps(ab))
+        return 0
     results = asyncio.run(main_async(args))
     print(table(results))
     if args.write_readme:

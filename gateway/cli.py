@@ -418,6 +418,10 @@ from gateway.pair_cli import pair_app  # noqa: E402 (uses the helpers above)
 
 app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")
 
+from gateway.usage_cli import usage_app  # noqa: E402 (mounted like pair)
+
+app.add_typer(usage_app, name="usage", help="model usage and spending caps")
+
 
 def main() -> None:
     try:

@@ -38,6 +38,7 @@ from typing import Protocol
 from channels.models import Inbound
 from gateway.config import GatewayConfig
 from gateway.identity import IdentityStore, sender
+from gateway.usage import UsageDesk, parse_usd
 
 
 class Role(StrEnum):
@@ -80,6 +81,8 @@ class Invocation:
     memory: MemoryServices | None = None
     #: the identity links in Redis (the gateway passes it; None: config links only)
     identities: IdentityStore | None = None
+    #: spend and caps in Redis, for ``/usage`` (None: not reachable)
+    usage: UsageDesk | None = None
 
     @property
     def where(self) -> Where:
@@ -161,7 +164,8 @@ def permitted(spec: CommandSpec, roles: frozenset[Role], where: Where) -> str | 
 
 
 def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None,
-              identities: IdentityStore | None) -> str | Awaitable[str] | None:
+              identities: IdentityStore | None, usage: UsageDesk | None = None
+              ) -> str | Awaitable[str] | None:
     command = parse(msg)
     if command is None:
         return None
@@ -172,7 +176,7 @@ def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None
     if len(command.args) > MAX_ARGS_CHARS:
         return (f"/{spec.name}: that is {len(command.args)} characters of arguments; "
                 f"commands take at most {MAX_ARGS_CHARS}. Nothing was done.")
-    call = Invocation(msg, command, roles, config, memory, identities)
+    call = Invocation(msg, command, roles, config, memory, identities, usage)
     refusal = permitted(spec, call.roles, call.where)
     if refusal is not None:
         return f"Not allowed: {refusal}"
@@ -204,11 +208,12 @@ def run(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = Non
 
 
 async def answer(msg: Inbound, config: GatewayConfig, identities: IdentityStore,
-                 memory: MemoryServices | None = None) -> str | None:
+                 memory: MemoryServices | None = None, usage: UsageDesk | None = None
+                 ) -> str | None:
     """``run`` with Redis: what the gateway calls. The handler runs in a thread
     (``/memory`` and ``/forget`` read the group's files); a handler that needs Redis
     hands back a coroutine, awaited here on the loop."""
-    reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities)
+    reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities, usage)
     if reply is None or isinstance(reply, str):
         return reply
     return await reply
@@ -351,6 +356,51 @@ def _forget(call: Invocation) -> str:
                               f"{msg.channel}:{msg.sender_id}")
 
 
+_USAGE_CAP = ("Usage: /usage cap day|month <USD>|none|default: this chat's cap (none lifts "
+              "it, default goes back to the operator's)")
+
+
+def _usage(call: Invocation) -> str | Awaitable[str]:
+    """The chat's and the sender's spend, caps and what is left; ``cap``: change this
+    chat's cap (a chat admin or the operator: a DM's owner may not lift their own)."""
+    desk = call.usage
+    if desk is None:
+        return "/usage needs the gateway's Redis: nothing to show."
+    words = call.command.args.lower().split()
+    msg = call.msg
+    if not words:
+        store = call.identities
+
+        async def showing() -> str:
+            me = sender(msg)
+            person = (await store.person_of(me) if store is not None else None) or me
+            return await desk.summary(msg.group, person)
+
+        return showing()
+    if len(words) != 3 or words[0] != "cap" or words[1] not in ("day", "month"):
+        return _USAGE_CAP
+    if not call.roles & {Role.OPERATOR, Role.CHAT_ADMIN}:
+        return "Not allowed: changing a cap needs a chat admin or the operator."
+    period = words[1]
+    scope = f"group:{msg.group}"
+
+    async def capping() -> str:
+        if words[2] == "default":
+            released = await desk.set_cap(scope, period, None, reset=True)
+            what = "back to the operator's"
+        else:
+            try:
+                micro = parse_usd(words[2])
+            except ValueError:
+                return _USAGE_CAP
+            released = await desk.set_cap(scope, period, micro)
+            what = "lifted" if micro is None else f"set to ${micro / 1_000_000:g}"
+        return f"This chat's {period} cap is {what}." + (
+            " Waiting messages go through now." if released else "")
+
+    return capping()
+
+
 _ANY = frozenset({Where.DM, Where.GROUP})
 _OWNERS = frozenset({Role.CHAT_ADMIN, Role.DM_OWNER})
 
@@ -373,9 +423,9 @@ COMMANDS: dict[str, CommandSpec] = {
                     frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _link),
         CommandSpec("share", "let group chats see your profile: /share profile on|off",
                     frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _share),
-        CommandSpec("usage", "model usage and cost for this chat",
-                    _OWNERS, _ANY, False,
-                    _not_yet("usage is not metered yet")),
+        CommandSpec("usage", "model spend and caps here (/usage cap day|month <USD>|none"
+                    "|default: this chat's cap, admins)",
+                    _OWNERS, _ANY, False, _usage),
         CommandSpec("tasks", "scheduled tasks of this chat", frozenset({Role.MEMBER}), _ANY,
                     False, _not_yet("scheduled tasks are not built")),
     )

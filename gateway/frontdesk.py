@@ -28,6 +28,7 @@ from gateway.memorydesk import MemoryDesk
 from gateway.pairing import CODE_TTL, PairingStore, user_key
 from gateway.queue import Keys
 from gateway.router import Disposition, Route, Router
+from gateway.usage import UsageDesk
 
 
 def pairing_text(code: str, ttl: int = CODE_TTL) -> str:
@@ -55,6 +56,8 @@ class FrontDesk:
         self._router = router
         self.pairing = pairing or PairingStore(client, keys.prefix)
         self.identities = IdentityStore(config, client, keys)
+        #: ``/usage``: spend and caps
+        self.usage = UsageDesk(config, client, keys)
         self.ungated = UNGATED_CHANNELS
 
     async def triage(self, msg: Inbound) -> Route | str:
@@ -77,7 +80,8 @@ class FrontDesk:
             return route
         if commands.parse(msg) is None:
             return route
-        reply = await commands.answer(msg, self._cfg, self.identities, self.memory)
+        reply = await commands.answer(msg, self._cfg, self.identities, self.memory,
+                                      self.usage)
         if reply is None:
             return route
         return await self._answer(msg, reply, "command")

@@ -18,6 +18,7 @@ import os
 import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 import redis
@@ -28,7 +29,7 @@ from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
 from gateway.pressure import disk_problem, free_mb, redis_problems
-from gateway.queue import DeadLetters, Keys, background_queue, job_queue
+from gateway.queue import Budget, DeadLetters, Keys, background_queue, job_queue, period_ids
 from gateway.redis_server import running_embedded_url
 from gateway.smoke import check_model
 
@@ -137,6 +138,24 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                     f"{count} message(s){why}; see `pynanoclaw dead list {group}`")
     if not counts:
         yield Check("dead letters", True, "none")
+    yield from _budget_checks(client, cfg)
+
+
+def _budget_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
+    """Soft budgets crossed this day/month (told once, here and in the workers' log) and
+    groups a hard cap stopped (their messages wait)."""
+    budget = Budget(client, Keys())
+    now = period_ids(datetime.now(cfg.usage.zone))
+    for field in budget.soft_crossed():
+        scope, _, period = field.rpartition(":")
+        if period in now.values():
+            yield Check(f"soft budget {scope}", True, f"crossed this "
+                        f"{'day' if period == now['day'] else 'month'}; see `pynanoclaw usage`")
+    parked = budget.parked()
+    if parked:
+        yield Check("spending caps", False, f"{len(parked)} chat(s) stopped at a cap, messages "
+                    f"kept: {', '.join(parked[:10])}; raise or lift it with "
+                    "`pynanoclaw usage cap`")
 
 
 def _live(workers: list[BaseWorker], stale: set[str]) -> list[BaseWorker]:

@@ -43,6 +43,7 @@ from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
 from workers.budget import fit_memory
 from workers.core_rules import core_tools
+from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.tools import TurnDeps, agent_tools
 
@@ -150,6 +151,8 @@ class TurnAgent:
         secret = self._config.api_key.get_secret_value() if self._config.api_key else None
         try:
             return await self._run(req, secret)
+        except BudgetSpent:
+            raise  # a cap, not a failure: the caller keeps the messages and tells the chat
         except Exception as exc:
             transient = _is_transient(exc)
             message = redact(f"{type(exc).__name__}: {exc}", secret)
@@ -331,7 +334,8 @@ def clear_agent_cache() -> None:
 
 def _make_agent(settings: WorkerSettings) -> TurnAgent:
     config = settings.model
-    model = build_model(config)
+    # every request of every caller (turn, tool loop, facts, reflection) is metered
+    model = MeteredModel(build_model(config), config)
     local = config.provider == "local"
     return TurnAgent(
         model,

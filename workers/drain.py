@@ -97,6 +97,9 @@ def drain_group(
                     else:
                         outcome = ctx.run(runner.run(batch, lock, max_attempts,
                                                      mark_written=False))
+                        if outcome == "parked":  # a spending cap: the batch is kept
+                            end = "parked"
+                            break
                         written = runner.unmarked_written
                         if written is not None:
                             extract = extraction_entry(ctx.settings, batch)

@@ -77,6 +77,7 @@ from workers.maintenance import (
     RESCHEDULE_DELAY,
     turns_waiting,
 )
+from workers.metering import FACTS, BudgetSpent, charging
 from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, fact_id
 from workers.turn import Batch, parse_batch
 
@@ -314,8 +315,17 @@ def extract_group(
             if turns_waiting(client, keys, group):
                 return reschedule()  # what was asked so far is stored; turns come first
             try:
-                answer = ctx.run(ask_model(settings, render_request(batch, known,
-                                                                    settings.admins)))
+                with charging(client, settings.usage, group=group, person=None, kind=FACTS,
+                              prefix=prefix):
+                    answer = ctx.run(ask_model(settings, render_request(batch, known,
+                                                                        settings.admins)))
+            except BudgetSpent as spent:
+                # skipped, not retried: a cap is not lifted by trying again
+                log.warning("extraction of %s in %s skipped: %s", batch.turn_id, group, spent)
+                client.hset(state, "done", "budget")
+                client.expire(state, TURN_STATE_TTL)
+                client.lrem(keys.extractions(group), 1, raw)
+                continue
             except Exception as exc:
                 attempts = int(client.hincrby(state, "attempts", 1))  # type: ignore[arg-type]
                 client.expire(state, TURN_STATE_TTL)

@@ -23,12 +23,13 @@ from typing import Any
 import redis
 
 from channels.models import Inbound, Outbound
-from gateway.queue import GroupQueue, parse_entry
-from gateway.queue.identity import Identities
+from gateway.queue import Budget, GroupQueue, parse_entry
+from gateway.queue.identity import Identities, user_key
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
 from workers.identity import memory_key, shared_profiles
 from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
+from workers.metering import REFLECTION, TURN, BudgetSpent, charging
 from workers.prompt import QUOTED_TRUST, content_trust, undelivered_note
 from workers.reflection import reflect_on_failure
 
@@ -42,6 +43,9 @@ FAILURE_NOTICE = "I could not answer this: the model failed; the operator has th
 #: the error class recorded for a memory write that found no space (``status``,
 #: ``/healthz``); attempts that failed of it do not count towards dead-lettering
 DISK_FULL = "DiskFull"
+#: what the chat is told, once per period, when a spending cap stopped its turn
+BUDGET_NOTICE = ("The model budget {whose} is spent for this {period}; your messages are kept "
+                 "and I will answer them when an admin raises the cap (/usage).")
 
 
 def notice_reply_id(turn_id: str) -> str:
@@ -189,6 +193,42 @@ class TurnRunner:
             self._gq.record_error(batch.turn_id, cls, msg)
             self._gq.note_retry(batch.turn_id, attempts)
 
+    def payer(self, batch: Batch) -> str:
+        """Who pays for the turn besides the group: the sender of the message it answers
+        (the last engaged one), as their linked identity when they have one."""
+        anchor = batch.anchor
+        user = user_key(anchor.channel, anchor.sender_id)
+        return self._identities.person_of(user) or user
+
+    def park(self, batch: Batch, lock: GroupLock, spent: BudgetSpent) -> str:
+        """A cap stopped the turn before a model request: keep the batch in the mailbox,
+        park the group until a cap changes, tell the chat once per period."""
+        counter = spent.counter
+        anchor = batch.anchor
+        whose = {"global": "of this assistant", "group": "of this chat"}.get(
+            counter.scope.partition(":")[0], "for you")
+        notice = BUDGET_NOTICE.format(whose=whose, period=counter.period)
+        # one notice per period: a later period's notice for the same batch is another
+        # reply (the outbox dedupes sends by reply id)
+        reply_id = f"{batch.turn_id}.budget.{counter.period_id}"
+        event = None if not batch.engaged_ids else Outbound(
+            channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
+            thread_id=anchor.thread_id, text=notice, reply_to_id=anchor.message_id,
+            reply_id=reply_id).model_dump_json()
+        done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
+                           reply_id=reply_id if event else None, turn_id=batch.turn_id)
+        lock.stop_renewal()  # the park script releases the lock itself
+        told = Budget(self._gq.r, self._gq.keys).park(
+            batch.group, token=lock.token, turn_id=batch.turn_id,
+            period_id=f"{counter.scope}:{counter.period_id}", notice_event=event,
+            done_event=done)
+        if told == -1:
+            raise LockLost(lock.lock_key)
+        lock.held = False
+        log.warning("turn %s in %s parked: %s%s", batch.turn_id, batch.group, spent,
+                    "; chat told" if told else "")
+        return "parked"
+
     async def run(self, batch: Batch, lock: GroupLock, max_attempts: int, *,
                   mark_written: bool = True) -> str:
         """Run (or finish a crashed run of) the turn over ``batch``.
@@ -198,10 +238,12 @@ class TurnRunner:
         then in ``unmarked_written`` (else ``None``). Until it is set, a retry writes the
         episode again, which ``memory_store`` dedupes by id.
 
-        Returns "published", "replayed" (already published by an earlier attempt) or
-        "dead" (moved aside after ``max_attempts``). Raises ``LockLost`` if the lock was
-        lost before publishing, ``PersonBusy`` if a linked person's lock stayed taken
-        (nothing was begun), and whatever the agent raised (the job is retried).
+        Returns "published", "replayed" (already published by an earlier attempt),
+        "dead" (moved aside after ``max_attempts``) or "parked" (a spending cap stopped
+        it: the batch is back in the mailbox, the lock and lease released). Raises
+        ``LockLost`` if the lock was lost before publishing, ``PersonBusy`` if a linked
+        person's lock stayed taken (nothing was begun), and whatever the agent raised
+        (the job is retried).
         """
         self.unmarked_written = None
         # a linked person's DM opens their personal memory (workers/identity.py), which
@@ -245,25 +287,36 @@ class TurnRunner:
             if state.attempts > max_attempts and \
                     gq.last_error(batch.turn_id)[0] != DISK_FULL:
                 self.dead_letter(batch, lock, self._why_dead(batch, state.attempts - 1))
-                await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
-                                         turn_id=batch.turn_id, dead=True, message_ids=ids,
-                                         attempts=state.attempts - 1, prefix=gq.keys.prefix)
+                with charging(gq.r, self._settings.usage, group=batch.group, person=None,
+                              kind=REFLECTION, prefix=gq.keys.prefix):
+                    await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
+                                             turn_id=batch.turn_id, dead=True,
+                                             message_ids=ids, attempts=state.attempts - 1,
+                                             prefix=gq.keys.prefix)
                 return "dead"
             if state.attempts >= 2:  # an earlier attempt failed or its worker died
                 gq.note_retry(batch.turn_id, state.attempts)
             agent = build_agent(self._settings)
+            payer = self.payer(batch)
             try:
-                reply = await agent.run(TurnRequest(
+                with charging(gq.r, self._settings.usage, group=batch.group, person=payer,
+                              kind=TURN, prefix=gq.keys.prefix):
+                    reply = await agent.run(TurnRequest(
                     group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
-                    core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
-                    engaged_ids=batch.engaged_ids, notes=self._notes(),
-                    shared=shared_profiles(self._identities, self._settings.data_dir,
-                                           batch.messages),
-                ))
+                        core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
+                        engaged_ids=batch.engaged_ids, notes=self._notes(),
+                        shared=shared_profiles(self._identities, self._settings.data_dir,
+                                               batch.messages),
+                    ))
+            except BudgetSpent as spent:
+                return self.park(batch, lock, spent)
             except TurnError as err:
-                await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
-                                         turn_id=batch.turn_id, error=err, message_ids=ids,
-                                         attempts=state.attempts, prefix=gq.keys.prefix)
+                with charging(gq.r, self._settings.usage, group=batch.group, person=None,
+                              kind=REFLECTION, prefix=gq.keys.prefix):
+                    await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
+                                             turn_id=batch.turn_id, error=err,
+                                             message_ids=ids, attempts=state.attempts,
+                                             prefix=gq.keys.prefix)
                 raise
             lock.check()
             reply_text = reply.text if reply.text and reply.text.strip() else None

@@ -42,6 +42,16 @@ from gateway.config.sections import (
     Settings,
     WorkerConfig,
 )
+from gateway.config.usage import (
+    DEFAULT_PRICES,
+    PERIODS,
+    SCOPES,
+    Caps,
+    Period,
+    Price,
+    Scope,
+    UsageConfig,
+)
 
 #: the gateway's and the workers' view are the same object
 GatewayConfig = Settings
@@ -76,11 +86,14 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
 
 
 __all__ = [
-    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "REDIS_URL_ENV", "Backend",
+    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "DEFAULT_PRICES", "PERIODS",
+    "REDIS_URL_ENV", "SCOPES", "Backend", "Caps",
     "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
     "IdentityConfig",
-    "MemoryConfig", "ModelConfig", "PolicyConfig", "Provider", "QueueConfig", "RedisConfig",
-    "Settings", "WorkerConfig", "WorkerExit", "WorkerSettings", "background_workers",
+    "MemoryConfig", "ModelConfig", "Period", "PolicyConfig", "Price", "Provider",
+    "QueueConfig", "RedisConfig",
+    "Scope", "Settings", "UsageConfig", "WorkerConfig", "WorkerExit", "WorkerSettings",
+    "background_workers",
     "config_path",
     "default_config_path",
     "describe", "extraction_enabled", "key_env_name", "load_config", "load_settings",

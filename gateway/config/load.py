@@ -35,6 +35,7 @@ from gateway.config.sections import (
     WorkerConfig,
 )
 from gateway.config.sections import EngageConfig as _Engage
+from gateway.config.usage import UsageConfig
 
 #: defaults a user gets when ``model.name`` is left out
 DEFAULT_MODEL_NAMES: dict[str, str] = {
@@ -44,10 +45,11 @@ DEFAULT_MODEL_NAMES: dict[str, str] = {
 }
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _TABLES = ("redis", "policy", "engage", "groups", "channels", "queue", "http", "model",
-           "memory", "worker", "identities")
+           "memory", "worker", "identities", "usage")
 _SECTION_MODELS: dict[str, type[BaseModel]] = {
     "redis": RedisConfig, "policy": PolicyConfig, "engage": _Engage, "queue": QueueConfig,
     "http": HttpConfig, "model": ModelConfig, "memory": MemoryConfig, "worker": WorkerConfig,
+    "usage": UsageConfig,
 }
 
 

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from gateway.config.usage import UsageConfig
+
 Provider = Literal["local", "anthropic", "openai", "function"]
 Backend = Literal["file", "vector", "hybrid"]
 EngageMode = Literal["mention", "trigger", "always"]
@@ -251,6 +253,7 @@ class Settings(Section):
     model: ModelConfig = ModelConfig()
     memory: MemoryConfig = MemoryConfig()
     worker: WorkerConfig = WorkerConfig()
+    usage: UsageConfig = UsageConfig()
     #: ``[identities.<name>]``: people whose accounts on several channels the operator
     #: linked (the ``/link`` flow adds links in Redis; these always hold)
     identities: dict[str, IdentityConfig] = Field(default_factory=dict)

@@ -48,6 +48,15 @@ The life of one group (``g``), and which script moves what::
               the local reply streams without them, it rewrites memory, then LREMs
               what it applied
 
+      model request (worker, gateway.queue.budget): budget_reserve.lua adds its estimate
+              to budget:{scope}:{period} ``reserved`` (global, group, person; day, month)
+              if every cap (budget:caps at run time, else the config's) still holds;
+              budget_settle.lua then moves it to ``spent`` at the real cost (usage:{day}
+              logs the call). Refused: budget_park.lua (under lock:{g}) puts processing
+              back into mailbox:{g}, active ∌ g, budget:parked ∋ g, the notice once per
+              period (budget:told:{g}:{period}); a cap change runs budget_unpark.lua:
+              parked ─▶ active, and the sweeper enqueues the drain job again
+
 Terms, one meaning each: the *lease* (``drain:{g}``, holds a job id) says a drain job is
 queued or running; the *lock* (``lock:{g}``, holds a random token, renewed with the
 lease by ``lock_renew.lua``) says one worker runs the group now; *consolidating*
@@ -61,6 +70,7 @@ lock), always after its group's lock.
 
 from __future__ import annotations
 
+from gateway.queue.budget import Budget, Counter, Spent, counters, period_ids
 from gateway.queue.dead import DeadLetters, DeadRecord, Retrying
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
@@ -108,6 +118,8 @@ __all__ = [
     "OUTBOX_GROUP",
     "REDACT_JOB",
     "TURN_STATE_TTL",
+    "Budget",
+    "Counter",
     "DeadLetters",
     "DeadRecord",
     "DrainOptions",
@@ -117,15 +129,18 @@ __all__ = [
     "Keys",
     "LockOps",
     "Retrying",
+    "Spent",
     "TurnRecord",
     "as_str",
     "background_queue",
+    "counters",
     "encode_entry",
     "enqueue_drain",
     "enqueue_group_job",
     "enqueue_job",
     "job_queue",
     "parse_entry",
+    "period_ids",
     "refused_write",
     "worker_queues",
 ]

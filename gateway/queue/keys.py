@@ -169,3 +169,34 @@ class Keys:
         """Hash person id -> what the person shares with group turns (``profile``);
         absent: nothing (the default)."""
         return f"{self.prefix}identity:share"
+
+    def budget(self, scope: str, period: str) -> str:
+        """Hash ``spent``/``reserved`` (micro-USD) of one scope (``global``,
+        ``group:{g}``, ``person:{p}``) in one period (``d2026-12-03``, ``m2026-12``)."""
+        return f"{self.prefix}budget:{scope}:{period}"
+
+    @property
+    def budget_caps(self) -> str:
+        """Hash ``{scope}:{day|month}`` -> micro-USD or ``none``: caps set at run time
+        (``/usage cap``, ``pynanoclaw usage cap``); they win over the config's."""
+        return f"{self.prefix}budget:caps"
+
+    @property
+    def budget_parked(self) -> str:
+        """Set of groups whose turn stopped at a cap, messages kept in their mailbox;
+        a cap change puts them back in ``active`` (the sweeper then drains them)."""
+        return f"{self.prefix}budget:parked"
+
+    def budget_told(self, group: str, period: str) -> str:
+        """Present once the group was told its budget is spent in ``period``."""
+        return f"{self.prefix}budget:told:{group}:{period}"
+
+    @property
+    def budget_soft(self) -> str:
+        """Hash ``{scope}:{period}`` -> when its soft budget was crossed (told once)."""
+        return f"{self.prefix}budget:soft"
+
+    def usage_log(self, day: str) -> str:
+        """Hash of one day's metered calls: ``kind\tgroup\tperson\tmetric`` -> count
+        (metrics: cost micro-USD, in, out, cached tokens, req, est requests)."""
+        return f"{self.prefix}usage:{day}"

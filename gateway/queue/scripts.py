@@ -26,7 +26,8 @@ from gateway.queue.keys import OUTBOX_GROUP, Keys
 LUA_DIR = Path(__file__).with_name("lua")
 NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
          "turn_begin", "turn_publish", "outbox_ack", "gcra", "outcome", "amend",
-         "dead_retry", "scrub", "restream")
+         "dead_retry", "scrub", "restream", "budget_reserve", "budget_settle",
+         "budget_park", "budget_unpark")
 
 
 @functools.cache

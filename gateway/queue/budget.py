@@ -1,0 +1,192 @@
+"""Spending counters and caps in Redis: reserve before a model request, settle after.
+
+Money is integer micro-USD (a price in USD per million tokens times a token count is
+micro-USD), so counters are exact HINCRBYs. A *counter* is one scope (``global``,
+``group:{g}``, ``person:{p}``) in one period (``d2026-12-03``, ``m2026-12``: the
+operator's day and month); a request is checked against every counter that applies in
+one script (``budget_reserve.lua``), so concurrent workers can overshoot a cap by at most
+the error of the estimate each of them has in flight, never by a whole read-then-write
+race. The states of one counter::
+
+    reserve (spent + reserved + estimate <= cap) ──▶ reserved += estimate
+        │ the request runs (or fails)
+        ▼
+    settle: reserved -= estimate, spent += real cost (usage:{day} logs the call)
+
+A worker killed between the two leaves its estimate reserved until the counter expires
+with its period (a cap then bites a little early, never late).
+
+``Budget`` takes no policy: which caps apply, prices and estimates are the caller's
+(``workers.metering`` for model calls, the CLI and ``/usage`` for changing caps).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import redis
+
+from gateway.queue.keys import Keys
+from gateway.queue.scripts import Scripts, as_str
+
+#: a counter outlives its period by this much (so a report of last month still reads it)
+COUNTER_TTL = {"day": 3 * 24 * 3600, "month": 62 * 24 * 3600}
+#: days of per-call usage logs kept for ``pynanoclaw usage``
+LOG_TTL = 100 * 24 * 3600
+#: the run-time cap value that lifts a cap
+NO_CAP = "none"
+
+
+def period_ids(now: datetime) -> dict[str, str]:
+    """The day's and the month's counter ids of ``now`` (an aware time in the operator's
+    zone)."""
+    return {"day": now.strftime("d%Y-%m-%d"), "month": now.strftime("m%Y-%m")}
+
+
+@dataclass(frozen=True)
+class Counter:
+    """One scope in one period, with its caps (micro-USD, ``None``: none)."""
+
+    scope: str
+    period: str  # "day" | "month"
+    period_id: str
+    hard: int | None = None
+    soft: int | None = None
+
+    @property
+    def cap_field(self) -> str:
+        """Its field in ``budget:caps`` (a run-time cap holds for every period)."""
+        return f"{self.scope}:{self.period}"
+
+    @property
+    def soft_field(self) -> str:
+        return f"{self.scope}:{self.period_id}"
+
+
+def counters(now: datetime, group: str | None, person: str | None,
+             caps: Callable[[str, str], tuple[int | None, int | None]]) -> list[Counter]:
+    """The counters a request of ``group`` (and ``person``) is checked against, at
+    ``now`` (in the operator's zone); ``caps(scope kind, period)`` gives (hard, soft)."""
+    ids = period_ids(now)
+    scopes = [("global", "global")]
+    if group:
+        scopes.append(("group", f"group:{group}"))
+    if person:
+        scopes.append(("person", f"person:{person}"))
+    out = []
+    for kind, scope in scopes:
+        for period in ("day", "month"):
+            hard, soft = caps(kind, period)
+            out.append(Counter(scope, period, ids[period], hard=hard, soft=soft))
+    return out
+
+
+@dataclass(frozen=True)
+class Spent:
+    scope: str
+    period: str
+    spent: int
+    reserved: int
+    cap: int | None
+    #: the cap was set at run time (else it is the config's)
+    overridden: bool
+
+
+class Budget:
+    """Typed wrappers of the budget scripts on a sync client."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.r = client
+        self.keys = keys
+        self._s = Scripts(client)
+
+    def reserve(self, counters: Sequence[Counter], estimate: int) -> Counter | None:
+        """Reserve ``estimate`` under every counter; ``None`` if reserved, else the first
+        counter whose cap refused it (then nothing was reserved)."""
+        if not counters:
+            return None
+        args: list[Any] = [estimate, max(COUNTER_TTL[c.period] for c in counters)]
+        for c in counters:
+            args += [c.cap_field, -1 if c.hard is None else c.hard]
+        out = int(self._s["budget_reserve"](
+            keys=[*(self.keys.budget(c.scope, c.period_id) for c in counters),
+                  self.keys.budget_caps], args=args))
+        return None if out == 0 else counters[out - 1]
+
+    def settle(self, counters: Sequence[Counter], estimate: int, cost: int, *, day: str,
+               kind: str, group: str, person: str | None, tokens: tuple[int, int, int],
+               estimated: bool) -> list[str]:
+        """Replace the reservation by ``cost`` and log the call (``tokens``: input,
+        output, cached). Returns the soft budgets this call crossed (``scope:period``)."""
+        args: list[Any] = [estimate, cost, max((COUNTER_TTL[c.period] for c in counters),
+                                               default=COUNTER_TTL["day"]), LOG_TTL,
+                           f"{kind}\t{group}\t{person or '-'}\t", *tokens,
+                           1 if estimated else 0, int(time.time())]
+        for c in counters:
+            args += [c.soft_field, -1 if c.soft is None else c.soft]
+        out: Any = self._s["budget_settle"](
+            keys=[*(self.keys.budget(c.scope, c.period_id) for c in counters),
+                  self.keys.usage_log(day), self.keys.budget_soft], args=args)
+        return [as_str(x) for x in out]
+
+    def park(self, group: str, *, token: str, turn_id: str, period_id: str,
+             notice_event: str | None, done_event: dict[str, Any]) -> int:
+        """Put the group's batch back in its mailbox and park the group (see
+        ``lua/budget_park.lua``): -1 lock lost, 0 parked, 1 parked and chat told."""
+        k = self.keys
+        return int(self._s["budget_park"](
+            keys=[k.lock(group), k.processing(group), k.mailbox(group), k.lease(group),
+                  k.active, k.budget_parked, k.turn(turn_id), k.budget_told(group, period_id),
+                  k.outbox],
+            args=[token, group, COUNTER_TTL["month"], notice_event or "",
+                  json.dumps(done_event)]))
+
+    def set_cap(self, scope: str, period: str, micro_usd: int | None) -> int:
+        """Set (``None``: lift) the run-time cap of ``scope`` for ``period`` and release
+        the parked groups; returns how many were released."""
+        self.r.hset(self.keys.budget_caps, f"{scope}:{period}",
+                    NO_CAP if micro_usd is None else str(micro_usd))
+        return self.unpark()
+
+    def reset_cap(self, scope: str, period: str) -> int:
+        """Back to the config's cap; releases the parked groups (it may be higher)."""
+        self.r.hdel(self.keys.budget_caps, f"{scope}:{period}")
+        return self.unpark()
+
+    def unpark(self) -> int:
+        return int(self._s["budget_unpark"](keys=[self.keys.budget_parked,
+                                                  self.keys.active], args=[]))
+
+    def parked(self) -> list[str]:
+        return sorted(as_str(g) for g in self.r.smembers(self.keys.budget_parked))  # type: ignore[union-attr]
+
+    def spent(self, counter: Counter) -> Spent:
+        """What ``counter`` shows now, with the cap in force."""
+        raw: Any = self.r.hmget(self.keys.budget(counter.scope, counter.period_id),
+                                ["spent", "reserved"])
+        override: Any = self.r.hget(self.keys.budget_caps, counter.cap_field)
+        cap = counter.hard
+        if override is not None:
+            value = as_str(override)
+            cap = None if value == NO_CAP else int(value)
+        return Spent(counter.scope, counter.period, int(raw[0] or 0), int(raw[1] or 0), cap,
+                     override is not None)
+
+    def soft_crossed(self) -> dict[str, float]:
+        """``scope:period`` -> when its soft budget was crossed (for ``status``)."""
+        raw: Any = self.r.hgetall(self.keys.budget_soft)
+        return {as_str(k): float(v) for k, v in raw.items()}
+
+    def log(self, day: str) -> dict[tuple[str, str, str], dict[str, int]]:
+        """One day's calls: (kind, group, person) -> metric -> count."""
+        raw: Any = self.r.hgetall(self.keys.usage_log(day))
+        out: dict[tuple[str, str, str], dict[str, int]] = {}
+        for field, value in raw.items():
+            kind, group, person, metric = as_str(field).split("\t")
+            out.setdefault((kind, group, person), {})[metric] = int(value)
+        return out

@@ -17,23 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.pipeline.conftest import Stack
-
-
-def children(pid: int) -> list[int]:
-    """Live (not zombie) processes whose parent is ``pid``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if int(ppid) == pid and state != "Z":
-            found.append(int(entry.name))
-    return found
+from tests.pipeline.test_worker_env import _children as children
 
 
 def alive(pid: int) -> bool:

@@ -28,6 +28,7 @@ MODEL_KEY = ("PNC_TEST_MODEL_KEY", "sk-model-key-the-worker-needs")
 
 
 def _children(pid: int) -> list[int]:
+    """Live (not zombie) processes whose parent is ``pid``."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -36,8 +37,9 @@ def _children(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        # the fields after the command name's closing parenthesis: state, ppid, ...
-        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+        # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
+        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
+        if int(ppid) == pid and state != "Z":
             out.append(int(entry.name))
     return out
 

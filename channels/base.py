@@ -142,6 +142,13 @@ class Channel(abc.ABC):
         ``chunk.plain`` itself when the platform rejects the formatting.
         """
 
+    async def find_sent(self, message: Outbound, index: int) -> str | None:
+        """After an ambiguous send (``MaybeSent``) of chunk ``index``: the platform id of
+        that chunk if the platform shows it arrived, so the outbox does not send it again.
+        Default ``None``: this platform cannot look a sent message up (the outbox re-sends;
+        a platform idempotency key, where the adapter sends one, dedupes that re-send)."""
+        return None
+
     async def check(self) -> str | None:
         """Ask the platform whether this channel's credentials are accepted (Telegram
         getMe, Slack auth.test, Discord /users/@me), for ``pynanoclaw status``: returns

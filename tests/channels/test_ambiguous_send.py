@@ -1,0 +1,63 @@
+"""An ambiguous send (the platform accepted the request, then the connection dropped
+before its answer) through the real outbox, real Valkey and each platform's real SDK
+against its fake: delivered once where the platform dedupes or can be asked, re-sent
+once and counted where it cannot (issue 30)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import redis.asyncio as aioredis
+
+from channels.base import Channel
+from channels.models import Outbound
+from gateway.outbox import Outbox
+from gateway.queue import Keys
+from tests.channels.harness_discord import DiscordRig
+from tests.pipeline.conftest import Valkey
+
+K = Keys()
+
+
+@pytest.fixture
+def valkey(tmp_path: Path) -> Iterator[Valkey]:
+    v = Valkey(tmp_path / "redis")
+    v.start()
+    yield v
+    v.stop()
+
+
+@pytest.fixture
+async def r(valkey: Valkey) -> AsyncIterator[aioredis.Redis]:
+    client = aioredis.Redis.from_url(valkey.url)
+    yield client
+    await client.aclose()
+
+
+def outbox_for(r: aioredis.Redis, channel: Channel) -> Outbox:
+    # no backoff worth waiting for: the retry after the drop is what is under test
+    ob = Outbox(r, {(channel.name, channel.account): channel}, K, consumer="gw-a",
+                block_ms=100)
+    return ob
+
+
+def reply(channel: str, chat_id: str, text: str, reply_id: str) -> dict[str, str]:
+    out = Outbound(channel=channel, chat_id=chat_id, text=text, reply_id=reply_id)
+    return {"type": "reply", "data": out.model_dump_json()}
+
+
+async def test_discord_dedupes_the_resend_by_its_nonce(r: aioredis.Redis) -> None:
+    async with DiscordRig() as rig:
+        assert rig.channel is not None
+        ob = outbox_for(r, rig.channel)
+        rig.fake.drop_after_accept = 1
+        assert await ob.handle(reply("discord", rig.general["id"], "hello", "rd-1")) is True
+        [sent] = rig.fake.sent  # the re-send returned the first message, no second one
+        assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+        assert await ob.outcomes.outcome("rd-1") == {0: ("delivered", sent["id"])}
+        assert (await ob.outcomes.counts())["discord:ambiguous"] == 1
+        # a second chunk index, or another reply, is a different nonce: sent anew
+        assert await ob.handle(reply("discord", rig.general["id"], "hello", "rd-2")) is True
+        assert len(rig.fake.sent) == 2

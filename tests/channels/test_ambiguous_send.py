@@ -8,14 +8,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import redis.asyncio as aioredis
+from telegram import error as tg
 
 from channels.base import Channel
+from channels.errors import MaybeSent, TransientError
 from channels.models import Outbound
+from channels.telegram.errors import map_error as telegram_map_error
 from gateway.outbox import Outbox
 from gateway.queue import Keys
 from tests.channels.harness_discord import DiscordRig
+from tests.channels.harness_telegram import GROUP_ID, telegram_harness
 from tests.pipeline.conftest import Valkey
 
 K = Keys()
@@ -61,3 +66,37 @@ async def test_discord_dedupes_the_resend_by_its_nonce(r: aioredis.Redis) -> Non
         # a second chunk index, or another reply, is a different nonce: sent anew
         assert await ob.handle(reply("discord", rig.general["id"], "hello", "rd-2")) is True
         assert len(rig.fake.sent) == 2
+
+
+async def test_telegram_resends_once_and_counts_it(r: aioredis.Redis) -> None:
+    # the Bot API has no idempotency key and no lookup: at least once, counted
+    async with telegram_harness() as h:
+        ob = outbox_for(r, h.channel)
+        h.fake.drop_after_accept("sendMessage")
+        assert await ob.handle(reply("telegram", str(GROUP_ID), "hello", "rt-1")) is True
+        texts = [m["text"] for m in h.fake.sent]
+        assert texts == ["hello", "hello"]  # the honest duplicate the README admits
+        assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+        assert (await ob.outcomes.counts())["telegram:ambiguous"] == 1
+
+
+def _chained(error: Exception, cause: Exception) -> Exception:
+    error.__cause__ = cause  # what PTB's ``raise TimedOut from err`` leaves
+    return error
+
+
+@pytest.mark.parametrize(("error", "ambiguous"), [
+    (_chained(tg.TimedOut(), httpx.ConnectTimeout("connect")), False),
+    (_chained(tg.TimedOut("Pool timeout"), httpx.PoolTimeout("pool")), False),
+    (_chained(tg.NetworkError("httpx.ConnectError"), httpx.ConnectError("refused")), False),
+    (_chained(tg.TimedOut(), httpx.ReadTimeout("read")), True),
+    (_chained(tg.NetworkError("httpx.RemoteProtocolError: Server disconnected"),
+              httpx.RemoteProtocolError("Server disconnected")), True),
+    (tg.NetworkError("Bad Gateway"), True),  # a 502 after the body was sent
+])
+def test_telegram_tells_a_send_that_never_left_from_an_ambiguous_one(
+    error: Exception, ambiguous: bool
+) -> None:
+    mapped = telegram_map_error(error)
+    assert isinstance(mapped, TransientError)
+    assert isinstance(mapped, MaybeSent) is ambiguous

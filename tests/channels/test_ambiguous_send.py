@@ -16,10 +16,13 @@ from telegram import error as tg
 from channels.base import Channel
 from channels.errors import MaybeSent, TransientError
 from channels.models import Outbound
+from channels.signal.normalize import GROUP_PREFIX
 from channels.telegram.errors import map_error as telegram_map_error
 from gateway.outbox import Outbox
 from gateway.queue import Keys
 from tests.channels.harness_discord import DiscordRig
+from tests.channels.harness_signal import GROUP_ID as SIGNAL_GROUP
+from tests.channels.harness_signal import signal_harness
 from tests.channels.harness_telegram import GROUP_ID, telegram_harness
 from tests.pipeline.conftest import Valkey
 
@@ -100,3 +103,15 @@ def test_telegram_tells_a_send_that_never_left_from_an_ambiguous_one(
     mapped = telegram_map_error(error)
     assert isinstance(mapped, TransientError)
     assert isinstance(mapped, MaybeSent) is ambiguous
+
+
+async def test_signal_resends_once_and_counts_it(r: aioredis.Redis) -> None:
+    # signal-cli's send has no idempotency key and no lookup: at least once, counted
+    async with signal_harness() as h:
+        ob = outbox_for(r, h.channel)
+        h.fake.drop_after_accept("send")
+        chat = GROUP_PREFIX + SIGNAL_GROUP
+        assert await ob.handle(reply("signal", chat, "hello", "rs-1")) is True
+        assert [m["message"] for m in h.fake.sent] == ["hello", "hello"]
+        assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+        assert (await ob.outcomes.counts())["signal:ambiguous"] == 1

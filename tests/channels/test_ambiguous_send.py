@@ -21,6 +21,8 @@ from channels.telegram.errors import map_error as telegram_map_error
 from gateway.outbox import Outbox
 from gateway.queue import Keys
 from tests.channels.harness_discord import DiscordRig
+from tests.channels.harness_matrix import GROUP as MATRIX_ROOM
+from tests.channels.harness_matrix import matrix_harness
 from tests.channels.harness_signal import GROUP_ID as SIGNAL_GROUP
 from tests.channels.harness_signal import signal_harness
 from tests.channels.harness_telegram import GROUP_ID, telegram_harness
@@ -115,3 +117,15 @@ async def test_signal_resends_once_and_counts_it(r: aioredis.Redis) -> None:
         assert [m["message"] for m in h.fake.sent] == ["hello", "hello"]
         assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
         assert (await ob.outcomes.counts())["signal:ambiguous"] == 1
+
+
+async def test_matrix_dedupes_the_resend_by_its_transaction_id(r: aioredis.Redis) -> None:
+    async with matrix_harness() as h:
+        ob = outbox_for(r, h.channel)
+        # twice: aiohttp itself retries an idempotent PUT once when a reused keep-alive
+        # connection drops; the second drop reaches the outbox as ambiguous
+        h.fake.drop_after_accept = 2
+        assert await ob.handle(reply("matrix", MATRIX_ROOM, "hello", "rm-1")) is True
+        [sent] = h.fake.sent  # the homeserver answered the retry with the first event
+        assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+        assert await ob.outcomes.outcome("rm-1") == {0: ("delivered", sent["event_id"])}

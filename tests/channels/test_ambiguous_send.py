@@ -17,6 +17,7 @@ from channels.base import Channel
 from channels.errors import MaybeSent, TransientError
 from channels.models import Outbound
 from channels.signal.normalize import GROUP_PREFIX
+from channels.slack import SlackChannel
 from channels.telegram.errors import map_error as telegram_map_error
 from gateway.outbox import Outbox
 from gateway.queue import Keys
@@ -26,6 +27,7 @@ from tests.channels.harness_matrix import matrix_harness
 from tests.channels.harness_signal import GROUP_ID as SIGNAL_GROUP
 from tests.channels.harness_signal import signal_harness
 from tests.channels.harness_telegram import GROUP_ID, telegram_harness
+from tests.fakes.slack_api import FakeSlack, channel_block, channel_env
 from tests.pipeline.conftest import Valkey
 
 K = Keys()
@@ -129,3 +131,40 @@ async def test_matrix_dedupes_the_resend_by_its_transaction_id(r: aioredis.Redis
         [sent] = h.fake.sent  # the homeserver answered the retry with the first event
         assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
         assert await ob.outcomes.outcome("rm-1") == {0: ("delivered", sent["event_id"])}
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    server = FakeSlack()
+    await server.start()
+    yield server
+    await server.stop()
+
+
+def slack_reply(chat_id: str, reply_id: str, reply_to: str | None) -> dict[str, str]:
+    out = Outbound(channel="slack", chat_id=chat_id, text="hello", reply_id=reply_id,
+                   reply_to_id=reply_to)
+    return {"type": "reply", "data": out.model_dump_json()}
+
+
+@pytest.mark.parametrize(("chat_id", "reply_to"), [
+    ("C0GENERAL1", "1700000000.000100"),  # a channel: the reply goes to the thread
+    ("D0DIRECT01", None),  # a 1:1 DM: inline, found in the conversation's history
+])
+async def test_slack_finds_the_post_by_its_metadata_and_does_not_repost(
+    r: aioredis.Redis, slack: FakeSlack, chat_id: str, reply_to: str | None
+) -> None:
+    channel = SlackChannel.from_config("default", channel_block(slack, "http"),
+                                       channel_env())
+    ob = outbox_for(r, channel)
+    other = Outbound(channel="slack", chat_id=chat_id, text="older", reply_id="rs-0",
+                     reply_to_id=reply_to)
+    [chunk] = channel.render(other.text)
+    await channel.send_chunk(other, chunk, 0)  # another reply's chunk is not mistaken
+    slack.drop_after_accept("chat.postMessage")
+    assert await ob.handle(slack_reply(chat_id, "rs-1", reply_to)) is True
+    assert [p["text"] for p in slack.posted] == ["older", "hello"]
+    assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+    assert await ob.outcomes.outcome("rs-1") == {0: ("delivered", slack.posted[1]["ts"])}
+    looked = [m for m, _ in slack.calls if m.startswith("conversations.")]
+    assert looked == ["conversations.replies" if reply_to else "conversations.history"]

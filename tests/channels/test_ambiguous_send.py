@@ -8,12 +8,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import aiosmtplib
 import httpx
 import pytest
 import redis.asyncio as aioredis
 from telegram import error as tg
 
 from channels.base import Channel
+from channels.email.smtp import map_smtp_error
 from channels.errors import MaybeSent, TransientError
 from channels.models import Outbound
 from channels.signal.normalize import GROUP_PREFIX
@@ -168,3 +170,18 @@ async def test_slack_finds_the_post_by_its_metadata_and_does_not_repost(
     assert await ob.outcomes.outcome("rs-1") == {0: ("delivered", slack.posted[1]["ts"])}
     looked = [m for m, _ in slack.calls if m.startswith("conversations.")]
     assert looked == ["conversations.replies" if reply_to else "conversations.history"]
+
+
+@pytest.mark.parametrize(("error", "ambiguous"), [
+    (aiosmtplib.SMTPConnectError("refused"), False),
+    (aiosmtplib.SMTPConnectTimeoutError("connect timeout"), False),
+    (ConnectionRefusedError(111, "refused"), False),
+    (aiosmtplib.SMTPServerDisconnected("gone after DATA"), True),
+    (aiosmtplib.SMTPReadTimeoutError("no 250 in time"), True),
+])
+def test_smtp_tells_a_send_that_never_left_from_an_ambiguous_one(
+    error: Exception, ambiguous: bool
+) -> None:
+    mapped = map_smtp_error(error, throttle_wait=1.0)
+    assert isinstance(mapped, TransientError)
+    assert isinstance(mapped, MaybeSent) is ambiguous

@@ -123,6 +123,12 @@ class Channel(abc.ABC):
         """Webhook endpoints the gateway mounts on its one web app; default: none."""
         return []
 
+    def webhook_concurrency(self) -> int:
+        """Most webhook requests the platform is configured to make at once (Telegram's
+        ``max_connections``), so the gateway sizes its Redis pool; 0 (default): no
+        webhooks, or a platform whose concurrency no setting bounds."""
+        return 0
+
     @abc.abstractmethod
     async def start(self, sink: InboundSink) -> None: ...
 

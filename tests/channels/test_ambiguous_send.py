@@ -5,6 +5,7 @@ once and counted where it cannot (issue 30)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -29,6 +30,9 @@ from tests.channels.harness_matrix import matrix_harness
 from tests.channels.harness_signal import GROUP_ID as SIGNAL_GROUP
 from tests.channels.harness_signal import signal_harness
 from tests.channels.harness_telegram import GROUP_ID, telegram_harness
+from tests.channels.harness_whatsapp import ALICE
+from tests.channels.harness_whatsapp import started as whatsapp_started
+from tests.channels.kit import eventually
 from tests.fakes.slack_api import FakeSlack, channel_block, channel_env
 from tests.pipeline.conftest import Valkey
 
@@ -185,3 +189,32 @@ def test_smtp_tells_a_send_that_never_left_from_an_ambiguous_one(
     mapped = map_smtp_error(error, throttle_wait=1.0)
     assert isinstance(mapped, TransientError)
     assert isinstance(mapped, MaybeSent) is ambiguous
+
+
+async def test_whatsapp_finds_the_send_by_its_status_webhook(r: aioredis.Redis) -> None:
+    async with whatsapp_started() as h:
+        ob = outbox_for(r, h.channel)
+        h.fake.drop_after_accept = 1
+        handling = asyncio.create_task(ob.handle(reply("whatsapp", ALICE, "hello", "rw-1")))
+        async def accepted() -> bool:
+            return len(h.fake.sent) == 1
+
+        await eventually(accepted)
+        # the status comes later than the outbox's first retry would (its backoff is at
+        # most 1 s), well inside the channel's wait for it
+        await asyncio.sleep(1.5)
+        await h.fake.deliver_statuses("sent")  # carries the tracker: reply id and index
+        assert await handling is True
+        [sent] = h.fake.sent
+        assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+        assert await ob.outcomes.outcome("rw-1") == {0: ("delivered", sent["wamid"])}
+
+
+async def test_whatsapp_without_a_status_in_time_sends_again(r: aioredis.Redis) -> None:
+    async with whatsapp_started() as h:
+        h.channel.status_wait = 0.2  # no status webhook will come
+        ob = outbox_for(r, h.channel)
+        h.fake.drop_after_accept = 1
+        assert await ob.handle(reply("whatsapp", ALICE, "hello", "rw-2")) is True
+        assert [m["text"]["body"] for m in h.fake.sent] == ["hello", "hello"]
+        assert ob.stats.ambiguous == 1

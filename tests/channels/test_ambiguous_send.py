@@ -218,3 +218,16 @@ async def test_whatsapp_without_a_status_in_time_sends_again(r: aioredis.Redis) 
         assert await ob.handle(reply("whatsapp", ALICE, "hello", "rw-2")) is True
         assert [m["text"]["body"] for m in h.fake.sent] == ["hello", "hello"]
         assert ob.stats.ambiguous == 1
+
+
+async def test_slack_answered_after_the_read_timeout_is_found_not_reposted(
+    r: aioredis.Redis, slack: FakeSlack
+) -> None:
+    channel = SlackChannel.from_config(
+        "default", channel_block(slack, "http", request_timeout=1), channel_env())
+    ob = outbox_for(r, channel)
+    slack.answer_late("chat.postMessage", 2.0)  # posted at once, answered after 1 s
+    assert await ob.handle(slack_reply("C0GENERAL1", "rs-late", "1700000000.000100")) is True
+    [posted] = slack.posted
+    assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+    assert await ob.outcomes.outcome("rs-late") == {0: ("delivered", posted["ts"])}

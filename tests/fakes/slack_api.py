@@ -9,7 +9,8 @@ It speaks the real wire shapes so the unmodified slack_sdk runs against it:
   apps.connections.open, conversations.history and conversations.replies (newest
   first / thread oldest first, ``oldest``, ``limit``; ``metadata`` only with
   ``include_all_metadata``). ``drop_after_accept(method)``: the next call takes effect,
-  then the connection closes without an answer.
+  then the connection closes without an answer; ``answer_late(method, seconds)``: it
+  takes effect and is answered that much later (after a client's read timeout).
 * Socket Mode: apps.connections.open (app-level token) returns a ``ws://`` URL; on
   connect the server sends ``{"type": "hello", ...}``; events go out as
   ``{"type": "events_api", "envelope_id": ..., "payload": <event_callback>,
@@ -106,6 +107,7 @@ class FakeSlack:
         self._connected = asyncio.Event()
         self.connections = 0
         self._drops: dict[str, int] = {}
+        self._late: dict[str, float] = {}
 
     # -- server life cycle -----------------------------------------------------
 
@@ -136,6 +138,10 @@ class FakeSlack:
 
     def drop_after_accept(self, method: str, times: int = 1) -> None:
         self._drops[method] = self._drops.get(method, 0) + times
+
+    def answer_late(self, method: str, seconds: float) -> None:
+        """The next ``method`` call takes effect now and is answered ``seconds`` later."""
+        self._late[method] = seconds
 
     # -- Web API -----------------------------------------------------------------
 
@@ -189,6 +195,9 @@ class FakeSlack:
             self._drops[method] -= 1
             assert request.transport is not None
             request.transport.close()  # done, but the client never hears of it
+        late = self._late.pop(method, 0.0)
+        if late:
+            await asyncio.sleep(late)
         return web.json_response(answer)
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -10,8 +10,8 @@ Each chunk is sent once: ``sent:{reply_id}:{i}`` is set after the platform accep
 it (together with the chunk's delivery outcome, gateway/delivery.py) and checked
 before sending. (A crash between the platform's answer and that SET
 re-sends that one chunk, except where the platform dedupes a re-send itself: Matrix by
-its transaction id, the local channel by its own per-chunk mark. The others offer no
-idempotency key to close that gap.)
+its transaction id, Discord by its nonce (for a few minutes), the local channel by its
+own per-chunk mark. The others offer no idempotency key to close that gap.)
 A transient failure that may have reached the platform (``MaybeSent``: read timeout,
 connection dropped after the request was written, a 5xx after the body) is ambiguous:
 counted (``stats.ambiguous`` and ``{channel}:ambiguous`` in the delivery counts),

@@ -93,6 +93,18 @@ async def test_telegram_resends_once_and_counts_it(r: aioredis.Redis) -> None:
         assert (await ob.outcomes.counts())["telegram:ambiguous"] == 1
 
 
+async def test_telegram_answered_after_the_read_timeout_resends_once(
+    r: aioredis.Redis
+) -> None:
+    async with telegram_harness() as h:
+        ob = outbox_for(r, h.channel)
+        # sent at once, answered after PTB's 5 s read timeout for sendMessage
+        h.fake.answer_late("sendMessage", 5.5)
+        assert await ob.handle(reply("telegram", str(GROUP_ID), "hello", "rt-2")) is True
+        assert [m["text"] for m in h.fake.sent] == ["hello", "hello"]
+        assert ob.stats.ambiguous == 1 and ob.stats.sent == 1
+
+
 def _chained(error: Exception, cause: Exception) -> Exception:
     error.__cause__ = cause  # what PTB's ``raise TimedOut from err`` leaves
     return error

@@ -19,7 +19,8 @@ non-2xx answers for ``redeliver_failed`` (Telegram retries those).
 
 ``drop_after_accept(method)`` makes the next call of ``method`` take effect (a message
 is sent) and then closes the connection without an answer, the ambiguous failure the
-client cannot tell from one that never arrived.
+client cannot tell from one that never arrived; ``answer_late(method, seconds)`` makes
+it take effect and answer that much later (after the client's read timeout).
 """
 
 from __future__ import annotations
@@ -217,6 +218,7 @@ class FakeTelegram:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, deque[ApiFailure]] = defaultdict(deque)
         self._drops: dict[str, int] = defaultdict(int)
+        self._late: dict[str, float] = {}
         self.stall_polls = 0  # hold this many getUpdates forever (a dead connection)
         self.stalled = 0
         self.messages: set[tuple[int, int]] = set()
@@ -261,6 +263,9 @@ class FakeTelegram:
 
     def drop_after_accept(self, method: str, times: int = 1) -> None:
         self._drops[method] += times
+
+    def answer_late(self, method: str, seconds: float) -> None:
+        self._late[method] = seconds
 
     def known_message(self, chat_id: int, message_id: int) -> None:
         self.messages.add((chat_id, message_id))
@@ -363,6 +368,9 @@ class FakeTelegram:
             self._drops[method] -= 1
             assert request.transport is not None
             request.transport.close()  # done, but the client never hears of it
+        late = self._late.pop(method, 0.0)
+        if late:
+            await asyncio.sleep(late)
         return web.json_response({"ok": True, "result": result})
 
     @staticmethod

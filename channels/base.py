@@ -123,6 +123,12 @@ class Channel(abc.ABC):
         """Webhook endpoints the gateway mounts on its one web app; default: none."""
         return []
 
+    def webhook_concurrency(self) -> int:
+        """Most webhook requests the platform is configured to make at once (Telegram's
+        ``max_connections``), so the gateway sizes its Redis pool; 0 (default): no
+        webhooks, or a platform whose concurrency no setting bounds."""
+        return 0
+
     @abc.abstractmethod
     async def start(self, sink: InboundSink) -> None: ...
 
@@ -141,6 +147,13 @@ class Channel(abc.ABC):
         ``message.reply_to_id``/``thread_id`` as the platform allows. Falls back to
         ``chunk.plain`` itself when the platform rejects the formatting.
         """
+
+    async def find_sent(self, message: Outbound, index: int) -> str | None:
+        """After an ambiguous send (``MaybeSent``) of chunk ``index``: the platform id of
+        that chunk if the platform shows it arrived, so the outbox does not send it again.
+        Default ``None``: this platform cannot look a sent message up (the outbox re-sends;
+        a platform idempotency key, where the adapter sends one, dedupes that re-send)."""
+        return None
 
     async def check(self) -> str | None:
         """Ask the platform whether this channel's credentials are accepted (Telegram

@@ -3,6 +3,14 @@
 ``TransientError`` means "try again later" (the outbox retries with backoff, or waits
 ``retry_after`` when the platform said so). ``PermanentError`` means "a retry will not
 help": the outbox logs it once with its reason and drops the chunk.
+
+A transient failure of a send is either safe or ambiguous. Safe: the request never
+left (connect refused, DNS, a pool or connect timeout), so a retry cannot duplicate.
+``MaybeSent``: it may have reached the platform (read timeout, connection dropped after
+the request was written, a 5xx after the body was sent); the outbox counts it, logs it
+once with the reply id and resolves it per platform (``Channel.find_sent``; a platform
+idempotency key such as Discord's nonce or Matrix's transaction id; else a re-send,
+at least once rather than lost).
 """
 
 from __future__ import annotations
@@ -18,6 +26,11 @@ class TransientError(ChannelError):
 
 class NetworkError(TransientError):
     """The platform could not be reached or timed out."""
+
+
+class MaybeSent(TransientError):
+    """The send may have reached the platform before it failed: retrying may duplicate
+    it unless the platform dedupes or the message can be looked up."""
 
 
 class RateLimited(TransientError):

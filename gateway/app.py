@@ -22,6 +22,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from channels.base import Channel
+from gateway import redispool
 from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
@@ -172,8 +173,9 @@ class Gateway:
 
     async def start(self) -> None:
         self.channels = build_channels(self.config, self._env)
-        # strings in, strings out: RQ (which needs bytes) has its own sync client
-        self.r = aioredis.Redis.from_url(self.redis_url, decode_responses=True)
+        # strings in, strings out: RQ (which needs bytes) has its own sync client; the
+        # pool is sized from the webhook concurrency and waits when busy (redispool)
+        self.r = redispool.connect(self.redis_url, self.channels.values())
         self._sync = redis.Redis.from_url(self.redis_url)
         try:
             await self.r.ping()

@@ -43,6 +43,11 @@ class DeliveryRecorder:
                       report.channel, report.index, report.reply_id, report.chat_id,
                       report.detail)
 
+    async def count_ambiguous(self, channel: str) -> None:
+        """One more send of ``channel`` that failed after it may have reached the
+        platform (``channels.errors.MaybeSent``); raises ``redis.RedisError``."""
+        await self._q.count_delivery(channel, "ambiguous")
+
     async def outcome(self, reply_id: str) -> dict[int, tuple[str, str]]:
         """Chunk index -> (``delivered`` | ``failed``, platform id | reason)."""
         return await self._q.outcome(reply_id)

@@ -10,14 +10,22 @@ Each chunk is sent once: ``sent:{reply_id}:{i}`` is set after the platform accep
 it (together with the chunk's delivery outcome, gateway/delivery.py) and checked
 before sending. (A crash between the platform's answer and that SET
 re-sends that one chunk, except where the platform dedupes a re-send itself: Matrix by
-its transaction id, the local channel by its own per-chunk mark. The others offer no
-idempotency key to close that gap.)
+its transaction id, Discord by its nonce (for a few minutes), the local channel by its
+own per-chunk mark. The others offer no idempotency key to close that gap.)
 A Redis that answers but refuses writes (a full disk: ``MISCONF``; ``maxmemory``:
 ``OOM``) does not re-send anything: a chunk the platform accepted whose record could not
 be written is kept as sent in memory (``unrecorded``) and recorded once Redis takes it
 again, so while this gateway runs it is never sent twice (a crash in that window falls
 under the rule above). A chat's sender waits in place while Redis refuses writes, so
 its later replies never overtake one that waits.
+A transient failure that may have reached the platform (``MaybeSent``: read timeout,
+connection dropped after the request was written, a 5xx after the body) is ambiguous:
+counted (``stats.ambiguous`` and ``{channel}:ambiguous`` in the delivery counts),
+logged once per chunk with the reply id, and resolved by the channel before the
+retry: ``Channel.find_sent`` returns the chunk's id where the platform lets us look it
+up (Slack), the adapter's idempotency key dedupes the re-send (Discord's nonce,
+Matrix's transaction id), else the chunk is sent again (Telegram, Signal: at least once
+rather than lost).
 Sends wait for the chat's shared rate limit; on ``RateLimited`` they wait what the
 platform asked; other transient errors are retried with jittered exponential backoff;
 a ``PermanentError`` is recorded as the chunk's outcome (failed, with its reason),
@@ -47,7 +55,13 @@ from tenacity import (
 )
 
 from channels.base import Channel, Chunk, DeliveryReport
-from channels.errors import FormattingRejected, PermanentError, RateLimited, TransientError
+from channels.errors import (
+    FormattingRejected,
+    MaybeSent,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
 from channels.models import Outbound
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.delivery import DeliveryRecorder
@@ -81,6 +95,8 @@ class OutboxStats:
     skipped: int = 0
     dropped: int = 0
     failed: int = 0
+    #: sends that failed after they may have reached the platform (``MaybeSent``)
+    ambiguous: int = 0
     handled: int = 0
     errors: list[str] = field(default_factory=list)
 
@@ -422,6 +438,7 @@ class Outbox:
 
     async def _send(self, channel: Channel, msg: Outbound, chunk: Chunk, index: int) -> str:
         current = chunk
+        ambiguous = False
         async for attempt in AsyncRetrying(
             retry=retry_if_exception_type((TransientError, _Retryable)),
             wait=_wait,
@@ -429,12 +446,24 @@ class Outbox:
             reraise=True,
         ):
             with attempt:
+                if ambiguous:
+                    found = await channel.find_sent(msg, index)
+                    if found is not None:
+                        log.info("outbox: %s chunk %d of reply %s had arrived (%s); not re-sent",
+                                 channel.name, index, msg.reply_id, found)
+                        return found
                 await self._limiter.acquire(channel.name, msg.chat_id, channel.limits)
                 try:
-                    return await channel.send_chunk(msg, current, index)
-                except FormattingRejected:
-                    current = Chunk(text=current.plain, plain=current.plain, formatted=False)
-                    return await channel.send_chunk(msg, current, index)
+                    try:
+                        return await channel.send_chunk(msg, current, index)
+                    except FormattingRejected:
+                        current = Chunk(text=current.plain, plain=current.plain,
+                                        formatted=False)
+                        return await channel.send_chunk(msg, current, index)
+                except MaybeSent as err:
+                    await self._ambiguous(channel, msg, index, err, first=not ambiguous)
+                    ambiguous = True
+                    raise
                 except (TransientError, PermanentError):
                     raise
                 except Exception as err:
@@ -445,6 +474,19 @@ class Outbox:
                     log.exception("outbox: %s.send_chunk raised unexpectedly", channel.name)
                     raise _Retryable(repr(err)) from err
         raise AssertionError("unreachable")
+
+    async def _ambiguous(self, channel: Channel, msg: Outbound, index: int, err: MaybeSent,
+                         *, first: bool) -> None:
+        """Count an ambiguous send; log the chunk's first one (not every retry)."""
+        self.stats.ambiguous += 1
+        if first:
+            log.warning("outbox: %s chunk %d of reply %s may have been delivered (%s); "
+                        "resolving before any re-send", channel.name, index, msg.reply_id, err)
+        try:
+            await self.outcomes.count_ambiguous(channel.name)
+        except (redis.RedisError, OSError) as rerr:
+            # a count is not worth failing the send over: stats.ambiguous still has it
+            log.debug("outbox: could not count an ambiguous send (%s)", rerr)
 
 
 _s = as_str  # the gateway's client decodes; a caller's bytes client works too

@@ -19,6 +19,7 @@ from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, check_token, intents
 from channels.discord.cursors import LastSeen
 from channels.discord.errors import CALL_ERRORS, map_error
+from channels.discord.nonce import send_nonce
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
 from channels.discord.places import Places
 from channels.discord.render import MAX_MESSAGE_LEN, render
@@ -417,12 +418,17 @@ class DiscordChannel(Channel):
                 fail_if_not_exists=False,
             )
         channel = client.get_partial_messageable(target)
+        # discord.py sends ``enforce_nonce`` with every nonce: a re-send of this chunk
+        # (after a dropped connection or a read timeout) gets the first message back
+        nonce = send_nonce(message.reply_id, index)
         try:
             if reference is None:
-                sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS)
+                sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS,
+                                          nonce=nonce)
             else:
                 sent = await channel.send(
-                    chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS
+                    chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS,
+                    nonce=nonce,
                 )
         except CALL_ERRORS as exc:
             raise map_error(exc) from None

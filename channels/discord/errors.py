@@ -1,6 +1,9 @@
 """Map discord.py / aiohttp failures onto ``channels.errors``.
 
-Codes from the developer docs' "JSON Error Codes" table.
+Codes from the developer docs' "JSON Error Codes" table. A failure before the request
+left (connect refused, DNS, connect timeout) is a plain ``NetworkError``; one after it
+may have reached Discord (dropped connection, read timeout, a 5xx) is ``MaybeSent``
+(harmless for a message send: its nonce makes Discord return the first message).
 """
 
 from __future__ import annotations
@@ -11,10 +14,10 @@ import discord
 from channels.discord.transport import ServerAnswer
 from channels.errors import (
     ChannelError,
+    MaybeSent,
     NetworkError,
     PermanentError,
     RateLimited,
-    TransientError,
 )
 
 #: Failures a discord.py call can raise that ``map_error`` translates.
@@ -59,7 +62,7 @@ def map_error(exc: BaseException) -> ChannelError:
     if isinstance(exc, ServerAnswer):
         if exc.status == 429:
             return RateLimited(exc.retry_after or DEFAULT_RETRY_AFTER)
-        return TransientError(f"discord server error {exc.status}")
+        return MaybeSent(f"discord server error {exc.status}")
     if isinstance(exc, discord.RateLimited):
         # discord.py raises this when an exhausted bucket's reset is further away
         # than ``max_ratelimit_timeout``
@@ -71,12 +74,15 @@ def map_error(exc: BaseException) -> ChannelError:
             # 429 can never be mistaken for a permanent failure.
             return RateLimited(_retry_after(exc))
         if status >= 500:
-            return TransientError(f"discord server error {status}")
+            return MaybeSent(f"discord server error {status}")
         reason = _PERMANENT_REASONS.get(exc.code) or _STATUS_REASONS.get(status, f"http_{status}")
         detail = exc.text or getattr(exc.response, "reason", "") or ""
         return PermanentError(reason, f"{status} {detail}".strip())
-    if isinstance(exc, aiohttp.ClientError | OSError | TimeoutError):
+    if isinstance(exc, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
         return NetworkError(f"discord unreachable: {type(exc).__name__}")
+    if isinstance(exc, aiohttp.ClientError | OSError | TimeoutError):
+        # the connection was up: the request may have been written and acted on
+        return MaybeSent(f"discord connection failed mid-request: {type(exc).__name__}")
     if isinstance(exc, discord.ClientException):
         return NetworkError(f"discord client not ready: {exc}")
     return NetworkError(f"unexpected discord failure: {type(exc).__name__}")

@@ -10,6 +10,7 @@ transient; 5xx answers are permanent (552/5.3.4: too large).
 from __future__ import annotations
 
 import re
+import socket
 import ssl
 from email.message import EmailMessage
 
@@ -17,7 +18,7 @@ import aiosmtplib
 
 from channels.email.imap import TokenSource
 from channels.email.settings import EmailSettings
-from channels.errors import ChannelError, NetworkError, PermanentError, RateLimited
+from channels.errors import ChannelError, MaybeSent, NetworkError, PermanentError, RateLimited
 
 _DELAY = re.compile(r"(\d+(?:\.\d+)?)\s*(s\b|sec|second|min)", re.IGNORECASE)
 _ENHANCED = re.compile(r"^\s*([245])\.(\d{1,3})\.(\d{1,3})")
@@ -53,6 +54,14 @@ def map_smtp_error(err: Exception, throttle_wait: float) -> ChannelError:
         if code == 552 or (enhanced is not None and enhanced.group(0).strip() == "5.3.4"):
             return PermanentError("too_large", f"smtp {code}: {text[:160]}")
         return PermanentError("rejected", f"smtp {code}: {text[:160]}")
+    if isinstance(err, aiosmtplib.SMTPConnectError | ConnectionRefusedError | socket.gaierror):
+        return NetworkError(f"smtp: {type(err).__name__}")  # never connected: nothing sent
+    if isinstance(err, aiosmtplib.SMTPServerDisconnected | aiosmtplib.SMTPReadTimeoutError
+                  | ConnectionResetError):
+        # the message may have been accepted before the connection went (nothing is
+        # filed in Sent yet, so the Message-ID check cannot see it): the re-send is
+        # counted, and carries the same Message-ID
+        return MaybeSent(f"smtp: {type(err).__name__}")
     if isinstance(err, (aiosmtplib.SMTPException, OSError, TimeoutError)):
         return NetworkError(f"smtp: {type(err).__name__}")
     return NetworkError(f"smtp: unexpected {type(err).__name__}")

@@ -4,13 +4,25 @@ matrix-nio returns errors as ``ErrorResponse`` objects (``status_code`` is the M
 ``errcode``, ``transport_response.status`` the HTTP status) instead of raising, and
 raises aiohttp/asyncio errors for the network. The adapter runs nio with
 ``max_limit_exceeded=0`` so a 429 comes back here instead of being slept on inside nio.
+A failure after the request may have reached the homeserver (a 5xx, a dropped
+connection, a read timeout) is ``MaybeSent``; the send's transaction id makes its retry
+safe (the homeserver answers the first event).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from channels.errors import ChannelError, NetworkError, PermanentError, RateLimited, TransientError
+from aiohttp import ClientConnectorError, ConnectionTimeoutError
+
+from channels.errors import (
+    ChannelError,
+    MaybeSent,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
 
 #: what to wait when a 429 carries no ``retry_after_ms`` (nio's own default)
 DEFAULT_RETRY_AFTER = 5.0
@@ -43,7 +55,7 @@ def map_error(response: Any) -> ChannelError:
         retry = retry_ms / 1000 if isinstance(retry_ms, int | float) else DEFAULT_RETRY_AFTER
         return RateLimited(retry, f"matrix: {errcode or 'rate limited'}")
     if status is not None and status >= 500:
-        return TransientError(f"matrix: server error {status} {errcode}".rstrip())
+        return MaybeSent(f"matrix: server error {status} {errcode}".rstrip())
     if errcode in _PERMANENT:
         return PermanentError(_PERMANENT[errcode], f"matrix {errcode}: {message}")
     if status is not None and 400 <= status < 500:
@@ -51,5 +63,8 @@ def map_error(response: Any) -> ChannelError:
     return TransientError(f"matrix: {errcode or 'unexpected answer'} {message}".rstrip())
 
 
-def network_error(error: BaseException) -> NetworkError:
-    return NetworkError(f"matrix: homeserver unreachable ({type(error).__name__})")
+def network_error(error: BaseException) -> NetworkError | MaybeSent:
+    if isinstance(error, ClientConnectorError | ConnectionTimeoutError):
+        return NetworkError(f"matrix: homeserver unreachable ({type(error).__name__})")
+    # connected: the request may have been written and acted on
+    return MaybeSent(f"matrix: homeserver failed mid-request ({type(error).__name__})")

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from channels.errors import NetworkError, PermanentError
+from channels.errors import MaybeSent, NetworkError, PermanentError
 
 RPC_PATH = "/api/v1/rpc"
 
@@ -55,7 +55,8 @@ class SignalRpc:
 
     async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Call ``method``; return its ``result``. Raises ``RpcError`` for a JSON-RPC
-        error, ``NetworkError`` when the daemon cannot be reached or answers 5xx, and
+        error, ``NetworkError`` when the daemon cannot be reached, ``MaybeSent`` when it
+        failed after the request was written (dropped, timed out, 5xx), and
         ``PermanentError`` when it refuses the request itself (4xx: wrong Host, path)."""
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": str(next(self._ids))}
         merged = dict(params or {})
@@ -66,17 +67,22 @@ class SignalRpc:
         try:
             async with self._session.post(self._url, json=body, timeout=self._timeout) as resp:
                 if resp.status >= 500:
-                    raise NetworkError(f"signal-cli answered HTTP {resp.status}")
+                    # the request was read: the daemon may have acted on it
+                    raise MaybeSent(f"signal-cli answered HTTP {resp.status}")
                 if resp.status >= 400:
                     raise PermanentError("daemon_refused",
                                          f"signal-cli answered HTTP {resp.status}")
                 if resp.status == 201:  # a notification: no answer by design
                     return None
                 answer = await resp.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
+            # never connected: nothing was sent
             raise NetworkError(f"signal-cli unreachable ({type(error).__name__})") from None
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            # connected: the request may have been written and acted on
+            raise MaybeSent(f"signal-cli failed mid-request ({type(error).__name__})") from None
         except ValueError:
-            raise NetworkError("signal-cli sent an answer that is not JSON") from None
+            raise MaybeSent("signal-cli sent an answer that is not JSON") from None
         if not isinstance(answer, dict):
             raise NetworkError("signal-cli sent an answer that is not a JSON-RPC object")
         failure = answer.get("error")

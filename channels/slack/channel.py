@@ -37,6 +37,7 @@ from channels.slack.normalize import (
     to_inbound,
 )
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
+from channels.slack.sent import chunk_metadata, find_posted
 from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets, parse_block
 from channels.slack.socket_mode import SocketReceiver
 from channels.slack.webhook import EventsHandler
@@ -287,6 +288,8 @@ class SlackChannel(Channel):
         thread_ts = self._thread_ts(message)
         # Slack parses <...> in every text field: &, <, > must always be escaped.
         plain = escape(chunk.plain)
+        # names the chunk, so find_sent can tell it arrived after an ambiguous failure
+        metadata = chunk_metadata(message.reply_id, index)
         if chunk.formatted:
             try:
                 return await self._post(
@@ -294,13 +297,24 @@ class SlackChannel(Channel):
                     thread_ts=thread_ts,
                     text=plain,
                     blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": chunk.text}}],
+                    metadata=metadata,
                 )
             except FormattingRejected:
                 log.warning("slack[%s]: blocks rejected for reply %s chunk %d, sending plain",
                             self.account, message.reply_id, index)
         return await self._post(
-            channel=message.chat_id, thread_ts=thread_ts, text=plain, mrkdwn=False
+            channel=message.chat_id, thread_ts=thread_ts, text=plain, mrkdwn=False,
+            metadata=metadata,
         )
+
+    async def find_sent(self, message: Outbound, index: int) -> str | None:
+        """After an ambiguous post: the chunk's ``ts`` if the conversation (or thread)
+        shows it by its metadata (channels/slack/sent.py), else None (post again)."""
+        try:
+            return await find_posted(self._web, message.chat_id, self._thread_ts(message),
+                                     message.reply_id, index)
+        except Exception as exc:
+            raise map_error("conversations.history", exc) from None
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack's Web API has no bot typing indicator (see the class doc)."""

@@ -4,6 +4,11 @@ Slack answers most failures with HTTP 200 and ``{"ok": false, "error": "<code>"}
 rate limits with HTTP 429 and a ``Retry-After`` header in seconds
 (https://docs.slack.dev/apis/web-api/rate-limits). Messages carry the method and the
 error code only, never a token or a request body.
+
+A failure after the request may have reached Slack (a dropped connection, a read
+timeout, a 5xx, ``internal_error``/``fatal_error``, which Slack says may have partly
+succeeded) is ``MaybeSent``: the outbox looks the chunk up by its metadata before
+posting it again.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from channels.errors import (
     ChannelError,
     FormattingRejected,
+    MaybeSent,
     NetworkError,
     PermanentError,
     RateLimited,
@@ -57,6 +63,8 @@ FORMATTING_ERRORS = frozenset({"invalid_blocks", "invalid_blocks_format"})
 _TRANSIENT_ERRORS = frozenset(
     {"internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 )
+#: ... of which these may have been acted on before they failed
+_MAYBE_DONE_ERRORS = frozenset({"internal_error", "fatal_error"})
 
 
 def _retry_after(error: SlackApiError) -> float:
@@ -87,12 +95,17 @@ def map_error(method: str, error: BaseException) -> ChannelError:
             return RateLimited(_retry_after(error), f"slack {method} rate limited")
         if code in FORMATTING_ERRORS:
             return FormattingRejected(f"slack {method}: {code}")
-        if status >= 500 or code in _TRANSIENT_ERRORS:
+        if status >= 500 or code in _MAYBE_DONE_ERRORS:
+            return MaybeSent(f"slack {method}: {code} (HTTP {status})")
+        if code in _TRANSIENT_ERRORS:
             return TransientError(f"slack {method}: {code} (HTTP {status})")
         # Unknown codes are treated as permanent: retrying forever is the worse failure.
         return PermanentError(code, f"slack {method} failed")
-    if isinstance(error, aiohttp.ClientError | asyncio.TimeoutError | OSError):
+    if isinstance(error, aiohttp.ClientConnectorError | aiohttp.ConnectionTimeoutError):
         return NetworkError(f"slack {method}: {type(error).__name__}")
+    if isinstance(error, aiohttp.ClientError | asyncio.TimeoutError | OSError):
+        # connected: the request may have been written and acted on
+        return MaybeSent(f"slack {method}: {type(error).__name__}")
     if isinstance(error, SlackClientError):
         return PermanentError("client_error", f"slack {method}: {type(error).__name__}")
     return PermanentError("unexpected_error", f"slack {method}: {type(error).__name__}")

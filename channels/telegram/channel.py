@@ -144,6 +144,9 @@ class TelegramChannel(Channel):
             found.append(self._webhook_secret.get_secret_value())
         return tuple(found)
 
+    def webhook_concurrency(self) -> int:
+        return self.settings.webhook_max_connections if self.settings.mode == "webhook" else 0
+
     def web_routes(self) -> list[web.RouteDef]:
         if self._endpoint is None:
             return []

@@ -2,6 +2,11 @@
 
 Telegram's error texts are documented loosely; the matching here uses the stable
 ``description`` prefixes the Bot API returns (https://core.telegram.org/bots/api#making-requests).
+
+A timeout or network error is ``MaybeSent`` unless httpx says the request never left
+(connect error, connect or pool timeout: PTB chains the httpx exception as the cause).
+The Bot API has no idempotency key and no way to look a sent message up, so the outbox
+re-sends an ambiguous chunk (at least once rather than lost) and counts it.
 """
 
 from __future__ import annotations
@@ -9,11 +14,13 @@ from __future__ import annotations
 import warnings
 from datetime import timedelta
 
+import httpx
 from telegram import error as tg
 
 from channels.errors import (
     ChannelError,
     FormattingRejected,
+    MaybeSent,
     NetworkError,
     PermanentError,
     RateLimited,
@@ -48,6 +55,14 @@ def retry_after_seconds(error: tg.RetryAfter) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
+#: httpx failures raised before the request was written: a retry cannot duplicate
+_NEVER_LEFT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def _never_left(error: Exception) -> bool:
+    return isinstance(error.__cause__, _NEVER_LEFT)
+
+
 def _lookup(message: str, table: dict[str, str], default: str) -> str:
     lowered = message.lower()
     return next((reason for text, reason in table.items() if text in lowered), default)
@@ -73,9 +88,13 @@ def map_error(error: Exception, redact: tuple[str, ...] = ()) -> ChannelError:
             return FormattingRejected(message)
         return PermanentError(_lookup(message, _PERMANENT_BAD_REQUESTS, "bad_request"), message)
     if isinstance(error, tg.TimedOut):
-        return NetworkError(f"telegram timed out: {message}")
+        if _never_left(error):
+            return NetworkError(f"telegram timed out: {message}")
+        return MaybeSent(f"telegram timed out after sending: {message}")
     if isinstance(error, tg.NetworkError):
-        return NetworkError(f"telegram unreachable: {message}")
+        if _never_left(error):
+            return NetworkError(f"telegram unreachable: {message}")
+        return MaybeSent(f"telegram connection failed mid-request: {message}")
     if isinstance(error, tg.Conflict):
         return TransientError(f"telegram conflict: {message}")
     return PermanentError("telegram_error", f"{type(error).__name__}: {message}")

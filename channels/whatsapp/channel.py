@@ -10,6 +10,7 @@ durable (tests/channels/test_whatsapp_webhook.py shows both).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Mapping
@@ -45,6 +46,9 @@ __all__ = ["WHATSAPP_LIMITS", "WhatsAppChannel"]
 
 log = logging.getLogger(__name__)
 
+#: how long ``find_sent`` waits for the status webhook of an ambiguous send, seconds
+STATUS_WAIT = 10.0
+
 #: Pair rate limit: one message every 6 seconds to the same user, with short bursts
 #: allowed and paid back afterwards (Cloud API throughput docs, "pair rate limits").
 WHATSAPP_LIMITS = ChannelLimits(
@@ -69,6 +73,8 @@ class WhatsAppChannel(Channel):
         self, settings: WhatsAppSettings, secrets: WhatsAppSecrets, *, account: str = "default"
     ) -> None:
         self.settings = settings
+        #: how long find_sent waits for an ambiguous send's status webhook, seconds
+        self.status_wait = STATUS_WAIT
         self.account = account
         self._secrets = secrets
         self._session = httpx.AsyncClient(timeout=settings.request_timeout)
@@ -219,6 +225,21 @@ class WhatsAppChannel(Channel):
             raise error from None
         self.deliveries.sent(message.reply_id, message.chat_id, index, sent.id)
         return sent.id
+
+    async def find_sent(self, message: Outbound, index: int) -> str | None:
+        """After an ambiguous send: the chunk's wamid if WhatsApp reported it. Every
+        message carries its tracker (reply id and index) and the Cloud API echoes it in
+        the status webhooks, usually within seconds; the Graph API has no call to look a
+        message up, so this waits up to ``STATUS_WAIT`` for that webhook. Only statuses
+        this gateway process receives count; none in time: None (send again)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.status_wait
+        while True:
+            found = self.deliveries.wamid(message.reply_id, index)
+            if found is not None or loop.time() >= deadline:
+                return found
+            # polled: statuses are recorded by the webhook handler, a few per second
+            await asyncio.sleep(0.1)
 
     async def _outside_window(self, message: Outbound, index: int) -> str:
         template = self.settings.outside_window_template

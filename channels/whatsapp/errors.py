@@ -5,6 +5,11 @@ The Graph API answers a refused call with an HTTP 4xx/5xx and
 pywa raises it as a ``WhatsAppError`` carrying ``code`` and the response
 (developers.facebook.com/docs/whatsapp/cloud-api/support/error-codes). Messages here
 carry the operation and the numeric code only, never the token or a request body.
+
+A failure after the request may have reached Meta (a 5xx, a dropped connection, a read
+or write timeout) is ``MaybeSent``: counted, and re-sent (the Cloud API has no
+idempotency key); one that never left (connect error or timeout, pool timeout) is a
+plain ``NetworkError``.
 """
 
 from __future__ import annotations
@@ -12,7 +17,14 @@ from __future__ import annotations
 import httpx
 from pywa.errors import WhatsAppError
 
-from channels.errors import ChannelError, NetworkError, PermanentError, RateLimited, TransientError
+from channels.errors import (
+    ChannelError,
+    MaybeSent,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
 
 __all__ = ["OUTSIDE_WINDOW", "OutsideWindow", "map_error"]
 
@@ -58,12 +70,17 @@ def map_error(operation: str, error: BaseException) -> ChannelError:
             return RateLimited(_retry_after(error), f"whatsapp {operation} rate limited ({code})")
         if code == OUTSIDE_WINDOW:
             return OutsideWindow(where)
-        if status >= 500 or code in TRANSIENT_CODES or error.is_transient:
+        if status >= 500:
+            return MaybeSent(where)
+        if code in TRANSIENT_CODES or error.is_transient:
             return TransientError(where)
         if code in _AUTH_CODES:
             return PermanentError("auth_or_permission", where)
         # Unknown codes are permanent: retrying a refused request forever is worse.
         return PermanentError(f"whatsapp_error_{code}", where)
-    if isinstance(error, httpx.TransportError):
+    if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
         return NetworkError(f"whatsapp {operation}: {type(error).__name__}")
+    if isinstance(error, httpx.TransportError):
+        # connected: the request may have been written and acted on
+        return MaybeSent(f"whatsapp {operation}: {type(error).__name__}")
     return PermanentError("unexpected_error", f"whatsapp {operation}: {type(error).__name__}")

@@ -131,7 +131,8 @@ class Keys:
 
     @property
     def delivery_counts(self) -> str:
-        """Hash ``{channel}:delivered|failed`` -> count, for ``/healthz``."""
+        """Hash ``{channel}:delivered|failed|ambiguous`` -> count, for ``/healthz``
+        (``ambiguous``: sends that failed after they may have reached the platform)."""
         return f"{self.prefix}delivery:counts"
 
     def changes(self, group: str) -> str:

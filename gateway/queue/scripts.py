@@ -154,6 +154,11 @@ class GatewayQueue:
             out[int(as_str(index))] = (status, detail)
         return out
 
+    async def count_delivery(self, channel: str, what: str) -> None:
+        """Add one to ``{channel}:{what}`` of the delivery counts (outside outcome.lua:
+        an event of a send, not a chunk's outcome)."""
+        await self.r.hincrby(self.keys.delivery_counts, f"{channel}:{what}", 1)  # type: ignore[misc]
+
     async def delivery_counts(self) -> dict[str, int]:
         raw: Any = await self.r.hgetall(self.keys.delivery_counts)  # type: ignore[misc]
         return {as_str(k): int(v) for k, v in sorted(raw.items())}

@@ -10,7 +10,13 @@ import pytest
 
 from channels.discord.errors import map_error
 from channels.discord.transport import ServerAnswer
-from channels.errors import NetworkError, PermanentError, RateLimited, TransientError
+from channels.errors import (
+    MaybeSent,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+    TransientError,
+)
 
 
 class _Response:
@@ -66,5 +72,27 @@ def test_rate_limits_and_server_answers() -> None:
     [aiohttp.ClientConnectionError("refused"), ConnectionResetError(104, "reset"),
      TimeoutError(), discord.ClientException("not logged in")],
 )
-def test_transport_failures_are_network_errors(exc: BaseException) -> None:
-    assert isinstance(map_error(exc), NetworkError)
+def test_transport_failures_are_transient(exc: BaseException) -> None:
+    assert isinstance(map_error(exc), TransientError)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [aiohttp.ClientConnectorError(aiohttp.client_reqrep.ConnectionKey(
+        "discord.com", 443, True, True, None, None, None), ConnectionRefusedError(111, "no")),
+     aiohttp.ConnectionTimeoutError("connect timeout"),
+     discord.ClientException("not logged in")],
+)
+def test_a_request_that_never_left_is_a_safe_network_error(exc: BaseException) -> None:
+    err = map_error(exc)
+    assert isinstance(err, NetworkError) and not isinstance(err, MaybeSent)
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [aiohttp.ServerDisconnectedError(), aiohttp.SocketTimeoutError("read timeout"),
+     ConnectionResetError(104, "reset"), TimeoutError(), ServerAnswer(502, None, False),
+     http_error(discord.DiscordServerError, 503, {"message": "x", "code": 0})],
+)
+def test_a_request_that_may_have_arrived_is_ambiguous(exc: BaseException) -> None:
+    assert isinstance(map_error(exc), MaybeSent)

@@ -13,7 +13,12 @@ discord.py ``Client`` always asks for compression, so there is no uncompressed p
 
 Tests drive it: ``dispatch_message`` pushes a MESSAGE_CREATE to every session,
 ``fail_next`` queues canned error responses for a REST route, ``drop_connections``
-kills the websockets so the client must reconnect (and resume).
+kills the websockets so the client must reconnect (and resume), ``drop_after_accept``
+creates the next messages and then closes the connection without an answer (what a
+reset after the request was written looks like). Create Message honours ``nonce`` with
+``enforce_nonce`` as documented: the same author's same nonce returns the message it
+created instead of a new one (Discord checks "the past few minutes"; the fake keeps
+them for its lifetime, longer than any test).
 """
 
 from __future__ import annotations
@@ -59,6 +64,14 @@ def json_response(
         status=status,
         headers={**(headers or {}), "Content-Type": "application/json"},
     )
+
+
+def drop_connection(request: web.Request) -> web.Response:
+    """Close the connection without answering: the client sees it drop after its
+    request was written (and acted on). The returned response is never written."""
+    assert request.transport is not None
+    request.transport.close()
+    return web.Response(status=204)
 
 
 def user_json(user_id: str, username: str, *, bot: bool = False) -> dict[str, Any]:
@@ -151,6 +164,8 @@ class FakeDiscord:
         self.messages: dict[str, dict[str, Any]] = {}  # every message that exists
         self.requests: list[tuple[str, str]] = []  # (method, path) of every REST call
         self.typing: list[str] = []
+        self.drop_after_accept = 0  # create this many messages, then drop the connection
+        self._nonces: dict[tuple[str, str], dict[str, Any]] = {}  # (author, nonce) -> msg
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
@@ -599,12 +614,24 @@ class FakeDiscord:
                          "code": "REPLIES_UNKNOWN_MESSAGE", "message": "Unknown message"}]}}},
                     status=400,
                 )
+        nonce = body.get("nonce")
+        nonce_key = (self.bot["id"], str(nonce))
+        if nonce is not None and body.get("enforce_nonce") and nonce_key in self._nonces:
+            first = self._nonces[nonce_key]
+            return json_response({k: v for k, v in first.items() if k != "request"},
+                                 headers=self._ratelimit_headers())
         msg = self.message_json(channel, self.bot, content)
         msg["request"] = body  # keep what the client asked for (allowed_mentions, ...)
+        if nonce is not None:
+            msg["nonce"] = nonce  # Discord echoes it in the message
+            self._nonces[nonce_key] = msg
         if ref_out is not None:
             msg["type"] = 19
             msg["message_reference"] = ref_out
         self.sent.append(msg)
+        if self.drop_after_accept > 0:
+            self.drop_after_accept -= 1
+            return drop_connection(request)
         reply = {k: v for k, v in msg.items() if k != "request"}
         return json_response(reply, headers=self._ratelimit_headers())
 

@@ -84,6 +84,7 @@ class FakeMatrix:
         self.syncs: list[dict[str, str]] = []
         self._txns: dict[tuple[str, str], str] = {}
         self._failures: list[web.Response] = []
+        self.drop_after_accept = 0  # store this many sends, then drop the connection
         self._sync_failures: list[web.Response] = []
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -162,7 +163,7 @@ class FakeMatrix:
         if room not in self.rooms:
             return error(403, "M_FORBIDDEN", "User not in room")
         if (ACCESS_TOKEN, txn) in self._txns:  # spec: same txn id -> same event, no new one
-            return web.json_response({"event_id": self._txns[(ACCESS_TOKEN, txn)]})
+            return self._answer(request, self._txns[(ACCESS_TOKEN, txn)])
         if self._failures:
             return self._failures.pop(0)
         try:
@@ -173,6 +174,13 @@ class FakeMatrix:
         self._txns[(ACCESS_TOKEN, txn)] = event_id
         self.sent.append({"room_id": room, "type": request.match_info["type"], "txn": txn,
                           "content": content, "event_id": event_id})  # fmt: skip
+        return self._answer(request, event_id)
+
+    def _answer(self, request: web.Request, event_id: str) -> web.Response:
+        if self.drop_after_accept > 0:
+            self.drop_after_accept -= 1
+            assert request.transport is not None
+            request.transport.close()  # done, but the client never hears of it
         return web.json_response({"event_id": event_id})
 
     async def _sync(self, request: web.Request) -> web.Response:

@@ -123,6 +123,7 @@ class FakeSignalCli:
         self._changed = asyncio.Condition()
         self._last_ts = 0
         self.connections = 0
+        self._drops: dict[str, int] = {}
 
     # -- life cycle -------------------------------------------------------------
 
@@ -192,6 +193,10 @@ class FakeSignalCli:
     def fail_next(self, method: str, error: dict[str, Any]) -> None:
         self.failures.setdefault(method, []).append(error)
 
+    def drop_after_accept(self, method: str, times: int = 1) -> None:
+        """The next ``method`` call takes effect, then the connection closes unanswered."""
+        self._drops[method] = self._drops.get(method, 0) + times
+
     # -- HTTP ---------------------------------------------------------------------
 
     def _refuse(self, request: web.Request) -> web.Response | None:
@@ -258,6 +263,11 @@ class FakeSignalCli:
             answers = [a for a in (self._one(p) for p in payload) if a is not None]
             return web.json_response(answers) if answers else web.Response(status=201)
         answer = self._one(payload)
+        method = payload.get("method") if isinstance(payload, dict) else None
+        if isinstance(method, str) and self._drops.get(method, 0) > 0:
+            self._drops[method] -= 1
+            assert request.transport is not None
+            request.transport.close()  # done, but the client never hears of it
         return web.json_response(answer) if answer is not None else web.Response(status=201)
 
     def _one(self, request: Any) -> dict[str, Any] | None:

@@ -5,7 +5,12 @@ It speaks the real wire shapes so the unmodified slack_sdk runs against it:
 * Web API: ``POST/GET /api/<method>`` with ``Authorization: Bearer <token>``,
   answering HTTP 200 ``{"ok": true, ...}`` or ``{"ok": false, "error": "<code>"}``,
   and HTTP 429 with ``Retry-After`` plus ``{"ok": false, "error": "ratelimited"}``.
-  Methods: auth.test, chat.postMessage, users.info, apps.connections.open.
+  Methods: auth.test, chat.postMessage (keeping ``metadata``), users.info,
+  apps.connections.open, conversations.history and conversations.replies (newest
+  first / thread oldest first, ``oldest``, ``limit``; ``metadata`` only with
+  ``include_all_metadata``). ``drop_after_accept(method)``: the next call takes effect,
+  then the connection closes without an answer; ``answer_late(method, seconds)``: it
+  takes effect and is answered that much later (after a client's read timeout).
 * Socket Mode: apps.connections.open (app-level token) returns a ``ws://`` URL; on
   connect the server sends ``{"type": "hello", ...}``; events go out as
   ``{"type": "events_api", "envelope_id": ..., "payload": <event_callback>,
@@ -101,6 +106,8 @@ class FakeSlack:
         self._ack_cond = asyncio.Condition()
         self._connected = asyncio.Event()
         self.connections = 0
+        self._drops: dict[str, int] = {}
+        self._late: dict[str, float] = {}
 
     # -- server life cycle -----------------------------------------------------
 
@@ -128,6 +135,13 @@ class FakeSlack:
 
     def fail_next(self, method: str, failure: Failure) -> None:
         self.failures.setdefault(method, []).append(failure)
+
+    def drop_after_accept(self, method: str, times: int = 1) -> None:
+        self._drops[method] = self._drops.get(method, 0) + times
+
+    def answer_late(self, method: str, seconds: float) -> None:
+        """The next ``method`` call takes effect now and is answered ``seconds`` later."""
+        self._late[method] = seconds
 
     # -- Web API -----------------------------------------------------------------
 
@@ -171,10 +185,20 @@ class FakeSlack:
             "chat.postMessage": self._post_message,
             "users.info": self._users_info,
             "apps.connections.open": self._connections_open,
+            "conversations.history": self._history,
+            "conversations.replies": self._replies,
         }.get(method)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
-        return web.json_response(handler(params))
+        answer = handler(params)
+        if self._drops.get(method, 0) > 0:
+            self._drops[method] -= 1
+            assert request.transport is not None
+            request.transport.close()  # done, but the client never hears of it
+        late = self._late.pop(method, 0.0)
+        if late:
+            await asyncio.sleep(late)
+        return web.json_response(answer)
 
     def _auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
         return {
@@ -221,7 +245,45 @@ class FakeSlack:
         message = {"type": "message", "user": BOT_USER_ID, "text": text or "", "ts": ts}
         if params.get("thread_ts"):
             message["thread_ts"] = params["thread_ts"]
+        metadata = params.get("metadata")
+        if isinstance(metadata, str):  # form-encoded callers send JSON text
+            metadata = json.loads(metadata)
+        if metadata is not None:
+            record["metadata"] = metadata
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
+
+    def _message(self, record: dict[str, Any], with_metadata: bool) -> dict[str, Any]:
+        message = {"type": "message", "user": BOT_USER_ID, "text": record.get("text") or "",
+                   "ts": record["ts"]}
+        if record.get("thread_ts"):
+            message["thread_ts"] = record["thread_ts"]
+        if with_metadata and record.get("metadata") is not None:
+            message["metadata"] = record["metadata"]
+        return message
+
+    def _listing(self, params: dict[str, Any], records: list[dict[str, Any]],
+                 newest_first: bool) -> dict[str, Any]:
+        oldest = float(params.get("oldest") or 0)
+        limit = int(params.get("limit") or 100)
+        with_metadata = str(params.get("include_all_metadata")).lower() in ("true", "1")
+        chosen = [r for r in records if float(r["ts"]) > oldest]
+        chosen = list(reversed(chosen)) if newest_first else chosen
+        return {"ok": True, "has_more": len(chosen) > limit,
+                "messages": [self._message(r, with_metadata) for r in chosen[:limit]]}
+
+    def _history(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The channel's top-level messages (the bot's posts here), newest first."""
+        channel = params.get("channel")
+        records = [r for r in self.posted if r.get("channel") == channel
+                   and not r.get("thread_ts")]
+        return self._listing(params, records, newest_first=True)
+
+    def _replies(self, params: dict[str, Any]) -> dict[str, Any]:
+        """A thread's replies (the bot's posts under ``ts``), oldest first."""
+        channel, thread = params.get("channel"), params.get("ts")
+        records = [r for r in self.posted if r.get("channel") == channel
+                   and r.get("thread_ts") == thread]
+        return self._listing(params, records, newest_first=False)
 
     # -- Socket Mode -----------------------------------------------------------------
 

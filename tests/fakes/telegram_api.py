@@ -16,6 +16,11 @@ parsing, reply targets, forum topics, blocked chats), sendChatAction, setMyComma
 The fake can also play Telegram's webhook side: ``deliver_webhook`` POSTs an update to
 the registered URL with the ``X-Telegram-Bot-Api-Secret-Token`` header and remembers
 non-2xx answers for ``redeliver_failed`` (Telegram retries those).
+
+``drop_after_accept(method)`` makes the next call of ``method`` take effect (a message
+is sent) and then closes the connection without an answer, the ambiguous failure the
+client cannot tell from one that never arrived; ``answer_late(method, seconds)`` makes
+it take effect and answer that much later (after the client's read timeout).
 """
 
 from __future__ import annotations
@@ -212,6 +217,8 @@ class FakeTelegram:
         self.commands: list[dict[str, str]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.failures: dict[str, deque[ApiFailure]] = defaultdict(deque)
+        self._drops: dict[str, int] = defaultdict(int)
+        self._late: dict[str, float] = {}
         self.stall_polls = 0  # hold this many getUpdates forever (a dead connection)
         self.stalled = 0
         self.messages: set[tuple[int, int]] = set()
@@ -253,6 +260,12 @@ class FakeTelegram:
     # ------------------------------------------------------------------ scripting
     def fail_next(self, method: str, failure: ApiFailure) -> None:
         self.failures[method].append(failure)
+
+    def drop_after_accept(self, method: str, times: int = 1) -> None:
+        self._drops[method] += times
+
+    def answer_late(self, method: str, seconds: float) -> None:
+        self._late[method] = seconds
 
     def known_message(self, chat_id: int, message_id: int) -> None:
         self.messages.add((chat_id, message_id))
@@ -351,6 +364,13 @@ class FakeTelegram:
             result = await handler(params)
         except _ApiError as error:
             return self._error(error.failure)
+        if self._drops[method] > 0:
+            self._drops[method] -= 1
+            assert request.transport is not None
+            request.transport.close()  # done, but the client never hears of it
+        late = self._late.pop(method, 0.0)
+        if late:
+            await asyncio.sleep(late)
         return web.json_response({"ok": True, "result": result})
 
     @staticmethod

@@ -101,6 +101,8 @@ class FakeWhatsApp:
     owed_failures: list[dict[str, Any]] = field(default_factory=list)
     #: wa_id -> when that user last wrote (set by deliveries of their messages)
     last_inbound: dict[str, int] = field(default_factory=dict)
+    #: accept this many sends, then drop the connection without an answer
+    drop_after_accept: int = 0
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -187,6 +189,10 @@ class FakeWhatsApp:
                                   "messages": [{"id": wamid}]}
         if body["type"] == "template":
             answer["messages"][0]["message_status"] = "accepted"
+        if self.drop_after_accept > 0:
+            self.drop_after_accept -= 1
+            assert request.transport is not None
+            request.transport.close()  # sent, but the client never hears of it
         return web.json_response(answer)
 
     # -- webhooks ----------------------------------------------------------------

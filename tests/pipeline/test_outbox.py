@@ -13,7 +13,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
-from channels.errors import FormattingRejected, NetworkError, PermanentError, RateLimited
+from channels.errors import (
+    FormattingRejected,
+    MaybeSent,
+    NetworkError,
+    PermanentError,
+    RateLimited,
+)
 from channels.models import Outbound
 from channels.split import split_text
 from gateway.outbox import Outbox
@@ -106,6 +112,56 @@ async def test_transient_errors_are_retried(r: aioredis.Redis) -> None:
     ob = outbox(r, ch, max_attempts=5)
     assert await ob.handle(reply_event("hi")) is True
     assert ch.calls == 3 and len(ch.sent) == 1
+
+
+async def test_a_safe_transient_failure_is_not_counted_ambiguous(r: aioredis.Redis) -> None:
+    ch = FakeChannel(NetworkError("connect refused"), None)
+    ob = outbox(r, ch)
+    assert await ob.handle(reply_event("hi")) is True
+    assert len(ch.sent) == 1 and ob.stats.ambiguous == 0
+    assert "fake:ambiguous" not in await ob.outcomes.counts()
+
+
+async def test_an_ambiguous_send_is_counted_logged_once_and_resent(
+    r: aioredis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    # a platform with no lookup and no idempotency key: at least once, counted
+    ch = FakeChannel(MaybeSent("read timeout"), MaybeSent("read timeout"), None)
+    ob = outbox(r, ch, max_attempts=5)
+    with caplog.at_level(logging.WARNING, logger="gateway.outbox"):
+        assert await ob.handle(reply_event("hi", reply_id="amb-1")) is True
+    assert ch.calls == 3 and len(ch.sent) == 1
+    assert ob.stats.ambiguous == 2
+    assert (await ob.outcomes.counts())["fake:ambiguous"] == 2
+    logged = [rec.getMessage() for rec in caplog.records if "may have been" in rec.getMessage()]
+    assert len(logged) == 1 and "amb-1" in logged[0]
+
+
+class LookupChannel(FakeChannel):
+    """A platform whose history shows a chunk that arrived although the send failed."""
+
+    def __init__(self, *script: BaseException | None) -> None:
+        super().__init__(*script)
+        self.arrived: dict[tuple[str, int], str] = {}
+        self.lookups = 0
+
+    async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
+        if self.script and isinstance(self.script[0], MaybeSent):
+            self.arrived[(message.reply_id, index)] = "landed-1"  # reached, answer lost
+        return await super().send_chunk(message, chunk, index)
+
+    async def find_sent(self, message: Outbound, index: int) -> str | None:
+        self.lookups += 1
+        return self.arrived.get((message.reply_id, index))
+
+
+async def test_an_ambiguous_send_found_by_lookup_is_not_resent(r: aioredis.Redis) -> None:
+    ch = LookupChannel(MaybeSent("connection dropped"))
+    ob = outbox(r, ch)
+    assert await ob.handle(reply_event("hi", reply_id="amb-2")) is True
+    assert ch.calls == 1 and ch.sent == [] and ch.lookups == 1
+    assert ob.stats.ambiguous == 1
+    assert await ob.outcomes.outcome("amb-2") == {0: ("delivered", "landed-1")}
 
 
 async def test_unexpected_adapter_exception_is_retried(r: aioredis.Redis) -> None:

@@ -26,9 +26,7 @@ retry: ``Channel.find_sent`` returns the chunk's id where the platform lets us l
 up (Slack), the adapter's idempotency key dedupes the re-send (Discord's nonce,
 Matrix's transaction id), else the chunk is sent again (Telegram, Signal: at least once
 rather than lost).
-Sends wait for the chat's shared rate limit; on ``RateLimited`` they wait what the
-platform asked; other transient errors are retried with jittered exponential backoff;
-a ``PermanentError`` is recorded as the chunk's outcome (failed, with its reason),
+Each chunk is sent with the retry policy of gateway/chunksend.py; a ``PermanentError`` is recorded as the chunk's outcome (failed, with its reason),
 logged once, and the chunk is dropped.
 """
 
@@ -46,23 +44,11 @@ from typing import Any
 
 import redis
 import redis.asyncio as aioredis
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_random_exponential,
-)
 
-from channels.base import Channel, Chunk, DeliveryReport
-from channels.errors import (
-    FormattingRejected,
-    MaybeSent,
-    PermanentError,
-    RateLimited,
-    TransientError,
-)
+from channels.base import Channel, DeliveryReport
+from channels.errors import PermanentError, TransientError
 from channels.models import Outbound
+from gateway.chunksend import ChunkSender, Retryable
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.delivery import DeliveryRecorder
 from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys, as_str, refused_write
@@ -74,20 +60,6 @@ log = logging.getLogger(__name__)
 ACK_BATCH = 500
 #: longest a chat's sender waits for Redis to come back before moving on, seconds
 REDIS_WAIT = 60.0
-
-_expo = wait_random_exponential(multiplier=0.5, max=30)
-
-
-def _wait(state: RetryCallState) -> float:
-    exc = state.outcome.exception() if state.outcome is not None else None
-    if isinstance(exc, RateLimited):
-        return max(float(exc.retry_after), 0.0)
-    return float(_expo(state))
-
-
-class _Retryable(Exception):
-    """Wraps an unexpected adapter exception so it is retried like a transient one."""
-
 
 @dataclass
 class OutboxStats:
@@ -126,8 +98,6 @@ class Outbox:
         self.consumer = consumer or default_consumer_name()
         self._block_ms = block_ms
         self._claim_idle_ms = claim_idle_ms
-        self._max_attempts = max_attempts
-        self._limiter = RateLimiter(client, self._keys)
         self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, dict[str, str]]]] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._inflight: set[str] = set()
@@ -138,11 +108,16 @@ class Outbox:
         self.stats = OutboxStats()
         #: every chunk's outcome, recorded in Redis (also the adapters' ``OutcomeSink``)
         self.outcomes = DeliveryRecorder(client, self._keys)
+        self._sender = ChunkSender(RateLimiter(client, self._keys), self.outcomes, max_attempts,
+                                   on_ambiguous=self._note_ambiguous)
         #: (reply id, chunk index) -> outcome of a chunk sent whose record Redis refused
         self.unrecorded: dict[tuple[str, int], DeliveryReport] = {}
         self._record_task: asyncio.Task[None] | None = None
         #: why Redis refuses writes, while it does (logged once per cause)
         self.refusing: str | None = None
+
+    def _note_ambiguous(self) -> None:
+        self.stats.ambiguous += 1
 
     async def ensure_group(self) -> None:
         try:
@@ -384,14 +359,14 @@ class Outbox:
                 self.stats.skipped += 1
                 continue
             try:
-                platform_id = await self._send(channel, msg, chunk, index)
+                platform_id = await self._sender.send(channel, msg, chunk, index)
             except PermanentError as err:
                 self.stats.dropped += 1
                 self.stats.errors.append(err.reason)
                 # logged by the recorder; the sent mark is set with the outcome
                 await self._record(self._report(msg, index, False, err.reason))
                 continue
-            except (TransientError, _Retryable) as err:
+            except (TransientError, Retryable) as err:
                 log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
                             channel.name, index, msg.reply_id, err)
                 self.stats.failed += 1
@@ -435,58 +410,6 @@ class Outbox:
         return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
                               reply_id=msg.reply_id, index=index, delivered=delivered,
                               detail=detail)
-
-    async def _send(self, channel: Channel, msg: Outbound, chunk: Chunk, index: int) -> str:
-        current = chunk
-        ambiguous = False
-        async for attempt in AsyncRetrying(
-            retry=retry_if_exception_type((TransientError, _Retryable)),
-            wait=_wait,
-            stop=stop_after_attempt(self._max_attempts),
-            reraise=True,
-        ):
-            with attempt:
-                if ambiguous:
-                    found = await channel.find_sent(msg, index)
-                    if found is not None:
-                        log.info("outbox: %s chunk %d of reply %s had arrived (%s); not re-sent",
-                                 channel.name, index, msg.reply_id, found)
-                        return found
-                await self._limiter.acquire(channel.name, msg.chat_id, channel.limits)
-                try:
-                    try:
-                        return await channel.send_chunk(msg, current, index)
-                    except FormattingRejected:
-                        current = Chunk(text=current.plain, plain=current.plain,
-                                        formatted=False)
-                        return await channel.send_chunk(msg, current, index)
-                except MaybeSent as err:
-                    await self._ambiguous(channel, msg, index, err, first=not ambiguous)
-                    ambiguous = True
-                    raise
-                except (TransientError, PermanentError):
-                    raise
-                except Exception as err:
-                    if refused_write(err):
-                        # a channel over Redis (the local one) meets Redis refusing
-                        # writes: the chat waits in place (_handle_in_order), in order
-                        raise
-                    log.exception("outbox: %s.send_chunk raised unexpectedly", channel.name)
-                    raise _Retryable(repr(err)) from err
-        raise AssertionError("unreachable")
-
-    async def _ambiguous(self, channel: Channel, msg: Outbound, index: int, err: MaybeSent,
-                         *, first: bool) -> None:
-        """Count an ambiguous send; log the chunk's first one (not every retry)."""
-        self.stats.ambiguous += 1
-        if first:
-            log.warning("outbox: %s chunk %d of reply %s may have been delivered (%s); "
-                        "resolving before any re-send", channel.name, index, msg.reply_id, err)
-        try:
-            await self.outcomes.count_ambiguous(channel.name)
-        except (redis.RedisError, OSError) as rerr:
-            # a count is not worth failing the send over: stats.ambiguous still has it
-            log.debug("outbox: could not count an ambiguous send (%s)", rerr)
 
 
 _s = as_str  # the gateway's client decodes; a caller's bytes client works too

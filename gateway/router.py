@@ -8,7 +8,9 @@ Policies (``[policy] dm`` / ``groups``): ``open`` lets everyone in; ``allowlist`
 the keys in ``allow`` (group keys for groups; group or user keys for DMs; admins are
 always let in for DMs); ``pairing`` is ``allowlist`` plus the people the operator
 approved in the pairing store (gateway/pairing.py, Redis): the caller looks that up
-and passes ``paired``, so a missing lookup fails closed. Edits and deletions
+and passes ``paired``, so a missing lookup fails closed. A sender the platform does not
+vouch for (``Inbound.authenticated`` false: mail without a passing DMARC verdict) is in
+no allowlist and cannot be paired or be an admin: only ``open`` lets it in. Edits and deletions
 (``Inbound.kind``) get ``CHANGE`` (an edit only from an allowed sender): they never
 engage and never join the context as new words.
 """
@@ -68,6 +70,8 @@ class Router:
         if not msg.is_group:
             if policy.dm == "open":
                 return True
+            if not msg.authenticated:  # its sender_id is a claim, not a person
+                return False
             user = self.user_key(msg)
             listed = user in self._admins or user in self._allow or group in self._allow
             return listed or (policy.dm == "pairing" and paired)

@@ -10,10 +10,13 @@
   lists (List-Id) and the bot's own mail are dropped: answering them loops or spams.
 * Trust: the sender's address is used (as ``sender_id``, the person key that
   allowlists, operator roles and personal memory use) only when the receiving server
-  authenticated it (``authresults``). An unauthenticated sender becomes
-  ``unverified:<address>``, which matches no allowlist or admin entry, and its thread
-  is a group (``is_group``), so its words carry member trust at most, never the DM
-  owner's or an operator's. A mailbox with ``allow_from`` drops such mail.
+  authenticated it (``authresults``). An unauthenticated mail is reported as such
+  (``authenticated=False``, ``sender_id`` ``unverified:<address>``, which matches no
+  allowlist, pairing or admin entry; the gateway decides what it may do) and as a
+  conversation with its From address alone: its To/Cc and its References are the
+  sender's own words, so they neither make it a group nor file it into an existing
+  thread (its ``chat_id`` is keyed by the claimed From as well as the root, in a
+  namespace of its own). A mailbox with ``allow_from`` drops such mail.
 """
 
 from __future__ import annotations
@@ -38,11 +41,19 @@ class Dropped:
     reason: str
 
 
-def thread_key(mail: ParsedMail, gm_thread_id: str | None = None) -> str:
-    """The conversation's ``chat_id``: stable for every mail of one thread."""
+def thread_key(
+    mail: ParsedMail, gm_thread_id: str | None = None, *, verified: bool = True
+) -> str:
+    """The conversation's ``chat_id``: stable for every mail of one thread.
+
+    Unverified mail gets ``u-<hash of From and root>``: a forger who cites the root of
+    someone's thread (or Gmail threads it there) lands in a conversation of its own,
+    never in the thread's memory or context."""
+    root = mail.references[0] if mail.references else (mail.in_reply_to or mail.message_id)
+    if not verified:
+        return "u-" + hashlib.sha256(f"{mail.from_address}\0{root}".encode()).hexdigest()[:20]
     if gm_thread_id:
         return f"gm-{gm_thread_id}"
-    root = mail.references[0] if mail.references else (mail.in_reply_to or mail.message_id)
     return "t-" + hashlib.sha256(root.encode()).hexdigest()[:20]
 
 
@@ -91,10 +102,12 @@ def normalize(
             return Dropped(f"unauthenticated sender on an allow_from mailbox ({verdict.reason})")
         if not allowed_sender(mail.from_address, settings.allow_from):
             return Dropped("sender not in allow_from")
-    people = correspondents(mail, own)
+    verified = verdict.verified
+    # unverified: a conversation with the claimed From alone (its Cc is not believed)
+    people = correspondents(mail, own) if verified else [mail.from_address]
     to_bot = any(a in own for a in mail.to)
     cc_bot = any(a in own for a in mail.cc)
-    sender = mail.from_address if verdict.verified else UNVERIFIED + mail.from_address
+    sender = mail.from_address if verified else UNVERIFIED + mail.from_address
     raw = {
         "uid": uid,
         "subject": mail.subject,
@@ -106,9 +119,9 @@ def normalize(
     return Inbound(
         channel="email",
         account=account,
-        chat_id=thread_key(mail, gm_thread_id),
+        chat_id=thread_key(mail, gm_thread_id, verified=verified),
         chat_name=bare_subject(mail.subject) or None,
-        is_group=len(people) > 1 or not verdict.verified,
+        is_group=len(people) > 1,
         sender_id=sender,
         sender_name=mail.from_name or mail.from_address,
         message_id=mail.message_id,
@@ -116,6 +129,7 @@ def normalize(
         reply_to_id=mail.in_reply_to,
         mentions_bot=to_bot or (settings.engage_cc and cc_bot),
         is_admin=False,  # mail has no chat admins; operators come from [policy] admins
+        authenticated=verified,
         attachments=mail.attachments,
         raw=trim_raw(raw),
     )

@@ -22,12 +22,15 @@ from collections.abc import Callable
 from email.message import Message
 from email.parser import BytesHeaderParser
 from email.policy import SMTP  # CRLF line ends, as IMAP APPEND expects
+from email.utils import getaddresses
 
 from pydantic import SecretStr
 
 from channels.base import Chunk
+from channels.email.authresults import verdict
 from channels.email.compose import compose, reply_message_id
 from channels.email.imap import ImapSession, TokenSource
+from channels.email.parse import stand_in_uid
 from channels.email.settings import EmailSettings
 from channels.email.smtp import send_mail
 from channels.errors import NetworkError, PermanentError
@@ -78,13 +81,26 @@ class Outgoing:
         await session.select(folder)
         return await session.search("HEADER", "Message-ID", f'"<{message_id}>"')
 
+    async def _header(self, session: ImapSession, message_id: str) -> bytes | None:
+        """The header of the mail being answered: by its UID when it had no usable
+        Message-ID (its stand-in id says where it is), else by Message-ID."""
+        folder = self._settings.folder
+        where = stand_in_uid(message_id)
+        if where is not None:
+            selected = await session.select(folder)
+            uidvalidity, uid = where
+            # renumbered folder: the UID names another mail now (or none)
+            return await session.body(uid, "HEADER") if selected.uidvalidity == uidvalidity \
+                else None
+        uids = await self._find(session, folder, message_id)
+        return await session.body(uids[-1], "HEADER") if uids else None
+
     async def _original(self, session: ImapSession, message_id: str) -> Message:
         cached = self._originals.get(message_id)
         if cached is not None:
             self._originals.move_to_end(message_id)
             return cached
-        uids = await self._find(session, self._settings.folder, message_id)
-        header = await session.body(uids[-1], "HEADER") if uids else None
+        header = await self._header(session, message_id)
         if header is None:
             raise PermanentError(
                 "thread_gone", f"the mail being answered is no longer in {self._settings.folder}"
@@ -94,6 +110,17 @@ class Outgoing:
         if len(self._originals) > _CACHE_SIZE:
             self._originals.popitem(last=False)
         return original
+
+    def _verified(self, original: Message) -> bool:
+        """The receiving server's verdict on the original's From, judged again from its
+        headers as the receiver judged it (``authresults``): an unverified mail is
+        answered to its From alone (``compose.recipients``)."""
+        senders = [a for _, a in getaddresses([str(v) for v in original.get_all("From", [])])]
+        if not senders:
+            return False
+        results = [str(v) for v in original.get_all("Authentication-Results", [])]
+        return verdict(results, senders[0].lower(),
+                       self._settings.trusted_authserv_ids).verified
 
     def _append_sent(self, session: ImapSession) -> bool:
         mode = self._settings.append_sent
@@ -114,7 +141,8 @@ class Outgoing:
                     log.info("email: reply %s chunk %d is already in %s; not sent again",
                              message.reply_id, index, self._settings.sent_folder)
                     return message_id
-                mail = compose(original, self._settings, chunk, message_id)
+                mail = compose(original, self._settings, chunk, message_id,
+                               verified=self._verified(original))
                 password = self._password.get_secret_value() if self._password else None
                 await send_mail(mail, self._settings, password=password, token=self._token)
                 if self._append_sent(session):

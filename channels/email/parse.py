@@ -50,6 +50,22 @@ class ParsedMail:
     automated: bool = False  # Auto-Submitted or Precedence: bulk/list/junk
 
 
+#: the id a mail without a usable Message-ID goes by: where it is (UIDVALIDITY and
+#: UID of the watched folder), which is how a reply finds it again (``outgoing``). It
+#: has a space, so no mail's Message-ID (``<...>`` without spaces) can claim it.
+_STAND_IN = re.compile(r"^no-message-id uid (\d+)-(\d+)$")
+
+
+def stand_in_id(uidvalidity: int, uid: int) -> str:
+    return f"no-message-id uid {uidvalidity}-{uid}"
+
+
+def stand_in_uid(message_id: str) -> tuple[int, int] | None:
+    """(UIDVALIDITY, UID) of a stand-in id; None for a real Message-ID."""
+    found = _STAND_IN.match(message_id)
+    return (int(found.group(1)), int(found.group(2))) if found else None
+
+
 def message_ids(value: str | None) -> list[str]:
     """The ``<id>`` tokens of a Message-ID/In-Reply-To/References value, unbracketed."""
     return _MSGID.findall(value or "")

@@ -34,7 +34,7 @@ from channels.base import CursorStore, InboundSink
 from channels.email.authresults import verdict
 from channels.email.imap import ImapSession
 from channels.email.normalize import Dropped, normalize
-from channels.email.parse import BadMail, parse
+from channels.email.parse import BadMail, parse, stand_in_id
 from channels.email.settings import EmailSettings
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
@@ -219,7 +219,7 @@ class Receiver:
         if raw is None:
             return None
         try:
-            mail = parse(raw, fallback_id=f"uid-{uidvalidity}-{uid}")
+            mail = parse(raw, fallback_id=stand_in_id(uidvalidity, uid))
             judged = verdict(
                 mail.auth_results, mail.from_address, self.settings.trusted_authserv_ids
             )

@@ -13,6 +13,7 @@ someone else gets ``dmarc=fail``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -24,7 +25,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from tests.channels.e2e import GatewayStack, running
-from tests.channels.harness_email import imap_client
+from tests.channels.harness_email import append, imap_client
 from tests.channels.kit import eventually
 from tests.fakes import dovecot
 from tests.fakes.smtp_server import SmtpServer
@@ -141,9 +142,10 @@ class Stack(GatewayStack):
 
 
 async def _stack(tmp_path: Path, policy: str) -> AsyncIterator[Stack]:
+    """The stack with ``policy`` (its ADMIN is bob's address)."""
     mail = Mail()
     tables = f"""
-{policy}
+{policy.replace("ADMIN", mail.bob)}
 [channels.email]
 address = "{mail.bot}"
 display_name = "Claw"
@@ -163,6 +165,12 @@ backoff_max = 0.5
             yield s
     finally:
         mail.relay.stop()
+
+
+@pytest.fixture
+async def pairing_stack(tmp_path: Path) -> AsyncIterator[Stack]:
+    async for s in _stack(tmp_path, '[policy]\ndm = "pairing"\nadmins = ["email:ADMIN"]'):
+        yield s
 
 
 @pytest.fixture
@@ -215,3 +223,49 @@ async def test_a_thread_of_three_people_is_answered_to_all_of_them(open_stack: S
     groups = {str(t["group"]) for t in turns}
     assert len(groups) == 1
     assert "Claw, where shall we meet?" in text_of(await mail.replies(mail.carol, "bob-1@e2e"))
+
+
+async def test_pairing_gates_mail_by_its_authentication(pairing_stack: Stack) -> None:
+    """Under ``dm = "pairing"``: a forged mail and a mail without any
+    Authentication-Results get no model call and no answer; a verified stranger gets
+    a pairing code by mail; the admin's ``/whoami`` is answered by mail; a mail without
+    a Message-ID (also one whose Message-ID sits below a malformed header line) is
+    answered, in its thread."""
+    mail = pairing_stack.mail
+    await mail.send(MALLORY, sender=mail.alice, to=[mail.bot], subject="Hi",
+                    message_id="forged-2@evil.test", body="Claw, tell me everything.")
+    bot = await imap_client(mail.dovecot.imap_port, mail.bot, mail.bot_password)
+    try:  # straight into the bot's mailbox: no receiving server judged it
+        await append(bot, (f"From: {mail.alice}\r\nTo: {mail.bot}\r\nSubject: Hi\r\n"
+                           "Message-ID: <noauth-1@e2e>\r\n\r\nClaw, hello?\r\n").encode())
+    finally:
+        await bot.logout()
+    await mail.send(mail.carol, to=[mail.bot], subject="Hello", message_id="carol-1@e2e",
+                    body="Claw, may I talk to you?")
+    [code] = await mail.wait_reply(mail.carol, "carol-1@e2e")
+    assert re.search(r"pairing code is [A-Z0-9]{8}", text_of([code]))
+    await mail.send(mail.bob, to=[mail.bot], subject="Me", message_id="bob-2@e2e",
+                    body="/whoami")
+    [who] = await mail.wait_reply(mail.bob, "bob-2@e2e")
+    assert f"email:{mail.bob}" in text_of([who]) and "operator" in text_of([who])
+    await mail.send(mail.bob, to=[mail.bot], subject="No id", message_id=None,
+                    body="Claw, can you hear me?")
+    broken = (f"From: {mail.bob}\r\nTo: {mail.bot}\r\nSubject: Broken\r\n"
+              "this line is no header\r\nMessage-ID: <bob-3@e2e>\r\n\r\nClaw, again?\r\n")
+    await aiosmtplib.send(broken.encode(), sender=mail.bob, recipients=[mail.bot],
+                          hostname="127.0.0.1", port=mail.relay.port, username=mail.bob,
+                          password=mail.people[mail.bob])
+
+    async def both_answered() -> bool:
+        subjects = [str(m["Subject"]) for m in await mail.inbox(mail.bob)
+                    if mail.bot in str(m["From"])]
+        return "Re: No id" in subjects and "Re: Broken" in subjects
+
+    await eventually(both_answered, timeout=60)
+    turns = await pairing_stack.turns()
+    seen = " ".join(" ".join(map(str, t["ids"])) for t in turns)  # type: ignore[call-overload]
+    assert "forged-2@evil.test" not in seen and "noauth-1@e2e" not in seen
+    assert "carol-1@e2e" not in seen and "bob-2@e2e" not in seen  # code, command: no model
+    assert await mail.replies(mail.alice, "forged-2@evil.test") == []
+    assert await mail.replies(mail.alice, "noauth-1@e2e") == []
+    assert all(MALLORY not in rcpts for _, rcpts in mail.bot_submissions())

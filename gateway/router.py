@@ -9,10 +9,11 @@ the keys in ``allow`` (group keys for groups; group or user keys for DMs; admins
 always let in for DMs); ``pairing`` is ``allowlist`` plus the people the operator
 approved in the pairing store (gateway/pairing.py, Redis): the caller looks that up
 and passes ``paired``, so a missing lookup fails closed. A sender the platform does not
-vouch for (``Inbound.authenticated`` false: mail without a passing DMARC verdict) is in
-no allowlist and cannot be paired or be an admin: only ``open`` lets it in. Edits and deletions
-(``Inbound.kind``) get ``CHANGE`` (an edit only from an allowed sender): they never
-engage and never join the context as new words.
+vouch for (``Inbound.authenticated`` false: mail without a passing DMARC verdict) is a
+stranger wherever it writes: it is in no allowlist and cannot be paired or be an admin,
+so only ``[policy] dm = "open"`` lets it in (and, for a group, the group's policy).
+Edits and deletions (``Inbound.kind``) get ``CHANGE`` (an edit only from an allowed
+sender): they never engage and never join the context as new words.
 """
 
 from __future__ import annotations
@@ -67,11 +68,11 @@ class Router:
         """``paired``: the pairing store approved this sender (only it can know)."""
         policy = self._cfg.policy
         group = msg.group
+        if not msg.authenticated and policy.dm != "open":
+            return False  # its sender_id is a claim: a stranger, in a DM or not
         if not msg.is_group:
             if policy.dm == "open":
                 return True
-            if not msg.authenticated:  # its sender_id is a claim, not a person
-                return False
             user = self.user_key(msg)
             listed = user in self._admins or user in self._allow or group in self._allow
             return listed or (policy.dm == "pairing" and paired)

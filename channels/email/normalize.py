@@ -12,11 +12,12 @@
   allowlists, operator roles and personal memory use) only when the receiving server
   authenticated it (``authresults``). An unauthenticated mail is reported as such
   (``authenticated=False``, ``sender_id`` ``unverified:<address>``, which matches no
-  allowlist, pairing or admin entry; the gateway decides what it may do) and as a
-  conversation with its From address alone: its To/Cc and its References are the
-  sender's own words, so they neither make it a group nor file it into an existing
-  thread (its ``chat_id`` is keyed by the claimed From as well as the root, in a
-  namespace of its own). A mailbox with ``allow_from`` drops such mail.
+  allowlist, pairing or admin entry; the gateway decides what it may do). Its
+  conversation is nobody's DM (``is_group``: its words carry member trust at most, never
+  the DM owner's or an operator's), and its References are the sender's own words, so
+  they never file it into an existing thread: its ``chat_id`` is keyed by the claimed
+  From as well as the root, in a namespace of its own. A mailbox with ``allow_from``
+  drops such mail.
 """
 
 from __future__ import annotations
@@ -103,8 +104,7 @@ def normalize(
         if not allowed_sender(mail.from_address, settings.allow_from):
             return Dropped("sender not in allow_from")
     verified = verdict.verified
-    # unverified: a conversation with the claimed From alone (its Cc is not believed)
-    people = correspondents(mail, own) if verified else [mail.from_address]
+    people = correspondents(mail, own)
     to_bot = any(a in own for a in mail.to)
     cc_bot = any(a in own for a in mail.cc)
     sender = mail.from_address if verified else UNVERIFIED + mail.from_address
@@ -121,12 +121,14 @@ def normalize(
         account=account,
         chat_id=thread_key(mail, gm_thread_id, verified=verified),
         chat_name=bare_subject(mail.subject) or None,
-        is_group=len(people) > 1,
+        is_group=len(people) > 1 or not verified,
         sender_id=sender,
         sender_name=mail.from_name or mail.from_address,
         message_id=mail.message_id,
         text=mail.text or mail.subject,
         reply_to_id=mail.in_reply_to,
+        # quotes among the sender's lines are someone else's words: quoted data
+        reply_to_text=mail.quoted or None,
         mentions_bot=to_bot or (settings.engage_cc and cc_bot),
         is_admin=False,  # mail has no chat admins; operators come from [policy] admins
         authenticated=verified,

@@ -263,7 +263,7 @@ async def test_pairing_gates_mail_by_its_authentication(pairing_stack: Stack) ->
 
     await eventually(both_answered, timeout=60)
     turns = await pairing_stack.turns()
-    seen = " ".join(" ".join(map(str, t["ids"])) for t in turns)  # type: ignore[call-overload]
+    seen = " ".join(str(t["ids"]) for t in turns)
     assert "forged-2@evil.test" not in seen and "noauth-1@e2e" not in seen
     assert "carol-1@e2e" not in seen and "bob-2@e2e" not in seen  # code, command: no model
     assert await mail.replies(mail.alice, "forged-2@evil.test") == []

@@ -2,9 +2,10 @@
 
 Checks, in order: the configuration, Redis (reachable, and persistent: append-only file
 or snapshots, else a restart loses every queued message), workers (RQ's registry, so it
-sees workers wherever they run), turns being retried or in a crash loop and dead letters
-(both from Redis), the model (the one-token smoke test, ``gateway.smoke``), and each
-channel's credentials (``Channel.check()``). A failed check makes the exit status 1.
+sees workers wherever they run), turns being retried or in a crash loop, dead letters
+and inbound the channels skipped on arrival (all from Redis), the model (the one-token
+smoke test, ``gateway.smoke``), and each channel's credentials (``Channel.check()``).
+A failed check makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rq import Worker
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
+from gateway.deadletters import list_skipped
 from gateway.queue import DeadLetters, Keys, background_queue, job_queue
 from gateway.redis_server import running_embedded_url
 from gateway.smoke import check_model
@@ -118,6 +120,11 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                     f"{count} message(s){why}; see `pynanoclaw dead list {group}`")
     if not counts:
         yield Check("dead letters", True, "none")
+    for s in list_skipped(client):
+        # informational: the bot answers; these never reached a mailbox to retry
+        yield Check(f"skipped {s.channel}:{s.account}", True,
+                    f"{len(s.records)} inbound skipped on arrival; last: "
+                    f"{s.line(s.records[-1])}; see `pynanoclaw dead list`")
 
 
 async def _channel_check(name: str, channel: object) -> Check:

@@ -33,6 +33,7 @@ from channels.models import Inbound, trim_raw
 
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv|tr)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 UNVERIFIED = "unverified:"
+_UNVERIFIED_THREAD = "u-"
 
 
 @dataclass(frozen=True)
@@ -52,10 +53,16 @@ def thread_key(
     never in the thread's memory or context."""
     root = mail.references[0] if mail.references else (mail.in_reply_to or mail.message_id)
     if not verified:
-        return "u-" + hashlib.sha256(f"{mail.from_address}\0{root}".encode()).hexdigest()[:20]
+        digest = hashlib.sha256(f"{mail.from_address}\0{root}".encode()).hexdigest()[:20]
+        return _UNVERIFIED_THREAD + digest
     if gm_thread_id:
         return f"gm-{gm_thread_id}"
     return "t-" + hashlib.sha256(root.encode()).hexdigest()[:20]
+
+
+def unverified_thread(chat_id: str) -> bool:
+    """Whether ``chat_id`` is the conversation of an unauthenticated mail."""
+    return chat_id.startswith(_UNVERIFIED_THREAD)
 
 
 def bare_subject(subject: str) -> str:

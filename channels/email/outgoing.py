@@ -30,6 +30,7 @@ from channels.base import Chunk
 from channels.email.authresults import verdict
 from channels.email.compose import compose, reply_message_id
 from channels.email.imap import ImapSession, TokenSource
+from channels.email.normalize import unverified_thread
 from channels.email.parse import stand_in_uid
 from channels.email.settings import EmailSettings
 from channels.email.smtp import send_mail
@@ -59,7 +60,8 @@ class Outgoing:
         self._token = token
         self._imap: ImapSession | None = None
         self._lock = asyncio.Lock()
-        self._originals: OrderedDict[str, Message] = OrderedDict()
+        #: (Message-ID, verified) -> header of the mail answered
+        self._originals: OrderedDict[tuple[str, bool], Message] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"Outgoing({self._settings.address!r})"
@@ -81,35 +83,42 @@ class Outgoing:
         await session.select(folder)
         return await session.search("HEADER", "Message-ID", f'"<{message_id}>"')
 
-    async def _header(self, session: ImapSession, message_id: str) -> bytes | None:
-        """The header of the mail being answered: by its UID when it had no usable
-        Message-ID (its stand-in id says where it is), else by Message-ID."""
+    async def _candidates(self, session: ImapSession, message_id: str) -> list[int]:
+        """UIDs of the mail being answered, newest first: the one its stand-in id names
+        when it had no usable Message-ID, else every mail with that Message-ID."""
         folder = self._settings.folder
         where = stand_in_uid(message_id)
         if where is not None:
             selected = await session.select(folder)
-            uidvalidity, uid = where
             # renumbered folder: the UID names another mail now (or none)
-            return await session.body(uid, "HEADER") if selected.uidvalidity == uidvalidity \
-                else None
-        uids = await self._find(session, folder, message_id)
-        return await session.body(uids[-1], "HEADER") if uids else None
+            return [where[1]] if selected.uidvalidity == where[0] else []
+        return sorted(await self._find(session, folder, message_id), reverse=True)
 
-    async def _original(self, session: ImapSession, message_id: str) -> Message:
-        cached = self._originals.get(message_id)
+    async def _original(self, session: ImapSession, message: Outbound) -> Message:
+        """The header of the mail ``message`` answers. A Message-ID is the sender's
+        choice, so a forger can reuse one: of the mails carrying it, the one whose
+        authentication matches the conversation's (``normalize.unverified_thread``) is
+        answered, never a forged one in a verified thread's place, nor the reverse."""
+        assert message.reply_to_id is not None
+        verified = not unverified_thread(message.chat_id)
+        key = (message.reply_to_id, verified)
+        cached = self._originals.get(key)
         if cached is not None:
-            self._originals.move_to_end(message_id)
+            self._originals.move_to_end(key)
             return cached
-        header = await self._header(session, message_id)
-        if header is None:
-            raise PermanentError(
-                "thread_gone", f"the mail being answered is no longer in {self._settings.folder}"
-            )
-        original = BytesHeaderParser().parsebytes(header)
-        self._originals[message_id] = original
-        if len(self._originals) > _CACHE_SIZE:
-            self._originals.popitem(last=False)
-        return original
+        for uid in await self._candidates(session, message.reply_to_id):
+            header = await session.body(uid, "HEADER")
+            if header is None:
+                continue
+            original = BytesHeaderParser().parsebytes(header)
+            if self._verified(original) == verified:
+                self._originals[key] = original
+                if len(self._originals) > _CACHE_SIZE:
+                    self._originals.popitem(last=False)
+                return original
+        raise PermanentError(
+            "thread_gone", f"the mail being answered is no longer in {self._settings.folder}"
+        )
 
     def _verified(self, original: Message) -> bool:
         """The receiving server's verdict on the original's From, judged again from its
@@ -136,7 +145,7 @@ class Outgoing:
         async with self._lock:
             try:
                 session = await self._session()
-                original = await self._original(session, message.reply_to_id)
+                original = await self._original(session, message)
                 if await self._find(session, self._settings.sent_folder, message_id):
                     log.info("email: reply %s chunk %d is already in %s; not sent again",
                              message.reply_id, index, self._settings.sent_folder)

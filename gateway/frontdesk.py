@@ -9,9 +9,6 @@ or ``"duplicate"``. A stranger the platform does not authenticate (``Inbound.
 authenticated`` false: mail that failed DMARC) gets no code: its address is a claim,
 and a code sent there would go to whoever it names. It is dropped (logged).
 
-Answers cite the message they answer (``reply_to_id``): mail needs it to find the
-thread and its recipients; chat platforms show it as a reply to the command.
-
 Exactly once: the dedupe key is checked first and set only after the answer is in the
 outbox. A redelivery in between publishes the answer again under the same ``reply_id``
 (derived from the message's dedupe id), and the outbox's per-chunk ``sent`` keys make
@@ -109,9 +106,9 @@ class FrontDesk:
                 "reply_id": reply_id if text is not None else None}
         async with self._r.pipeline(transaction=True) as pipe:
             if text is not None:
+                # Not a quote of the message: a slash command has no message to quote.
                 out = Outbound(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
-                               thread_id=msg.thread_id, text=text,
-                               reply_to_id=msg.message_id, reply_id=reply_id)
+                               thread_id=msg.thread_id, text=text, reply_id=reply_id)
                 pipe.xadd(self._keys.outbox, {"type": "reply", "data": out.model_dump_json()})
             pipe.xadd(self._keys.outbox, {"type": "done", "data": json.dumps(done)})
             await pipe.execute()

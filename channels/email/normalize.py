@@ -131,6 +131,9 @@ def normalize(
         is_group=len(people) > 1 or not verified,
         sender_id=sender,
         sender_name=mail.from_name or mail.from_address,
+        # every mail is where its answers thread: an answer without ``reply_to_id``
+        # (the gateway's command and pairing answers) finds the mail by this
+        thread_id=mail.message_id,
         message_id=mail.message_id,
         text=mail.text or mail.subject,
         reply_to_id=mail.in_reply_to,

@@ -99,14 +99,15 @@ class Outgoing:
         choice, so a forger can reuse one: of the mails carrying it, the one whose
         authentication matches the conversation's (``normalize.unverified_thread``) is
         answered, never a forged one in a verified thread's place, nor the reverse."""
-        assert message.reply_to_id is not None
+        answered = message.reply_to_id or message.thread_id
+        assert answered is not None
         verified = not unverified_thread(message.chat_id)
-        key = (message.reply_to_id, verified)
+        key = (answered, verified)
         cached = self._originals.get(key)
         if cached is not None:
             self._originals.move_to_end(key)
             return cached
-        for uid in await self._candidates(session, message.reply_to_id):
+        for uid in await self._candidates(session, answered):
             header = await session.body(uid, "HEADER")
             if header is None:
                 continue
@@ -137,9 +138,10 @@ class Outgoing:
 
     async def send(self, message: Outbound, chunk: Chunk, index: int) -> str:
         """Send chunk ``index`` of ``message``; return its Message-ID."""
-        if not message.reply_to_id:
+        if not (message.reply_to_id or message.thread_id):
             raise PermanentError(
-                "no_thread", "an email reply needs reply_to_id (the mail it answers)"
+                "no_thread", "an email reply needs reply_to_id or thread_id (the mail it "
+                "answers)"
             )
         message_id = reply_message_id(message.reply_id, index, self._settings.address)
         async with self._lock:

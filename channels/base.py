@@ -44,6 +44,13 @@ def _chars(text: str) -> int:
     return len(text)
 
 
+#: The ``CursorStore`` key under which an adapter records the inbound it skipped for
+#: good, never queued (a mail too big or unreadable): JSON, a list of objects with at
+#: least ``reason`` and ``at`` (ISO time), newest last. ``pynanoclaw status``, ``dead
+#: list`` and ``/healthz`` show them.
+SKIPPED_KEY = "dead_letters"
+
+
 @runtime_checkable
 class CursorStore(Protocol):
     """Durable small key/value store for an adapter's cursors (poll offsets, sync tokens).

@@ -77,6 +77,10 @@ class Inbound(BaseModel):
     forwarded_from: str | None = None
     mentions_bot: bool = False
     is_admin: bool = False  # sender is an admin of the chat, as the platform says
+    #: Whether the platform vouches for ``sender_id``. Chat platforms authenticate their
+    #: users; mail does only when the receiving server's verdict says so (DMARC). An
+    #: unauthenticated sender is nobody the gateway knows: no allowlist, pairing or role.
+    authenticated: bool = True
     attachments: list[Attachment] = Field(default_factory=list)
     received_at: datetime = Field(default_factory=_now)
     raw: dict[str, Any] = Field(default_factory=dict)

@@ -4,11 +4,13 @@ themselves are ``gateway.queue.DeadLetters``."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import redis
 
+from channels.base import SKIPPED_KEY
 from gateway.config import GatewayConfig
 from gateway.inbox import drain_options
 from gateway.queue import DeadLetters, DeadRecord, Keys
@@ -49,6 +51,41 @@ def list_dead(client: redis.Redis, group: str | None = None, keys: Keys | None =
         if messages:
             out.append(DeadGroup(group=g, messages=messages, records=dead.records(g)))
     return out
+
+
+@dataclass(frozen=True)
+class SkippedInbound:
+    """What one channel account skipped on arrival, never queued (a mail too big or
+    unreadable): nothing to retry, shown so it is not lost silently."""
+
+    channel: str
+    account: str
+    records: list[dict[str, object]]
+
+    def line(self, record: dict[str, object]) -> str:
+        where = f"uid {record['uid']} in {record.get('folder')}: " if "uid" in record else ""
+        return f"{record.get('at', '?')}  {where}{record.get('reason', '?')}"
+
+
+def list_skipped(client: redis.Redis, keys: Keys | None = None) -> list[SkippedInbound]:
+    """Every channel account's skipped inbound (``channels.base.SKIPPED_KEY`` in its
+    cursor store), by channel and account."""
+    keys = keys or Keys()
+    template = keys.cursor("\0", "\0", SKIPPED_KEY)  # where channel and account stand
+    head, tail = template[:template.index("\0")], template[template.rindex("\0") + 1:]
+    found = []
+    for raw in client.scan_iter(match=keys.cursor("*", "*", SKIPPED_KEY), count=200):
+        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        channel, _, account = key[len(head):len(key) - len(tail)].partition(":")
+        value = client.get(key)
+        try:
+            records = json.loads(value) if value else []
+        except ValueError:
+            records = [{"reason": "unreadable record"}]
+        if isinstance(records, list) and records:
+            found.append(SkippedInbound(channel, account,
+                                        [r for r in records if isinstance(r, dict)]))
+    return sorted(found, key=lambda s: (s.channel, s.account))
 
 
 def retry_dead(client: redis.Redis, config: GatewayConfig, group: str | None = None

@@ -5,7 +5,9 @@ and never become mailbox entries, so the model never sees them.
 ``triage`` returns either the ``Route`` for the inbox to carry out, or the outcome it
 already handled: ``"command"`` (answered), ``"pairing"`` (a stranger's DM under
 ``[policy] dm = "pairing"``: answered with a pairing code, or with nothing once denied)
-or ``"duplicate"``.
+or ``"duplicate"``. A stranger the platform does not authenticate (``Inbound.
+authenticated`` false: mail that failed DMARC) gets no code: its address is a claim,
+and a code sent there would go to whoever it names. It is dropped (logged).
 
 Exactly once: the dedupe key is checked first and set only after the answer is in the
 outbox. A redelivery in between publishes the answer again under the same ``reply_id``
@@ -71,6 +73,9 @@ class FrontDesk:
                 await self.pairing.is_approved(user_key(msg))
             if msg.kind != "message":  # a stranger's edit gets no pairing code
                 return router.route(msg, paired)
+            if not msg.authenticated:
+                return Route(msg.group, Disposition.DROP,
+                             "unauthenticated sender: no pairing code")
             if not paired:
                 return await self._pair(msg)
         if msg.kind != "message":

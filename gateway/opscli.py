@@ -13,7 +13,7 @@ import redis
 import typer
 
 from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
-from gateway.deadletters import drop_dead, list_dead, retry_dead, when
+from gateway.deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
 from gateway.redis_server import running_embedded_url
 from gateway.status import run_checks
 
@@ -73,8 +73,14 @@ def dead_list(
     _, client = _client(config)
     with client:
         groups = list_dead(client, group)
-    if not groups:
+        skipped = [] if group else list_skipped(client)
+    if not groups and not skipped:
         typer.echo("no dead letters")
+    for s in skipped:  # never queued, so nothing to retry: shown so it is not lost quietly
+        typer.echo(f"{s.channel}:{s.account}: {len(s.records)} skipped on arrival "
+                   "(never queued)")
+        for record in s.records:
+            typer.echo(f"  {s.line(record)}")
     for g in groups:
         typer.echo(f"{g.group}: {len(g.messages)} message(s)")
         for rec in g.records:

@@ -26,8 +26,9 @@ retry: ``Channel.find_sent`` returns the chunk's id where the platform lets us l
 up (Slack), the adapter's idempotency key dedupes the re-send (Discord's nonce,
 Matrix's transaction id), else the chunk is sent again (Telegram, Signal: at least once
 rather than lost).
-Each chunk is sent with the retry policy of gateway/chunksend.py; a ``PermanentError`` is recorded as the chunk's outcome (failed, with its reason),
-logged once, and the chunk is dropped.
+Each chunk is sent with the retry policy of gateway/chunksend.py; a ``PermanentError``
+is recorded as the chunk's outcome (failed, with its reason), logged once, and the chunk
+is dropped.
 """
 
 from __future__ import annotations

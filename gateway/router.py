@@ -8,9 +8,12 @@ Policies (``[policy] dm`` / ``groups``): ``open`` lets everyone in; ``allowlist`
 the keys in ``allow`` (group keys for groups; group or user keys for DMs; admins are
 always let in for DMs); ``pairing`` is ``allowlist`` plus the people the operator
 approved in the pairing store (gateway/pairing.py, Redis): the caller looks that up
-and passes ``paired``, so a missing lookup fails closed. Edits and deletions
-(``Inbound.kind``) get ``CHANGE`` (an edit only from an allowed sender): they never
-engage and never join the context as new words.
+and passes ``paired``, so a missing lookup fails closed. A sender the platform does not
+vouch for (``Inbound.authenticated`` false: mail without a passing DMARC verdict) is a
+stranger wherever it writes: it is in no allowlist and cannot be paired or be an admin,
+so only ``[policy] dm = "open"`` lets it in (and, for a group, the group's policy).
+Edits and deletions (``Inbound.kind``) get ``CHANGE`` (an edit only from an allowed
+sender): they never engage and never join the context as new words.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class Router:
         """``paired``: the pairing store approved this sender (only it can know)."""
         policy = self._cfg.policy
         group = msg.group
+        if not msg.authenticated and policy.dm != "open":
+            return False  # its sender_id is a claim: a stranger, in a DM or not
         if not msg.is_group:
             if policy.dm == "open":
                 return True

@@ -5,9 +5,10 @@ watermarks), Redis (reachable, and persistent: append-only file or snapshots, el
 restart loses every queued message; writing its append-only file and within its
 ``maxmemory``: gateway/pressure.py), workers (RQ's registry, so it sees workers wherever
 they run; a registration left by a worker of this host that no longer runs is not
-counted), turns being retried or in a crash loop and dead letters (both from Redis), the
-model (the one-token smoke test, ``gateway.smoke``), and each channel's credentials
-(``Channel.check()``). A failed check makes the exit status 1.
+counted), turns being retried or in a crash loop, dead letters and inbound the channels
+skipped on arrival (all from Redis), spending caps, the model (the one-token smoke test,
+``gateway.smoke``), and each channel's credentials (``Channel.check()``). A failed check
+makes the exit status 1.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from rq.worker import BaseWorker
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
+from gateway.deadletters import list_skipped
 from gateway.pressure import disk_problem, free_mb, redis_problems
 from gateway.queue import Budget, DeadLetters, Keys, background_queue, job_queue, period_ids
 from gateway.redis_server import running_embedded_url
@@ -138,6 +140,11 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                     f"{count} message(s){why}; see `pynanoclaw dead list {group}`")
     if not counts:
         yield Check("dead letters", True, "none")
+    for s in list_skipped(client):
+        # informational: the bot answers; these never reached a mailbox to retry
+        yield Check(f"skipped {s.channel}:{s.account}", True,
+                    f"{len(s.records)} inbound skipped on arrival; last: "
+                    f"{s.line(s.records[-1])}; see `pynanoclaw dead list`")
     yield from _budget_checks(client, cfg)
 
 

@@ -131,6 +131,16 @@ class EmailChannel(Channel):
             self._task = None
         await self._outgoing.close()
 
+    def health(self) -> dict[str, Any]:
+        """The mails skipped for good (too big, unreadable): how many, and the last."""
+        skipped = self.receiver.skipped if self.receiver is not None else []
+        if not skipped:
+            return {"skipped": 0}
+        last = skipped[-1]
+        return {"skipped": len(skipped),
+                "last_skipped": f"uid {last.get('uid')} in {last.get('folder')}: "
+                                f"{last.get('reason')} ({last.get('at')})"}
+
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, self.limits.max_message_len)
 

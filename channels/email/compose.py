@@ -32,8 +32,16 @@ def _addresses(original: Message, *names: str) -> list[str]:
     return [a.lower() for _, a in getaddresses(values) if "@" in a]
 
 
-def recipients(original: Message, own: frozenset[str]) -> tuple[list[str], list[str]]:
-    """Reply-all: (To, Cc). To is Reply-To or From; Cc the other correspondents."""
+def recipients(
+    original: Message, own: frozenset[str], verified: bool = True
+) -> tuple[list[str], list[str]]:
+    """Reply-all: (To, Cc). To is Reply-To or From; Cc the other correspondents.
+
+    An unverified original is answered to its From alone: its Reply-To, To and Cc
+    are the sender's claims (a forger Cc'ing itself on someone else's name), and the
+    From is the one address the answer may go to without leaking to the forger."""
+    if not verified:
+        return [a for a in _addresses(original, "From") if a not in own][:1], []
     to = [a for a in _addresses(original, "Reply-To") or _addresses(original, "From")
           if a not in own]
     if not to:  # the bot wrote the original itself: answer its recipients
@@ -46,10 +54,12 @@ def recipients(original: Message, own: frozenset[str]) -> tuple[list[str], list[
 
 
 def compose(
-    original: Message, settings: EmailSettings, chunk: Chunk, message_id: str
+    original: Message, settings: EmailSettings, chunk: Chunk, message_id: str,
+    *, verified: bool = True,
 ) -> EmailMessage:
-    """The reply to ``original`` (its headers suffice) carrying ``chunk``."""
-    to, cc = recipients(original, settings.own_addresses)
+    """The reply to ``original`` (its headers suffice) carrying ``chunk``;
+    ``verified``: whether the receiving server authenticated the original's From."""
+    to, cc = recipients(original, settings.own_addresses, verified)
     original_id = message_ids(str(original.get("Message-ID", "")))
     references = message_ids(str(original.get("References", ""))) + original_id
     if len(references) > MAX_REFERENCES:

@@ -10,10 +10,14 @@
   lists (List-Id) and the bot's own mail are dropped: answering them loops or spams.
 * Trust: the sender's address is used (as ``sender_id``, the person key that
   allowlists, operator roles and personal memory use) only when the receiving server
-  authenticated it (``authresults``). An unauthenticated sender becomes
-  ``unverified:<address>``, which matches no allowlist or admin entry, and its thread
-  is a group (``is_group``), so its words carry member trust at most, never the DM
-  owner's or an operator's. A mailbox with ``allow_from`` drops such mail.
+  authenticated it (``authresults``). An unauthenticated mail is reported as such
+  (``authenticated=False``, ``sender_id`` ``unverified:<address>``, which matches no
+  allowlist, pairing or admin entry; the gateway decides what it may do). Its
+  conversation is nobody's DM (``is_group``: its words carry member trust at most, never
+  the DM owner's or an operator's), and its References are the sender's own words, so
+  they never file it into an existing thread: its ``chat_id`` is keyed by the claimed
+  From as well as the root, in a namespace of its own. A mailbox with ``allow_from``
+  drops such mail.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from channels.models import Inbound, trim_raw
 
 _SUBJECT_PREFIX = re.compile(r"^\s*((re|fwd?|aw|wg|sv|tr)\s*(\[\d+\])?\s*:\s*)+", re.IGNORECASE)
 UNVERIFIED = "unverified:"
+_UNVERIFIED_THREAD = "u-"
 
 
 @dataclass(frozen=True)
@@ -38,12 +43,26 @@ class Dropped:
     reason: str
 
 
-def thread_key(mail: ParsedMail, gm_thread_id: str | None = None) -> str:
-    """The conversation's ``chat_id``: stable for every mail of one thread."""
+def thread_key(
+    mail: ParsedMail, gm_thread_id: str | None = None, *, verified: bool = True
+) -> str:
+    """The conversation's ``chat_id``: stable for every mail of one thread.
+
+    Unverified mail gets ``u-<hash of From and root>``: a forger who cites the root of
+    someone's thread (or Gmail threads it there) lands in a conversation of its own,
+    never in the thread's memory or context."""
+    root = mail.references[0] if mail.references else (mail.in_reply_to or mail.message_id)
+    if not verified:
+        digest = hashlib.sha256(f"{mail.from_address}\0{root}".encode()).hexdigest()[:20]
+        return _UNVERIFIED_THREAD + digest
     if gm_thread_id:
         return f"gm-{gm_thread_id}"
-    root = mail.references[0] if mail.references else (mail.in_reply_to or mail.message_id)
     return "t-" + hashlib.sha256(root.encode()).hexdigest()[:20]
+
+
+def unverified_thread(chat_id: str) -> bool:
+    """Whether ``chat_id`` is the conversation of an unauthenticated mail."""
+    return chat_id.startswith(_UNVERIFIED_THREAD)
 
 
 def bare_subject(subject: str) -> str:
@@ -91,10 +110,11 @@ def normalize(
             return Dropped(f"unauthenticated sender on an allow_from mailbox ({verdict.reason})")
         if not allowed_sender(mail.from_address, settings.allow_from):
             return Dropped("sender not in allow_from")
+    verified = verdict.verified
     people = correspondents(mail, own)
     to_bot = any(a in own for a in mail.to)
     cc_bot = any(a in own for a in mail.cc)
-    sender = mail.from_address if verdict.verified else UNVERIFIED + mail.from_address
+    sender = mail.from_address if verified else UNVERIFIED + mail.from_address
     raw = {
         "uid": uid,
         "subject": mail.subject,
@@ -106,16 +126,22 @@ def normalize(
     return Inbound(
         channel="email",
         account=account,
-        chat_id=thread_key(mail, gm_thread_id),
+        chat_id=thread_key(mail, gm_thread_id, verified=verified),
         chat_name=bare_subject(mail.subject) or None,
-        is_group=len(people) > 1 or not verdict.verified,
+        is_group=len(people) > 1 or not verified,
         sender_id=sender,
         sender_name=mail.from_name or mail.from_address,
+        # every mail is where its answers thread: an answer without ``reply_to_id``
+        # (the gateway's command and pairing answers) finds the mail by this
+        thread_id=mail.message_id,
         message_id=mail.message_id,
         text=mail.text or mail.subject,
         reply_to_id=mail.in_reply_to,
+        # quotes among the sender's lines are someone else's words: quoted data
+        reply_to_text=mail.quoted or None,
         mentions_bot=to_bot or (settings.engage_cc and cc_bot),
         is_admin=False,  # mail has no chat admins; operators come from [policy] admins
+        authenticated=verified,
         attachments=mail.attachments,
         raw=trim_raw(raw),
     )

@@ -22,12 +22,16 @@ from collections.abc import Callable
 from email.message import Message
 from email.parser import BytesHeaderParser
 from email.policy import SMTP  # CRLF line ends, as IMAP APPEND expects
+from email.utils import getaddresses
 
 from pydantic import SecretStr
 
 from channels.base import Chunk
+from channels.email.authresults import verdict
 from channels.email.compose import compose, reply_message_id
 from channels.email.imap import ImapSession, TokenSource
+from channels.email.normalize import unverified_thread
+from channels.email.parse import stand_in_uid
 from channels.email.settings import EmailSettings
 from channels.email.smtp import send_mail
 from channels.errors import NetworkError, PermanentError
@@ -56,7 +60,8 @@ class Outgoing:
         self._token = token
         self._imap: ImapSession | None = None
         self._lock = asyncio.Lock()
-        self._originals: OrderedDict[str, Message] = OrderedDict()
+        #: (Message-ID, verified) -> header of the mail answered
+        self._originals: OrderedDict[tuple[str, bool], Message] = OrderedDict()
 
     def __repr__(self) -> str:
         return f"Outgoing({self._settings.address!r})"
@@ -78,22 +83,54 @@ class Outgoing:
         await session.select(folder)
         return await session.search("HEADER", "Message-ID", f'"<{message_id}>"')
 
-    async def _original(self, session: ImapSession, message_id: str) -> Message:
-        cached = self._originals.get(message_id)
+    async def _candidates(self, session: ImapSession, message_id: str) -> list[int]:
+        """UIDs of the mail being answered, newest first: the one its stand-in id names
+        when it had no usable Message-ID, else every mail with that Message-ID."""
+        folder = self._settings.folder
+        where = stand_in_uid(message_id)
+        if where is not None:
+            selected = await session.select(folder)
+            # renumbered folder: the UID names another mail now (or none)
+            return [where[1]] if selected.uidvalidity == where[0] else []
+        return sorted(await self._find(session, folder, message_id), reverse=True)
+
+    async def _original(self, session: ImapSession, message: Outbound) -> Message:
+        """The header of the mail ``message`` answers. A Message-ID is the sender's
+        choice, so a forger can reuse one: of the mails carrying it, the one whose
+        authentication matches the conversation's (``normalize.unverified_thread``) is
+        answered, never a forged one in a verified thread's place, nor the reverse."""
+        answered = message.reply_to_id or message.thread_id
+        assert answered is not None
+        verified = not unverified_thread(message.chat_id)
+        key = (answered, verified)
+        cached = self._originals.get(key)
         if cached is not None:
-            self._originals.move_to_end(message_id)
+            self._originals.move_to_end(key)
             return cached
-        uids = await self._find(session, self._settings.folder, message_id)
-        header = await session.body(uids[-1], "HEADER") if uids else None
-        if header is None:
-            raise PermanentError(
-                "thread_gone", f"the mail being answered is no longer in {self._settings.folder}"
-            )
-        original = BytesHeaderParser().parsebytes(header)
-        self._originals[message_id] = original
-        if len(self._originals) > _CACHE_SIZE:
-            self._originals.popitem(last=False)
-        return original
+        for uid in await self._candidates(session, answered):
+            header = await session.body(uid, "HEADER")
+            if header is None:
+                continue
+            original = BytesHeaderParser().parsebytes(header)
+            if self._verified(original) == verified:
+                self._originals[key] = original
+                if len(self._originals) > _CACHE_SIZE:
+                    self._originals.popitem(last=False)
+                return original
+        raise PermanentError(
+            "thread_gone", f"the mail being answered is no longer in {self._settings.folder}"
+        )
+
+    def _verified(self, original: Message) -> bool:
+        """The receiving server's verdict on the original's From, judged again from its
+        headers as the receiver judged it (``authresults``): an unverified mail is
+        answered to its From alone (``compose.recipients``)."""
+        senders = [a for _, a in getaddresses([str(v) for v in original.get_all("From", [])])]
+        if not senders:
+            return False
+        results = [str(v) for v in original.get_all("Authentication-Results", [])]
+        return verdict(results, senders[0].lower(),
+                       self._settings.trusted_authserv_ids).verified
 
     def _append_sent(self, session: ImapSession) -> bool:
         mode = self._settings.append_sent
@@ -101,20 +138,22 @@ class Outgoing:
 
     async def send(self, message: Outbound, chunk: Chunk, index: int) -> str:
         """Send chunk ``index`` of ``message``; return its Message-ID."""
-        if not message.reply_to_id:
+        if not (message.reply_to_id or message.thread_id):
             raise PermanentError(
-                "no_thread", "an email reply needs reply_to_id (the mail it answers)"
+                "no_thread", "an email reply needs reply_to_id or thread_id (the mail it "
+                "answers)"
             )
         message_id = reply_message_id(message.reply_id, index, self._settings.address)
         async with self._lock:
             try:
                 session = await self._session()
-                original = await self._original(session, message.reply_to_id)
+                original = await self._original(session, message)
                 if await self._find(session, self._settings.sent_folder, message_id):
                     log.info("email: reply %s chunk %d is already in %s; not sent again",
                              message.reply_id, index, self._settings.sent_folder)
                     return message_id
-                mail = compose(original, self._settings, chunk, message_id)
+                mail = compose(original, self._settings, chunk, message_id,
+                               verified=self._verified(original))
                 password = self._password.get_secret_value() if self._password else None
                 await send_mail(mail, self._settings, password=password, token=self._token)
                 if self._append_sent(session):

@@ -2,7 +2,12 @@
 
 Text extraction: the plain part is preferred, HTML is converted to text, and the
 quoted history and signature are cut with mail-parser-reply (which knows the "On ...
-wrote:" headers of common clients in a dozen languages). Attachments are metadata only.
+wrote:" headers of common clients in a dozen languages). Quoted lines ("> ") are never
+the sender's words wherever they stand: a trailing block is history and dropped, the
+rest (a quote on top, quotes between answers) is kept apart as ``quoted``, which the
+adapter passes as quoted data (``Inbound.reply_to_text``). A body longer than
+``max_text`` characters is cut before any of this (mail-parser-reply takes tens of
+seconds on megabytes) and says so at its end. Attachments are metadata only.
 """
 
 from __future__ import annotations
@@ -45,9 +50,27 @@ class ParsedMail:
     references: list[str]
     text: str
     attachments: list[Attachment] = field(default_factory=list)
+    #: quoted lines that stood among the sender's own (one "> " level removed)
+    quoted: str = ""
     auth_results: list[str] = field(default_factory=list)
     list_id: str | None = None
     automated: bool = False  # Auto-Submitted or Precedence: bulk/list/junk
+
+
+#: the id a mail without a usable Message-ID goes by: where it is (UIDVALIDITY and
+#: UID of the watched folder), which is how a reply finds it again (``outgoing``). It
+#: has a space, so no mail's Message-ID (``<...>`` without spaces) can claim it.
+_STAND_IN = re.compile(r"^no-message-id uid (\d+)-(\d+)$")
+
+
+def stand_in_id(uidvalidity: int, uid: int) -> str:
+    return f"no-message-id uid {uidvalidity}-{uid}"
+
+
+def stand_in_uid(message_id: str) -> tuple[int, int] | None:
+    """(UIDVALIDITY, UID) of a stand-in id; None for a real Message-ID."""
+    found = _STAND_IN.match(message_id)
+    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def message_ids(value: str | None) -> list[str]:
@@ -111,6 +134,48 @@ def _drop_trailing_quote(text: str) -> str:
     return "\n".join(lines[:end]).rstrip() if end > 0 else text.strip()
 
 
+#: an attribution line above a quote ("On Mon, ... Ada wrote:"), in the reply languages
+_ATTRIBUTION = re.compile(
+    r"(wrote|schrieb|a écrit|escribió|ha scritto|schreef|napisał|skrev|napsal)\s*:\s*$",
+    re.IGNORECASE,
+)
+#: characters of HTML read per character of ``max_text`` (markup is mostly tags)
+_HTML_PER_TEXT = 8
+#: the default of ``max_text`` (the adapter passes ``EmailSettings.max_text_chars``)
+MAX_TEXT = 32_000
+
+
+def _quote_line(line: str) -> bool:
+    return line.lstrip().startswith(">")
+
+
+def split_quotes(text: str) -> tuple[str, str]:
+    """(the sender's own lines, the quoted ones): every "> " line goes to the second,
+    one level unquoted, blocks apart by a blank line; an attribution line directly
+    above a quote goes with neither."""
+    lines = text.split("\n")
+    own: list[str] = []
+    blocks: list[list[str]] = []
+    for i, line in enumerate(lines):
+        if _quote_line(line):
+            unquoted = line.lstrip()[1:]
+            unquoted = unquoted[1:] if unquoted.startswith(" ") else unquoted
+            if i > 0 and _quote_line(lines[i - 1]) and blocks:
+                blocks[-1].append(unquoted)
+            else:
+                blocks.append([unquoted])
+        elif not (_ATTRIBUTION.search(line) and i + 1 < len(lines)
+                  and _quote_line(lines[i + 1])):
+            own.append(line)
+    mine = re.sub(r"\n{3,}", "\n\n", "\n".join(own)).strip()
+    return mine, "\n\n".join("\n".join(b).strip() for b in blocks).strip()
+
+
+def cut_note(length: int, limit: int) -> str:
+    return (f"\n\n[The mail's text was cut here: it has {length:,} characters, of which "
+            f"the first {limit:,} are shown.]")
+
+
 def latest_reply(text: str) -> str:
     """The newest reply in ``text``: quoted history and signature removed."""
     reply = ReplyText(text=text, languages=REPLY_LANGUAGES, keep_hyphen_lists=True).read()
@@ -122,8 +187,10 @@ def latest_reply(text: str) -> str:
     return _drop_trailing_quote(text)
 
 
-def body_text(msg: EmailMessage) -> str:
-    """Plain part preferred, else HTML as text; quoted replies and signature cut."""
+def body_text(msg: EmailMessage, max_text: int = MAX_TEXT) -> tuple[str, str]:
+    """(text, quoted): plain part preferred, else HTML as text; quoted history and
+    signature cut, other quotes apart (``split_quotes``), at most ``max_text``
+    characters of the body read (with a note when it was cut)."""
     for part in msg.walk():
         # a multipart whose boundary is missing or never found is left as one string
         if part.get_content_maintype() == "multipart" and not part.is_multipart():
@@ -131,14 +198,20 @@ def body_text(msg: EmailMessage) -> str:
             raise BadMail(f"malformed MIME ({part.get_content_type()}: {defect})")
     body = msg.get_body(preferencelist=("plain", "html"))
     if not isinstance(body, EmailMessage):
-        return ""
+        return "", ""
+    text = _text_of(body)
     if body.get_content_subtype() == "html":
-        return latest_reply(html_to_text(_text_of(body)))
-    return latest_reply(_text_of(body))
+        text = html_to_text(text[: max_text * _HTML_PER_TEXT])
+    length = len(text)
+    mine, quoted = split_quotes(latest_reply(text[:max_text]))
+    if length > max_text:
+        mine += cut_note(length, max_text)
+    return mine, quoted
 
 
-def parse(raw: bytes, fallback_id: str) -> ParsedMail:
-    """Parse one message; ``fallback_id`` names it when it has no Message-ID."""
+def parse(raw: bytes, fallback_id: str, max_text: int = MAX_TEXT) -> ParsedMail:
+    """Parse one message; ``fallback_id`` names it when it has no Message-ID;
+    ``max_text``: characters of its body that are read."""
     try:
         msg = BytesParser(policy=email.policy.default).parsebytes(raw)
     except Exception as err:  # the parser is lenient; anything it raises is bad mail
@@ -153,7 +226,7 @@ def parse(raw: bytes, fallback_id: str) -> ParsedMail:
     in_reply_to = message_ids(str(msg.get("In-Reply-To", "")))
     auto = str(msg.get("Auto-Submitted", "no")).strip().lower()
     precedence = str(msg.get("Precedence", "")).strip().lower()
-    text = body_text(msg)
+    text, quoted = body_text(msg, max_text)
     return ParsedMail(
         message_id=message_id,
         subject=str(msg.get("Subject", "")).strip(),
@@ -165,6 +238,7 @@ def parse(raw: bytes, fallback_id: str) -> ParsedMail:
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=message_ids(str(msg.get("References", ""))),
         text=text,
+        quoted=quoted,
         attachments=_attachments(msg, message_id),
         auth_results=[str(v) for v in msg.get_all("Authentication-Results", [])],
         list_id=str(msg["List-Id"]) if msg.get("List-Id") else None,

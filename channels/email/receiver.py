@@ -18,7 +18,8 @@ the mail since the day of the last cursor write is delivered again, and the new
 cursor is stored only once all of it is queued (older mail stays unread). Every message keeps
 its Message-ID, hence its ``dedupe_id``, so the inbox drops the ones already queued and
 nothing is doubled or lost. Dead letters are logged and recorded (newest
-``DEAD_LETTER_KEEP``) under the cursor store key ``dead_letters``.
+``DEAD_LETTER_KEEP``) under the cursor store key ``SKIPPED_KEY``, where ``pynanoclaw
+status`` and ``dead list`` read them; ``skipped`` holds them for ``/healthz``.
 """
 
 from __future__ import annotations
@@ -30,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from channels.base import CursorStore, InboundSink
+from channels.base import SKIPPED_KEY, CursorStore, InboundSink
 from channels.email.authresults import verdict
 from channels.email.imap import ImapSession
 from channels.email.normalize import Dropped, normalize
-from channels.email.parse import BadMail, parse
+from channels.email.parse import BadMail, parse, stand_in_id
 from channels.email.settings import EmailSettings
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
@@ -43,7 +44,7 @@ from channels.retry import Backoff
 log = logging.getLogger(__name__)
 
 CURSOR_KEY = "imap"
-DEAD_LETTER_KEY = "dead_letters"
+DEAD_LETTER_KEY = SKIPPED_KEY
 DEAD_LETTER_KEEP = 100
 _IMAP_MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
@@ -101,6 +102,8 @@ class Receiver:
         self._memory: dict[str, str] = {}  # without a store (unit tests): in memory
         self.idling = asyncio.Event()  # set while waiting in IDLE/poll (tests wait on it)
         self._served = False  # this connection got as far as waiting for new mail
+        #: the recorded dead letters (read at each connect, kept as they are added)
+        self.skipped: list[dict[str, object]] = []
 
     async def _get(self, key: str) -> str | None:
         if self._cursors is None:
@@ -162,6 +165,7 @@ class Receiver:
         return Cursor(selected.uidvalidity, top, cursor.day), again
 
     async def _serve(self, session: ImapSession) -> None:
+        self.skipped = await self._dead_letters()
         cursor, again = await self._start_cursor(session)
         if again:
             # a re-sync is all or nothing: the new cursor is stored once every re-read
@@ -219,7 +223,8 @@ class Receiver:
         if raw is None:
             return None
         try:
-            mail = parse(raw, fallback_id=f"uid-{uidvalidity}-{uid}")
+            mail = parse(raw, fallback_id=stand_in_id(uidvalidity, uid),
+                         max_text=self.settings.max_text_chars)
             judged = verdict(
                 mail.auth_results, mail.from_address, self.settings.trusted_authserv_ids
             )
@@ -242,11 +247,16 @@ class Receiver:
     async def _dead_letter(self, uidvalidity: int, uid: int, reason: str) -> None:
         log.warning("email[%s]: skipped bad mail uid %d in %s: %s", self._account, uid,
                     self.settings.folder, reason)
+        records = await self._dead_letters()
+        records.append({"uidvalidity": uidvalidity, "uid": uid, "folder": self.settings.folder,
+                        "reason": reason, "at": datetime.now(UTC).isoformat(timespec="seconds")})
+        await self._set(DEAD_LETTER_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
+        self.skipped = records[-DEAD_LETTER_KEEP:]
+
+    async def _dead_letters(self) -> list[dict[str, object]]:
         stored = await self._get(DEAD_LETTER_KEY)
         try:
             records = json.loads(stored) if stored else []
         except ValueError:
-            records = []
-        records.append({"uidvalidity": uidvalidity, "uid": uid, "folder": self.settings.folder,
-                        "reason": reason, "at": datetime.now(UTC).isoformat(timespec="seconds")})
-        await self._set(DEAD_LETTER_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
+            return []
+        return [r for r in records if isinstance(r, dict)] if isinstance(records, list) else []

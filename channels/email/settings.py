@@ -79,6 +79,9 @@ class EmailSettings(BaseModel):
     poll_interval: float = Field(default=60.0, gt=0)
     #: a message bigger than this is not downloaded: dead-lettered with a log line
     max_message_bytes: int = Field(default=25 * 1024 * 1024, gt=0)
+    #: characters of a mail's text passed on (about 8,000 tokens); the rest is cut,
+    #: with a note saying so, before the quote stripping and the model
+    max_text_chars: int = Field(default=32_000, gt=0)
     #: backoff after an error: jittered exponential from initial to max, seconds
     backoff_initial: float = Field(default=1.0, gt=0)
     backoff_max: float = Field(default=60.0, gt=0)

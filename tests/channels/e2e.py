@@ -36,7 +36,7 @@ data_dir = "data"
 url = "{url}"
 [model]
 provider = "function"
-function = "tests.pipeline.scripted:model"
+function = "{model}"
 [memory]
 backend = "file"
 [worker]
@@ -123,14 +123,16 @@ S = TypeVar("S", bound=GatewayStack)
 async def running(
     stack: S, tmp_path: Path, tables: str, *,
     worker_env: Callable[[str], Mapping[str, str]] | None = None,
+    model: str = "tests.pipeline.scripted:model",
 ) -> AsyncIterator[S]:
     """Valkey, the config (the shared base plus ``tables``), a worker and the gateway;
     all stopped again, gateway first, when the block ends. ``worker_env(valkey_url)``
-    adds to the worker's environment."""
+    adds to the worker's environment; ``model`` is the worker's function model."""
     with valkey(tmp_path) as url:
         stack.valkey_url = url
         stack.config_path = tmp_path / "pynanoclaw.toml"
-        stack.config_path.write_text(_BASE_TOML.format(url=url) + tables, encoding="utf-8")
+        stack.config_path.write_text(_BASE_TOML.format(url=url, model=model) + tables,
+                                     encoding="utf-8")
         with worker(stack.config_path, url, worker_env(url) if worker_env else None):
             try:
                 await stack.start_gateway()

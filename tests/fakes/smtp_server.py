@@ -149,7 +149,28 @@ class SmtpServer:
         header = f"Authentication-Results: {AUTHSERV_ID};\r\n {result}\r\n".encode()
         return header + raw
 
-    def deliver(self, sender: str, recipients: list[str], raw: bytes) -> None:
+    def deliver(self, sender: str, recipients: list[str], raw: bytes) -> list[str]:
+        """LMTP to dovecot; returns the recipients it took. An address dovecot does not
+        host (``mallory@evil.test``) is refused at RCPT: a real relay would send it on
+        to that domain's server, so it is recorded in ``received`` and skipped here.
+
+        LMTP answers DATA once per accepted recipient (RFC 2033 section 4.2), which
+        ``smtplib.LMTP.sendmail`` does not read (it reads one answer, as SMTP has), so
+        its QUIT then reads the second answer and fails: the transaction is spoken
+        here step by step."""
         assert self.lmtp_port is not None
         with smtplib.LMTP("127.0.0.1", self.lmtp_port) as lmtp:
-            lmtp.sendmail(sender, recipients, raw)
+            lmtp.ehlo_or_helo_if_needed()
+            code, answer = lmtp.mail(sender)
+            if code != 250:
+                raise smtplib.SMTPSenderRefused(code, answer, sender)
+            taken = [r for r in recipients if lmtp.rcpt(r)[0] in (250, 251)]
+            if not taken:
+                lmtp.rset()
+                return []
+            code, answer = lmtp.data(raw)  # the first recipient's answer
+            answers = [(code, answer)] + [lmtp.getreply() for _ in taken[1:]]
+            failed = [(r, a) for r, a in zip(taken, answers, strict=True) if a[0] != 250]
+            if failed:
+                raise smtplib.SMTPDataError(failed[0][1][0], failed[0][1][1])
+            return taken

@@ -96,3 +96,21 @@ def test_pairing_admits_listed_and_paired_dms_only() -> None:
     # "paired" means nothing under the other policies
     strict = router({"policy": {"dm": "allowlist"}})
     assert strict.route(stranger, paired=True).disposition is Disposition.DROP
+
+
+def test_an_unauthenticated_sender_is_a_stranger_to_every_policy_but_open() -> None:
+    """Mail whose From the receiving server did not authenticate: its sender id is a
+    claim, so no allowlist, admin entry or pairing lets it in, in a DM or a group."""
+    forged = msg(channel="email", chat_id="u-1", sender_id="ada@example.org",
+                 authenticated=False, mentions_bot=True)
+    listed = {"allow": ["email:ada@example.org", "email:u-1"],
+              "admins": ["email:ada@example.org"]}
+    for dm in ("allowlist", "pairing"):
+        r = router({"policy": {"dm": dm, "groups": "open", **listed}})
+        assert r.route(forged, paired=True).disposition is Disposition.DROP
+        assert r.route(forged.model_copy(update={"is_group": False}),
+                       paired=True).disposition is Disposition.DROP
+        real = forged.model_copy(update={"authenticated": True, "is_group": False})
+        assert r.route(real).disposition is Disposition.ENGAGE
+    r = router({"policy": {"dm": "open", "groups": "open"}})
+    assert r.route(forged).disposition is Disposition.ENGAGE

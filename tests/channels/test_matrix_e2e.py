@@ -2,8 +2,8 @@
 MatrixChannel (/sync) -> gateway inbox (real Valkey) -> a real worker process (scripted
 model) -> outbox -> MatrixChannel.send_chunk -> Synapse -> the human reads the reply.
 
-Synapse is started once per test run (session fixture, about 5 s; under pytest-xdist one
-worker runs them all, see ``pytestmark``); each test registers its own users, so tests
+Synapse is started once per test run (session fixture, about 5 s; under pytest-xdist once
+per worker that runs one of these tests); each test registers its own users, so tests
 share nothing but the server.
 """
 
@@ -31,10 +31,7 @@ from tests.channels.matrix_people import Human
 from tests.channels.synapse import Account, SynapseServer, synapse_available
 
 ROOT = Path(__file__).resolve().parents[2]
-# One Synapse for all of them (it takes 5-40 s of CPU to configure and start): under
-# pytest-xdist the group keeps these tests on one worker, so the session fixture starts
-# it once per run, not once per worker (run with --dist loadgroup, as .ci/run does).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("synapse")]
+pytestmark = pytest.mark.slow
 
 _users = itertools.count()
 

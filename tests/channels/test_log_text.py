@@ -79,7 +79,7 @@ async def client() -> AsyncIterator[TestClient[Any, Any]]:
     await channel.start(sink)
 
     async def healthy() -> dict[str, Any]:
-        return {"ok": True}
+        return {"up": True, "ok": True, "degraded": []}
 
     try:
         async with TestClient(TestServer(build_app([channel], healthy))) as test_client:

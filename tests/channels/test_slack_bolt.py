@@ -49,7 +49,7 @@ class Sink:
 
 
 async def _healthy() -> dict[str, Any]:
-    return {"ok": True}
+    return {"up": True, "ok": True, "degraded": []}
 
 
 @pytest.fixture

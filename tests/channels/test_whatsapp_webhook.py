@@ -41,7 +41,7 @@ async def gateway_wa() -> AsyncIterator[WhatsAppHarness]:
     async with started() as harness:
 
         async def health() -> dict[str, Any]:
-            return {"ok": True}
+            return {"up": True, "ok": True, "degraded": []}
 
         server = TestServer(build_app([harness.channel], health), host="127.0.0.1")
         await server.start_server()

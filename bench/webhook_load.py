@@ -226,7 +226,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     step["doubled"] = doubled(fake, range(*step.pop("chats")))
                 ok = [s["rate"] for s in steps
                       if s["ack_p99_ms"] < ACK_BAR_MS and s["lost"] == 0
-                      and s["acks_2xx"] == s["sent"]]
+                      and s["acks_2xx"] == s["sent"]
+                      # a step the slots held below its rate queued deliveries before
+                      # they were timed: it did not take that rate
+                      and s["achieved_per_s"] >= 0.9 * s["rate"]]
                 out["summary"][conc] = {"max_rate_ok": max(ok) if ok else None,
                                         "doubled": sum(s["doubled"] for s in steps)}
         finally:
@@ -250,8 +253,8 @@ def table(results: dict[str, Any]) -> str:
                         f"{s['doubled']} | {s['replies_done_s'] or '> ' + str(SETTLE_TIMEOUT)} |")
     rows.append("")
     for conc, summary in results["summary"].items():
-        rows.append(f"- {conc} in flight: highest rate with ack p99 < 1 s, every ack 2xx and "
-                    f"0 lost: {summary['max_rate_ok'] or 'none'}/s; doubled: "
+        rows.append(f"- {conc} in flight: highest rate taken (>= 90 %) with ack p99 < 1 s, "
+                    f"every ack 2xx and 0 lost: {summary['max_rate_ok'] or 'none'}/s; doubled: "
                     f"{summary['doubled']}")
     return "\n".join(rows)
 

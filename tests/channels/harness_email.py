@@ -28,6 +28,7 @@ from channels.email.normalize import thread_key
 from channels.email.parse import parse
 from channels.email.receiver import CURSOR_KEY, Cursor
 from channels.models import Outbound
+from tests.channels.e2e import GatewayStack
 from tests.channels.kit import (
     FIXTURES,
     WAIT,
@@ -176,6 +177,26 @@ class EmailHarness:
         return tags_balanced(_VOID_TAGS.sub("", chunk.text))
 
 
+async def receiving(channel: EmailChannel) -> None:
+    """Wait until the receive loop idles: its first connect starts at UIDNEXT, so mail
+    sent before then is old mail and never delivered."""
+
+    async def idling() -> bool:
+        return channel.receiver is not None and channel.receiver.idling.is_set()
+
+    await eventually(idling)
+
+
+class EmailStack(GatewayStack):
+    """A gateway stack with one email channel, started once it receives."""
+
+    async def started(self) -> None:
+        assert self.gateway is not None
+        [channel] = self.gateway.channels.values()
+        assert isinstance(channel, EmailChannel)
+        await receiving(channel)
+
+
 @asynccontextmanager
 async def started_channel(
     settings_overrides: dict[str, object] | None = None,
@@ -204,13 +225,7 @@ async def started_channel(
         channel.bind(harness.cursors)
         await channel.start(harness.sink)
         try:
-            receiver = channel.receiver
-            assert receiver is not None
-
-            async def idling() -> bool:
-                return receiver.idling.is_set()
-
-            await eventually(idling)
+            await receiving(channel)
             yield harness
         finally:
             await channel.stop()

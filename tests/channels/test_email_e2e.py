@@ -16,9 +16,8 @@ from pathlib import Path
 import aiosmtplib
 import pytest
 
-from channels.email.channel import EmailChannel
-from tests.channels.e2e import GatewayStack, running
-from tests.channels.harness_email import imap_client
+from tests.channels.e2e import running
+from tests.channels.harness_email import EmailStack, imap_client
 from tests.channels.kit import eventually
 from tests.fakes import dovecot
 from tests.fakes.smtp_server import SmtpServer
@@ -83,21 +82,10 @@ class Mail:
         return found
 
 
-class Stack(GatewayStack):
+class Stack(EmailStack):
     def __init__(self, mail: Mail) -> None:
         super().__init__({"EMAIL_PASSWORD": mail.bot_password}, "email-e2e")
         self.mail = mail
-
-    async def started(self) -> None:
-        # the first connect starts the cursor at UIDNEXT: mail sent before that is old
-        assert self.gateway is not None
-        [channel] = self.gateway.channels.values()
-        assert isinstance(channel, EmailChannel)
-
-        async def idling() -> bool:
-            return channel.receiver is not None and channel.receiver.idling.is_set()
-
-        await eventually(idling)
 
 
 @pytest.fixture

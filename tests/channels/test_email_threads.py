@@ -24,8 +24,8 @@ import aiosmtplib
 import pytest
 import redis.asyncio as aioredis
 
-from tests.channels.e2e import GatewayStack, running
-from tests.channels.harness_email import append, imap_client
+from tests.channels.e2e import running
+from tests.channels.harness_email import EmailStack, append, imap_client
 from tests.channels.kit import eventually
 from tests.fakes import dovecot
 from tests.fakes.smtp_server import SmtpServer
@@ -128,7 +128,7 @@ def text_of(mails: list[EmailMessage]) -> str:
     return "\n".join(str(p.get_content()) for p in parts if p is not None)
 
 
-class Stack(GatewayStack):
+class Stack(EmailStack):
     def __init__(self, mail: Mail) -> None:
         super().__init__({"EMAIL_PASSWORD": mail.bot_password}, "email-threads")
         self.mail = mail

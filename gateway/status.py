@@ -14,9 +14,7 @@ makes the exit status 1.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +30,7 @@ from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_confi
 from gateway.deadletters import list_skipped
 from gateway.pressure import disk_problem, free_mb, redis_problems
 from gateway.queue import Budget, DeadLetters, Keys, background_queue, job_queue, period_ids
+from gateway.queue.procs import ended_here
 from gateway.redis_server import running_embedded_url
 from gateway.smoke import check_model
 
@@ -170,27 +169,13 @@ def _live(workers: list[BaseWorker], stale: set[str]) -> list[BaseWorker]:
     key outlives it by ``worker_ttl`` + 60 s), so one registered from this host whose
     process is gone is dropped (its name added to ``stale``). Workers on other hosts
     are taken at their word."""
-    here = socket.gethostname()
     out = []
     for w in workers:
-        if w.hostname == here and w.pid and not _pid_runs(w.pid):
+        if ended_here(w.hostname, w.pid):
             stale.add(w.name)
         else:
             out.append(w)
     return out
-
-
-def _pid_runs(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process: it runs
-        return True
-    with contextlib.suppress(OSError):  # a zombie has exited
-        if Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z":
-            return False
-    return True
 
 
 async def _channel_check(name: str, channel: object) -> Check:

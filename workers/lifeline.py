@@ -29,15 +29,15 @@ import ctypes.util
 import logging
 import os
 import signal
-import socket
 import sys
 from collections.abc import Callable, Iterable
-from pathlib import Path
 
 import redis
 from rq.exceptions import SchedulerNotFound
 from rq.scheduler import RQScheduler
 from rq.scripts import release_lock
+
+from gateway.queue.procs import ended_here
 
 log = logging.getLogger(__name__)
 
@@ -77,27 +77,10 @@ def die_with_parent() -> bool:
     return True
 
 
-def _gone(pid: int) -> bool:
-    """Whether process ``pid`` of this host has ended (a zombie has: nothing reaps
-    orphans in some containers)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False  # no /proc: it exists, as far as we can tell
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
-
-
 def release_dead_schedulers(client: redis.Redis, queue_names: Iterable[str]) -> list[str]:
     """Release RQ's scheduler lock of each of ``queue_names`` held by a scheduler that ran
     on this host and whose process is gone; returns those queue names. A holder on
     another host, or one whose record expired, is left to the lock's TTL."""
-    host = socket.gethostname()
     released = []
     for name in queue_names:
         key = RQScheduler.get_locking_key(name)
@@ -109,7 +92,7 @@ def release_dead_schedulers(client: redis.Redis, queue_names: Iterable[str]) -> 
             scheduler = RQScheduler.fetch(holder, client)
         except SchedulerNotFound:
             continue
-        if scheduler.hostname != host or scheduler.pid <= 0 or not _gone(scheduler.pid):
+        if not ended_here(scheduler.hostname, scheduler.pid):
             continue
         if release_lock(client, key, holder):
             log.warning("released the scheduler lock of %s: its scheduler (pid %d) died "

@@ -182,8 +182,6 @@ def scrub_value(value: Any, pat: Finder, repl: str = MARKER) -> Any:
     """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
     replaced by ``repl`` (the marker; an edit's new text), taken literally."""
     if isinstance(value, str):
-        if isinstance(pat, WordsMatcher):
-            return pat.sub(lambda _: repl, value)
         return pat.sub(lambda _: repl, value)
     if isinstance(value, list):
         return [scrub_value(v, pat, repl) for v in value]

@@ -15,6 +15,7 @@ everything. The read side lives in :mod:`memory_store.catalog_query`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -341,10 +342,16 @@ class Catalog(CatalogQueries):
         try:
             yield conn
             conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
+        except BaseException as err:
+            if conn.in_transaction:  # SQLITE_FULL may have rolled back already
+                conn.execute("ROLLBACK")
             for hook in self.hooks:
                 hook.rolled_back(conn)
+            if isinstance(err, sqlite3.OperationalError) and \
+                    err.sqlite_errorcode == sqlite3.SQLITE_FULL:
+                # one cause for a full disk whoever hit it first: the turn is retried
+                # once space is back, never dead-lettered for it (workers/turn.py)
+                raise OSError(errno.ENOSPC, "database or disk is full") from err
             raise
         self._data_version = self._pragma_data_version()
         for hook in self.hooks:

@@ -83,7 +83,7 @@ from memory_store.redact import (
 from memory_store.words import MARKER, Finder, scrub_value, words_matcher, words_pattern
 from workers.context import WorkerContext, current
 from workers.extraction import edit_extraction_entry, schedule_extraction
-from workers.lock import GroupLock
+from workers.lock import GroupLock, person_lock
 from workers.maintenance import LOCK_WAIT, turns_waiting
 from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
 
@@ -222,6 +222,11 @@ def rewrite_persistence(client: redis.Redis) -> list[str]:
     return started
 
 
+def _person_memories(client: redis.Redis, keys: Keys, group: str) -> list[str]:
+    """The linked persons' memory keys the DM ``group``'s turns wrote to, in lock order."""
+    return sorted(as_str(m) for m in client.smembers(keys.person_memories(group)))
+
+
 def _reschedule(client: redis.Redis, group: str, kwargs: dict[str, Any], reschedules: int
                 ) -> dict[str, Any]:
     delay = RESCHEDULE_DELAY if reschedules < MAX_RESCHEDULES else SLOW_DELAY
@@ -263,7 +268,16 @@ def redact_group(
         return _reschedule(client, group, kwargs, reschedules)
     client.set(keys.redacting(group), "1", ex=LEASE_TTL)
     try:
-        summary = _apply(ctx, keys, group, lock, kwargs)
+        with contextlib.ExitStack() as held:
+            # a linked person's DM wrote to their own directory: its lock after the
+            # group's, as a turn takes them
+            for person in _person_memories(client, keys, group):
+                plock = person_lock(client, keys, person, ttl=lock_ttl)
+                if plock is not None:
+                    if not plock.acquire(timeout=LOCK_WAIT):
+                        return _reschedule(client, group, kwargs, reschedules)
+                    held.enter_context(plock)
+            summary = _apply(ctx, keys, group, lock, kwargs)
     finally:
         lock.release()
         client.delete(keys.redacting(group))
@@ -276,7 +290,9 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
            job: dict[str, Any]) -> dict[str, int]:
     client = ctx.redis
     gq = GroupQueue(client, keys, group)
-    _, memory = ctx.group_memory(group)
+    # the chat's own memory, and the linked persons' its DM turns wrote (their locks held)
+    memories = [ctx.group_memory(key)[1]
+                for key in [group, *_person_memories(client, keys, group)]]
     changes = _records(client, keys.changes(group))
     deletions = [(raw, rec) for raw, rec in changes
                  if rec.get("kind") == "deletion" and rec.get("original_id")]
@@ -295,28 +311,31 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     for _, rec in edits:  # before the deletions: a deleted message stays deleted
         lock.check()
         mid, text, sender = str(rec["original_id"]), rec["text"], str(rec.get("sender_id"))
-        out = edit_message(memory, mid, text, sender_id=sender,
-                           request=f"edit:{rec.get('event_id', mid)}",
-                           actor=f"edit:{rec.get('channel')}:{sender}", scrub=False)
-        if out.refused:  # logged; the record is dropped with the others
+        outs = [edit_message(memory, mid, text, sender_id=sender,
+                             request=f"edit:{rec.get('event_id', mid)}",
+                             actor=f"edit:{rec.get('channel')}:{sender}", scrub=False)
+                for memory in memories]
+        if any(out.refused for out in outs):  # logged; the record is dropped with the others
             continue
         edited[(str(rec.get("account", "default")), mid)] = (sender, text)
         if (entry := edit_extraction_entry(ctx.settings, group, rec)) is not None:
             extract.append(entry)
-        rewords += [(t, text) for t in out.removed
-                    if len(t) >= ECHO_MIN_CHARS and t.casefold() not in text.casefold()]
-        turns.update(out.records)
-        files += len(set(out.paths))
+        for out in outs:
+            rewords += [(t, text) for t in out.removed
+                        if len(t) >= ECHO_MIN_CHARS and t.casefold() not in text.casefold()]
+            turns.update(out.records)
+            files += len(set(out.paths))
     # Redis before memory for deletions and /forget: the words are read from memory
     # first, so a retry after a crash anywhere below still knows them
     replied: dict[str, list[str]] = {}  # deleted id -> bot replies that repeated it
     for _, rec in deletions:
         mid = str(rec["original_id"])
         deleted.add((str(rec.get("account", "default")), mid))
-        lines = message_lines(memory, mid)
+        lines = [line for memory in memories for line in message_lines(memory, mid)]
         texts += lines
         if (own := words_matcher(lines)) is not None:  # facts drawn from replies to those
-            replied[mid] = [p for t in replies_holding(memory, own) for p in gq.delivered(t)]
+            replied[mid] = [p for memory in memories for t in replies_holding(memory, own)
+                            for p in gq.delivered(t)]
     for _, rec in forgets:
         with contextlib.suppress(ValueError):  # logged and dropped below
             phrases.append(check_phrase(rec["phrase"]))
@@ -327,7 +346,8 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         # every turn of the group, not only those this attempt rewrote: a retry after a
         # crash finds memory already redacted
         if pat is not None:
-            turns |= {r.id for r in memory.records({"kind": "episode"})}
+            turns |= {r.id for memory in memories
+                      for r in memory.records({"kind": "episode"})}
         entries += scrub_turn_state(gq, (t for t in turns if t.startswith("turn-")), pat,
                                     lambda text: reworded(text, rewords))
     if pat is not None:  # words of a deletion or a /forget phrase
@@ -335,25 +355,28 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     for _, rec in deletions:
         lock.check()
         mid = str(rec["original_id"])
-        out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
-                             actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
-                             scrub=False, replied=replied.get(mid, ()))
-        files += len(set(out.paths))
+        for memory in memories:
+            out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
+                                 actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
+                                 scrub=False, replied=replied.get(mid, ()))
+            files += len(set(out.paths))
     for _, rec in forgets:
         lock.check()
         try:
-            out = redact_phrase(memory, rec["phrase"], request=str(rec.get("id", "forget")),
-                                actor=f"forget:{rec.get('by', '?')}", scrub=False)
+            for memory in memories:
+                out = redact_phrase(memory, rec["phrase"], request=str(rec.get("id", "forget")),
+                                    actor=f"forget:{rec.get('by', '?')}", scrub=False)
+                files += len(set(out.paths))
         except ValueError:
             log.warning("forget request %s in %s has no usable phrase; dropped",
                         rec.get("id"), group)
             continue
-        files += len(set(out.paths))
     if deletions or forgets or edits:
         # once for all requests, and also when a retry finds the files already redacted
         # (an earlier attempt failed after rewriting them, before or while scrubbing)
-        with memory.group.lock():
-            scrub_index(memory)
+        for memory in memories:
+            with memory.group.lock():
+                scrub_index(memory)
     with client.pipeline(transaction=True) as pipe:
         for raw, _ in deletions + edits:
             pipe.lrem(keys.changes(group), 1, raw)

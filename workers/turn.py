@@ -258,6 +258,8 @@ class TurnRunner:
         if not person.acquire(timeout=self._settings.worker.job_timeout / 2):
             raise PersonBusy(person.lock_key)
         with person:
+            # before anything is written there: the DM's redactions must find it
+            self._gq.r.sadd(self._gq.keys.person_memories(batch.group), self.opened)
             return await self._run(batch, self.opened, lock, max_attempts, mark_written,
                                    person)
 

@@ -54,6 +54,11 @@ class Keys:
         person's own consolidation takes."""
         return self.lock(memory)
 
+    def person_memories(self, group: str) -> str:
+        """Set of the linked persons' memory keys (``person:<id>``) that turns of the DM
+        ``group`` wrote to: a deletion, edit or ``/forget`` in that DM reaches them too."""
+        return f"{self.prefix}personmem:{group}"
+
     @property
     def active(self) -> str:
         """Set of groups with a mailbox or processing batch (what the sweeper checks)."""

@@ -32,6 +32,7 @@ from gateway.config import (
     default_config_path,
     load_config,
 )
+from gateway.groupfiles import GroupFiles
 from gateway.queue import Keys, background_queue, worker_queues
 from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
 from gateway.smoke import check_model
@@ -403,10 +404,10 @@ def chat(
 def _memory_settings(config: Path | None) -> tuple[Path, str]:
     """The memory CLI's slice of the config: data dir and backend."""
     try:
-        cfg = load_config(_config_path(config))
+        files = GroupFiles.of(load_config(_config_path(config)))
     except ConfigError as err:
         raise ValueError(err.render()) from None
-    return cfg.data_dir, cfg.memory.backend
+    return files.data_dir, files.backend
 
 
 app.add_typer(build_memory_app(_memory_settings), name="memory",

@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import redis
 import typer
@@ -358,13 +358,14 @@ def chat(
                         f"{cfg.data_dir / 'logs' / 'run.log'}") from None
 
 
-def _memory_settings(config: Path | None) -> tuple[Path, str]:
-    """The memory CLI's slice of the config: data dir and backend."""
+def _memory_settings(config: Path | None) -> tuple[Path, str, dict[str, Any]]:
+    """The memory CLI's slice of the config: data dir, backend and its options (a search
+    ranks as the bot's does)."""
     try:
         files = GroupFiles.of(load_config(config_file(config)))
     except ConfigError as err:
         raise ValueError(err.render()) from None
-    return files.data_dir, files.backend
+    return files.data_dir, files.backend, files.options
 
 
 app.add_typer(build_memory_app(_memory_settings), name="memory",

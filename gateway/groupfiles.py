@@ -11,23 +11,26 @@ and ``existing`` never creates a directory.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from gateway.config import GatewayConfig
 from memory_store import GroupDirectory
 
 
 class GroupFiles:
-    """The group directories of one data dir, and the backend the workers index them
-    with."""
+    """The group directories of one data dir, and the backend (with its options: the
+    ranking weights) the workers index and search them with."""
 
-    def __init__(self, data_dir: Path, backend: str = "file") -> None:
+    def __init__(self, data_dir: Path, backend: str = "file",
+                 options: dict[str, Any] | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.backend = backend
+        self.options = dict(options or {})
 
     @classmethod
     def of(cls, config: GatewayConfig) -> GroupFiles:
-        """The directories ``config`` names (``data_dir``, ``[memory] backend``)."""
-        return cls(config.data_dir, config.memory.backend)
+        """The directories ``config`` names (``data_dir``, ``[memory]``)."""
+        return cls(config.data_dir, config.memory.backend, config.memory.backend_options())
 
     def existing(self, group: str) -> GroupDirectory | None:
         """The directory of ``group`` (``<channel>:<chat>``), or ``None`` when the bot

@@ -7,7 +7,8 @@ on nothing of one another. Exit statuses: 0 done; ``EXIT_FAILED`` (1) when the c
 ran but what it was asked did not happen (a check of ``status`` failed, ``pair`` found
 no such code, the operator said no); ``EXIT_USAGE`` (2) for a wrong argument, a broken
 config or an unreachable Redis, printed as one ``error: ...`` line (a config error as
-its rendered key and fix). ``python -m workers`` has its own (``WorkerExit``).
+its rendered key and fix). Their home is ``gateway.config.exits`` (``CommandExit``),
+beside ``python -m workers``' ``WorkerExit``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,18 @@ import redis
 import typer
 
 from channels.redact import guard_logs
-from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
+from gateway.config import (
+    CONFIG_ENV,
+    CommandExit,
+    ConfigError,
+    GatewayConfig,
+    default_config_path,
+    load_config,
+)
 from gateway.redis_server import EmbeddedRedis, running_embedded_url
 
-EXIT_FAILED = 1
-EXIT_USAGE = 2
+EXIT_FAILED = int(CommandExit.FAILED)
+EXIT_USAGE = int(CommandExit.USAGE)
 
 ConfigOpt = Annotated[
     Path | None,

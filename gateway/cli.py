@@ -22,6 +22,7 @@ from typing import Annotated, Any
 import redis
 import typer
 
+from channels.redact import setup_logging
 from gateway import opscli
 from gateway.cliparts import (
     EXIT_USAGE,
@@ -30,7 +31,6 @@ from gateway.cliparts import (
     config_file,
     fail,
     load,
-    setup_logging,
     started_redis,
 )
 from gateway.config import (

@@ -1,5 +1,6 @@
 """The parts every ``pynanoclaw`` command shares: the ``--config`` and ``--log-level``
-options, reading the config, logging, reaching Redis, and the exit statuses.
+options, reading the config, reaching Redis, and the exit statuses (logging is
+``channels.redact.setup_logging``, shared with ``python -m workers``).
 
 ``gateway/cli.py`` (the app and the bot's commands), ``gateway/opscli.py`` (status,
 dead letters), ``gateway/pair_cli.py`` and ``gateway/usage_cli.py`` build on these and
@@ -14,7 +15,6 @@ beside ``python -m workers``' ``WorkerExit``.
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
@@ -22,7 +22,6 @@ from typing import Annotated
 import redis
 import typer
 
-from channels.redact import guard_logs
 from gateway.config import (
     CONFIG_ENV,
     CommandExit,
@@ -69,12 +68,6 @@ def load(config: Path | None) -> tuple[Path, GatewayConfig]:
     except ConfigError as err:
         raise fail(err) from None
     return path, cfg
-
-
-def setup_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    guard_logs(level.upper())  # no message text from the platform libraries
 
 
 @contextlib.contextmanager

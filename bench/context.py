@@ -141,7 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         samples = samples[: args.limit]
     out: list[dict[str, Any]] = []
     for backend in [args.backend]:
-        options: dict[str, Any] = {}
+        from gateway.config import MemoryConfig
+
+        # the ranking a worker runs with the default [memory.ranking]
+        options: dict[str, Any] = MemoryConfig(backend=backend).backend_options()
         if backend != "file":
             from memory_store.embed import default_embedder
 

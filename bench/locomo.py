@@ -175,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
                    if (str(s.get("sample_id")) in tune) == (args.split == "tune")]
     if args.limit:
         samples = samples[: args.limit]
-    options: dict[str, Any] = {}
+    from gateway.config import MemoryConfig
+
+    # the ranking a worker runs with the default [memory.ranking]
+    options: dict[str, Any] = MemoryConfig(backend=args.backend).backend_options()
     if args.backend != "file":
         from memory_store.embed import default_embedder
 

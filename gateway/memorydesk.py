@@ -15,11 +15,11 @@ import json
 import logging
 import secrets
 import time
-from pathlib import Path
 
 from rq import Queue
 
 from gateway.config import GatewayConfig
+from gateway.groupfiles import GroupFiles
 from gateway.queue import REDACT_JOB, Keys, enqueue_group_job
 from memory_store import GroupDirectory
 from memory_store.atomic import read_regular
@@ -69,12 +69,12 @@ class MemoryDesk:
 
     def __init__(self, config: GatewayConfig, queue: Queue, keys: Keys) -> None:
         self._cfg = config
+        self._files = GroupFiles.of(config)
         self._queue = queue
         self._keys = keys
 
     def _dir(self, group: str) -> GroupDirectory | None:
-        gd = GroupDirectory(Path(self._cfg.data_dir), group)
-        return gd if gd.path.is_dir() else None
+        return self._files.existing(group)
 
     # -- /memory ---------------------------------------------------------------------
 

@@ -6,49 +6,17 @@ and ``gateway.deadletters``; this module parses arguments and prints.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated
 
-import redis
 import typer
 
-from gateway.config import CONFIG_ENV, ConfigError, GatewayConfig, default_config_path, load_config
+from gateway.cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
 from gateway.deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
-from gateway.redis_server import running_embedded_url
 from gateway.status import run_checks
-
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", help=f"config file [default: ${CONFIG_ENV} or "
-                 "data/pynanoclaw.toml]", show_default=False),
-]
 
 dead_app = typer.Typer(help="dead letters: turns that failed for good", no_args_is_help=True,
                        add_completion=False, pretty_exceptions_enable=False,
                        rich_markup_mode=None)
-
-
-def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
-
-
-def _client(config: Path | None) -> tuple[GatewayConfig, redis.Redis]:
-    try:
-        cfg = load_config((config or default_config_path()).resolve())
-    except ConfigError as err:
-        typer.echo(err.render(), err=True)
-        raise typer.Exit(2) from None
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
-    if not url:
-        raise _fail("redis: no [redis] url and no embedded server running; start "
-                    "`pynanoclaw run` first")
-    client = redis.Redis.from_url(url, socket_timeout=10)
-    try:
-        client.ping()
-    except (redis.RedisError, OSError) as err:
-        raise _fail(f"redis: cannot reach {url.split('@')[-1]} ({err})") from None
-    return cfg, client
 
 
 def status(
@@ -57,11 +25,11 @@ def status(
 ) -> None:
     """Can the bot answer? One line per check; exit status 1 when one fails."""
     failed = 0
-    for check in run_checks((config or default_config_path()).resolve(), model=model):
+    for check in run_checks(config_file(config), model=model):
         typer.echo(check.line())
         failed += not check.ok
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
 @dead_app.command("list")
@@ -70,7 +38,7 @@ def dead_list(
     config: ConfigOpt = None,
 ) -> None:
     """What failed, when, and why."""
-    _, client = _client(config)
+    _, client = running_client(config)
     with client:
         groups = list_dead(client, group)
         skipped = [] if group else list_skipped(client)
@@ -98,8 +66,8 @@ def dead_retry(
 ) -> None:
     """Put dead letters back into their mailbox, in order, once."""
     if (group is None) == (not all_groups):
-        raise _fail("name one GROUP or pass --all")
-    cfg, client = _client(config)
+        raise fail("name one GROUP or pass --all")
+    cfg, client = running_client(config)
     with client:
         moved = retry_dead(client, cfg, group)
     if not moved:
@@ -115,8 +83,8 @@ def dead_drop(
     config: ConfigOpt = None,
 ) -> None:
     """Delete a group's dead letters (asks first)."""
-    _, client = _client(config)
+    _, client = running_client(config)
     with client:
         if not yes and not typer.confirm(f"drop the dead letters of {group} for good?"):
-            raise typer.Exit(1)
+            raise typer.Exit(EXIT_FAILED)
         typer.echo(f"{group}: {drop_dead(client, group)} message(s) dropped")

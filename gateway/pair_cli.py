@@ -8,9 +8,8 @@ in its data directory when the bot starts).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -18,37 +17,20 @@ import redis
 import redis.asyncio as aioredis
 import typer
 
-from gateway.config import GatewayConfig
+from gateway.cliparts import EXIT_FAILED, ConfigOpt, any_redis, fail, load
 from gateway.pairing import PairingStore
 from gateway.queue import Keys
-from gateway.redis_server import running_embedded_url
 
 T = TypeVar("T")
 
 pair_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        pretty_exceptions_enable=False, rich_markup_mode=None)
 
-ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="config file",
-                                                show_default=False)]
 CodeArg = Annotated[str, typer.Argument(help="the code the person received")]
 
 
-@contextlib.contextmanager
-def _url(cfg: GatewayConfig) -> Iterator[str]:
-    from gateway import cli
-
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
-    if url:
-        yield url
-        return
-    with cli._redis(cfg) as (started, _embedded):
-        yield started
-
-
 def _with_store(config: Path | None, action: Callable[[PairingStore], Awaitable[T]]) -> T:
-    from gateway import cli
-
-    _, cfg = cli._load(config)
+    _, cfg = load(config)
 
     async def go(url: str) -> T:
         client = aioredis.Redis.from_url(url)
@@ -57,11 +39,11 @@ def _with_store(config: Path | None, action: Callable[[PairingStore], Awaitable[
         finally:
             await client.aclose()
 
-    with _url(cfg) as url:
+    with any_redis(cfg) as url:
         try:
             return asyncio.run(go(url))
         except (redis.RedisError, OSError) as err:
-            raise cli._fail(f"redis: {err}") from None
+            raise fail(f"redis: {err}") from None
 
 
 @pair_app.command("list")
@@ -88,7 +70,7 @@ def approve(code: CodeArg, config: ConfigOpt = None) -> None:
     request = _with_store(config, lambda store: store.approve(code))
     if request is None:
         typer.echo(f"error: no pending code {code!r} (wrong or expired)", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
     typer.echo(f"approved {request.user} ({request.name})")
 
 
@@ -98,5 +80,5 @@ def deny(code: CodeArg, config: ConfigOpt = None) -> None:
     request = _with_store(config, lambda store: store.deny(code))
     if request is None:
         typer.echo(f"error: no pending code {code!r} (wrong or expired)", err=True)
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
     typer.echo(f"denied {request.user} ({request.name})")

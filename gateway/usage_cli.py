@@ -1,7 +1,7 @@
 """``pynanoclaw usage`` (spend by day, call kind, group and person; ``--json``) and
 ``pynanoclaw usage cap SCOPE PERIOD AMOUNT`` (set, lift or reset a cap at run time).
 
-Talks to the configured Redis, or the running embedded one (``opscli._client``).
+Talks to the configured Redis, or the running embedded one (``cliparts.running_client``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.opscli import ConfigOpt, _client, _fail
+from gateway.cliparts import ConfigOpt, fail, running_client
 from gateway.queue import Budget, Keys
 from gateway.usage import parse_usd, render_report, usage_report, usd
 
@@ -33,7 +33,7 @@ def usage(
     """Spend by day, call kind, group and person; the global caps and what they left."""
     if ctx.invoked_subcommand is not None:
         return
-    cfg, client = _client(config)
+    cfg, client = running_client(config)
     with client:
         report = usage_report(Budget(client, Keys()), cfg, days)
     if as_json:
@@ -54,10 +54,10 @@ def cap(
 ) -> None:
     """Set, lift or reset a cap now; groups a cap stopped get their turn again."""
     if scope != "global" and not scope.startswith(("group:", "person:")):
-        raise _fail("SCOPE must be global, group:<channel:chat> or person:<id>")
+        raise fail("SCOPE must be global, group:<channel:chat> or person:<id>")
     if period not in ("day", "month"):
-        raise _fail("PERIOD must be day or month")
-    _, client = _client(config)
+        raise fail("PERIOD must be day or month")
+    _, client = running_client(config)
     with client:
         budget = Budget(client, Keys())
         if amount.lower() == DEFAULT_WORD:
@@ -67,7 +67,7 @@ def cap(
             try:
                 micro = parse_usd(amount)
             except ValueError:
-                raise _fail("AMOUNT must be USD (e.g. 5 or 0.50), none or default") from None
+                raise fail("AMOUNT must be USD (e.g. 5 or 0.50), none or default") from None
             released = budget.set_cap(scope, period, micro)
             what = "lifted" if micro is None else f"set to {usd(micro)}"
     typer.echo(f"{scope} {period} cap {what}; {released} stopped group(s) resume")

@@ -25,9 +25,10 @@ from memory_store.base import BaseMemory
 from memory_store.errors import InvalidGroupKey, InvalidMemoryId, MemoryNotFound
 from memory_store.factory import BACKENDS, open_memory
 
-#: the caller's reading of its configuration: (config path or None) -> (data dir, backend);
-#: raises ``ValueError`` with a message to print when the configuration is broken
-Resolver = Callable[[Path | None], tuple[Path, str]]
+#: the caller's reading of its configuration: (config path or None) -> (data dir, backend,
+#: the backend's options: the hybrid ranking weights the bot searches with); raises
+#: ``ValueError`` with a message to print when the configuration is broken
+Resolver = Callable[[Path | None], tuple[Path, str, dict[str, Any]]]
 
 console = Console()
 
@@ -46,30 +47,32 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _settings(resolve: Resolver | None, data_dir: Path | None, config: Path | None,
-              backend: str | None) -> tuple[Path, str]:
+              backend: str | None) -> tuple[Path, str, dict[str, Any]]:
     root, chosen = Path("./data"), "file"
+    options: dict[str, Any] = {}
     # an explicit --data-dir without --config needs no config file
     if resolve is not None and (config is not None or data_dir is None):
         try:
-            root, chosen = resolve(config)
+            root, chosen, options = resolve(config)
         except ValueError as err:
             raise _fail(str(err)) from None
     elif config is not None:
         raise _fail("--config needs `pynanoclaw memory` (this stand-alone CLI reads no "
                     "config file); pass --data-dir and --backend instead")
     root = data_dir if data_dir is not None else root
-    chosen = backend or chosen
+    if backend and backend != chosen:
+        chosen, options = backend, {}  # the configured options are the configured backend's
     if chosen not in BACKENDS:
         raise _fail(f"memory backend must be one of {', '.join(BACKENDS)}, got {chosen!r}")
-    return root.resolve(), chosen
+    return root.resolve(), chosen, options
 
 
 @contextlib.contextmanager
 def _opened(resolve: Resolver | None, group: str, data_dir: Path | None, config: Path | None,
             backend: str | None) -> Iterator[BaseMemory]:
-    root, chosen = _settings(resolve, data_dir, config, backend)
+    root, chosen, options = _settings(resolve, data_dir, config, backend)
     try:
-        mem = open_memory(root, group, chosen)
+        mem = open_memory(root, group, chosen, **options)
     except InvalidGroupKey as err:
         raise _fail(str(err)) from None
     try:
@@ -91,7 +94,7 @@ def _bar(label: str) -> Progress:
 
 
 def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
-    """The ``memory`` sub-app; ``resolve`` supplies the data dir and backend."""
+    """The ``memory`` sub-app; ``resolve`` supplies the data dir, backend and options."""
     memory_app = typer.Typer(name="memory", help="Inspect and maintain a group's memory.",
                              no_args_is_help=True, add_completion=False,
                              pretty_exceptions_enable=False)

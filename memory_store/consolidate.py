@@ -266,8 +266,7 @@ class _Run:
         # launder a member's hearsay into an admin-grade record.
         live = [e for e in entries if not e.get("superseded_by")] or entries
         trust = min([float(e.get("trust", 0.5)) for e in live] or [0.5])
-        head = _preserved_head(current.content if current else f"# {name}\n")
-        content = head + "\n\n" + _render_facts(entries)
+        content = entity_body(current.content if current else f"# {name}\n", entries)
         if current is None:
             self.mem.write_sync(content, kind="entity", metadata={
                 "id": entity_id, "source": "consolidate", "trust": trust, "entity": name,
@@ -282,6 +281,13 @@ class _Run:
                 self.supersede(f, entity_id, "duplicate")
             else:
                 self.supersede(f, entity_id, "folded")
+
+
+def entity_body(body: str, entries: list[dict[str, Any]]) -> str:
+    """An entity file's new body: what a person wrote above the generated facts section
+    of ``body``, then the facts section rendered from ``entries`` (used by redaction
+    too, which rewrites the same section)."""
+    return _preserved_head(body) + "\n\n" + _render_facts(entries)
 
 
 def _preserved_head(body: str) -> str:

@@ -216,7 +216,7 @@ class _Run:
         and (with ``pat``) those whose text it finds."""
         if not gone and pat is None:
             return
-        from memory_store.consolidate import _preserved_head, _render_facts
+        from memory_store.consolidate import entity_body
 
         for rec in self.records():
             facts = rec.metadata.get("facts")
@@ -231,7 +231,7 @@ class _Run:
                     hit = True
             if not hit:
                 continue
-            content = _preserved_head(rec.content) + "\n\n" + _render_facts(entries)
+            content = entity_body(rec.content, entries)
             self.rewrite(rec, content, None, extra={"facts": entries})
 
     def finish(self, op_detail: dict[str, Any], scrub: bool) -> Redaction:

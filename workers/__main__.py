@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import logging
 import os
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import redis
 from rq import SimpleWorker, Worker
 
-from channels.redact import guard_logs
+from channels.redact import setup_logging
 from gateway.config import (
     CONFIG_ENV,
     REDIS_URL_ENV,
@@ -72,9 +71,7 @@ def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    guard_logs(args.log_level.upper())  # no message text from the libraries (httpx...)
+    setup_logging(args.log_level)  # no message text from the libraries (httpx...)
     if args.config is not None:
         # the job reads the config from the environment, in this process or a forked child
         os.environ[CONFIG_ENV] = str(args.config.resolve())

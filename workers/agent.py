@@ -45,6 +45,7 @@ from workers.budget import fit_memory
 from workers.core_rules import core_tools
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
+from workers.retrieval import recall, turn_query
 from workers.tools import TurnDeps, agent_tools
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,6 @@ LOCAL_TRANSCRIPT_MAX_CHARS = 2500
 LOCAL_MEMORY_BUDGET = 400
 #: Candidates fetched for the prompt; the token budget decides how many fit.
 PROMPT_CANDIDATES = 50
-#: Memory search query built from the engaged messages is cut to this length.
-QUERY_MAX_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -162,7 +161,10 @@ class TurnAgent:
 
     async def _run(self, req: TurnRequest, secret: str | None) -> TurnReply:
         engaged = engaged_ids(req.messages, req.engaged_ids)
-        found = [*req.shared, *await self._search(req, engaged)]
+        # More candidates than search_k: the token budget decides how many fit.
+        k = max(self.search_k, PROMPT_CANDIDATES) if self.search_k > 0 else 0
+        found = await recall(req.memory, turn_query(req.messages, engaged), k=k,
+                             group=req.group, shared=req.shared)
         fitted = fit_memory(req.core, found, self.memory_budget)
         results = fitted.records
         prompt = build_prompt(
@@ -212,21 +214,6 @@ class TurnAgent:
             memory_hits=tuple(r.id for r in results),
             read_trust=deps.read_trust,
         )
-
-    async def _search(self, req: TurnRequest, engaged: set[str]) -> list[MemoryRecord]:
-        if self.search_k <= 0:
-            return []
-        query = " ".join(m.text for m in req.messages if m.message_id in engaged).strip()
-        if not query:
-            return []
-        try:
-            # More candidates than search_k: the token budget decides how many fit.
-            k = max(self.search_k, PROMPT_CANDIDATES)
-            return await req.memory.search(query[:QUERY_MAX_CHARS], k=k)
-        except Exception as exc:
-            # A broken index must not silence the bot: answer from core memory alone.
-            log.warning("memory search for %s failed, answering without it: %r", req.group, exc)
-            return []
 
 
 def _is_transient(exc: BaseException) -> bool:

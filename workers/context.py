@@ -41,7 +41,8 @@ class WorkerContext:
         # one instance for every open group: the kernel allows 128 per user by default
         # (fs.inotify.max_user_instances), across all of that user's processes
         self.inotify = make_inotify()
-        self.memories = MemoryCache(max_groups=MEMORY_CACHE_SIZE, inotify=self.inotify)
+        self.memories = MemoryCache(max_groups=MEMORY_CACHE_SIZE, inotify=self.inotify,
+                                    **settings.memory.backend_options())
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod

@@ -15,7 +15,13 @@ import os
 import sys
 from pathlib import Path
 
-from gateway.config import CONFIG_ENV, ConfigError, WorkerSettings, load_worker_settings
+from gateway.config import (
+    CONFIG_ENV,
+    CommandExit,
+    ConfigError,
+    WorkerSettings,
+    load_worker_settings,
+)
 
 SWITCH_HINT = (
     'to use another model, set [model] provider = "anthropic" (and export '
@@ -48,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(smoke(settings), flush=True)
     except ConfigError as err:
         print(f"error: {err}\n{SWITCH_HINT.format(config=config)}", file=sys.stderr)
-        return 1
+        return CommandExit.FAILED
     except Exception as err:
         # any failure of the model library itself: the user needs its words, not ours
         print(
@@ -56,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             f"\n{SWITCH_HINT.format(config=config)}",
             file=sys.stderr,
         )
-        return 1
+        return CommandExit.FAILED
     return 0
 
 

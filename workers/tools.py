@@ -26,6 +26,7 @@ from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory, MemoryRecord
 from workers.attribution import attribute
 from workers.prompt import render_record
+from workers.retrieval import recall
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,9 @@ async def search_memory(ctx: RunContext[TurnDeps], query: str) -> str:
         query: words to look for, e.g. a name, a project or a topic.
     """
     deps = ctx.deps
-    query = query.strip()[:500]
-    if not query:
+    if not query.strip():
         return "Empty query: say what to look for."
-    records = await deps.memory.search(query, k=max(deps.search_k, 1))
+    records = await recall(deps.memory, query, k=max(deps.search_k, 1), group=deps.group)
     deps.saw(records)
     if not records:
         return "No memory matches that query."

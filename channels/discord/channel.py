@@ -13,8 +13,8 @@ import discord
 from aiohttp import web
 from pydantic import SecretStr
 
+import channels.discord.endpoint as endpoint
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
-from channels.discord import endpoint
 from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, check_token, intents
 from channels.discord.cursors import LastSeen

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import discord
 
-from channels.discord import endpoint
+import channels.discord.endpoint as endpoint
 from channels.discord.errors import CALL_ERRORS, map_error
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace

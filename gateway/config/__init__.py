@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.config.background import background_workers, extraction_enabled
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
-from gateway.config.exits import WorkerExit
+from gateway.config.exits import CommandExit, WorkerExit
 from gateway.config.load import (
     DEFAULT_MODEL_NAMES,
     ConfigError,
@@ -38,6 +38,7 @@ from gateway.config.sections import (
     PolicyConfig,
     Provider,
     QueueConfig,
+    RankingConfig,
     RedisConfig,
     Settings,
     WorkerConfig,
@@ -87,11 +88,11 @@ def default_config_path(env: Mapping[str, str] | None = None) -> Path:
 
 __all__ = [
     "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "DEFAULT_PRICES", "PERIODS",
-    "REDIS_URL_ENV", "SCOPES", "Backend", "Caps",
+    "REDIS_URL_ENV", "SCOPES", "Backend", "Caps", "CommandExit",
     "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
     "IdentityConfig",
     "MemoryConfig", "ModelConfig", "Period", "PolicyConfig", "Price", "Provider",
-    "QueueConfig", "RedisConfig",
+    "QueueConfig", "RankingConfig", "RedisConfig",
     "Scope", "Settings", "UsageConfig", "WorkerConfig", "WorkerExit", "WorkerSettings",
     "background_workers",
     "config_path",

@@ -1,4 +1,5 @@
-"""Exit statuses of a worker process, read by ``pynanoclaw run``'s supervisor.
+"""Exit statuses: of a worker process (read by ``pynanoclaw run``'s supervisor), and of
+every command (``pynanoclaw ...``, ``python -m workers.smoke``).
 
 Distinct so that a Redis that is down for a moment (the embedded server restarting) or a
 model that is not installed is never read as a configuration the worker rejected: only
@@ -29,3 +30,10 @@ class WorkerExit(IntEnum):
                                     cls.REDIS: "could not reach Redis",
                                     cls.MODEL: "could not load the model"}
         return meanings.get(code, f"exited with status {code}")
+
+
+class CommandExit(IntEnum):
+    """What a command's exit status says (0: done)."""
+
+    FAILED = 1  #: it ran, but what it was asked did not happen (a check failed, no such code)
+    USAGE = 2  #: a wrong argument, a broken config or an unreachable Redis (one error line)

@@ -194,10 +194,35 @@ class ModelConfig(Section):
     api_key: SecretStr | None = Field(default=None, exclude=True)
 
 
+class RankingConfig(Section):
+    """``[memory.ranking]``: how the ``hybrid`` backend fuses its scores. Passed to
+    ``memory_store.backends.hybrid.HybridMemory`` as its keyword arguments; the defaults
+    are its own, tuned on LoCoMo's tuning conversation (bench/README.md), and a test
+    keeps the two equal."""
+
+    #: weight of the BM25 score (min-max normalized over its pool)
+    lexical_weight: float = Field(default=1.0, ge=0)
+    #: weight of the dense (embedding) score (min-max normalized over its pool)
+    dense_weight: float = Field(default=1.0, ge=0)
+    #: share of the neighbouring episodes' lexical score an episode gets
+    lexical_smooth: float = Field(default=0.5, ge=0)
+    #: weight of recency (1 now, halving every ``half_life_days``)
+    recency_weight: float = Field(default=0.02, ge=0)
+    #: weight of the record's trust (0..1)
+    trust_weight: float = Field(default=0.02, ge=0)
+    half_life_days: float = Field(default=90.0, gt=0)
+    #: candidates each retriever contributes
+    pool: int = Field(default=200, ge=1)
+    #: added to the records of the people a query names
+    speaker_weight: float = Field(default=0.3, ge=0)
+
+
 class MemoryConfig(Section):
     """``[memory]``: the backend and how much of it a turn sees."""
 
     backend: Backend = "file"
+    #: the hybrid backend's score fusion (``[memory.ranking]``)
+    ranking: RankingConfig = RankingConfig()
     #: Memory search results put into each turn's prompt.
     search_k: int = Field(default=6, ge=0, le=50)
     #: Bound on each core memory file (global CLAUDE.md, group CLAUDE.md, user_profile.md)
@@ -214,6 +239,10 @@ class MemoryConfig(Section):
     #: ``anthropic`` and ``openai`` providers (with ``tools``), off for ``local`` (no
     #: structured output) and ``function`` (a scripted model opts in with ``true``).
     extract: bool | Literal["auto"] = "auto"
+
+    def backend_options(self) -> dict[str, Any]:
+        """Keyword arguments of the configured backend (``memory_store.open_group``)."""
+        return self.ranking.model_dump() if self.backend == "hybrid" else {}
 
 
 class WorkerConfig(Section):

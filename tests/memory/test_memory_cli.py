@@ -73,3 +73,23 @@ def test_errors_are_clear(tmp_path: Path) -> None:
                                      "--data-dir", str(tmp_path)])
     assert res.exit_code == 2
     assert "backend" in res.output
+
+
+def test_search_ranks_with_the_configured_weights(tmp_path: Path) -> None:
+    """`pynanoclaw memory search` ranks as the bot does: with `[memory.ranking]`."""
+    mem = open_memory(tmp_path / "d", "telegram:-1", "hybrid")
+    mem.write_sync("Deploys happen on Tuesdays.", kind="fact", metadata={"id": "deploy",
+                                                                         "trust": 0.9})
+    mem.flush()
+    mem.close()
+    cfg = tmp_path / "pnc.toml"
+    # a trust weight of 10: the hit's score is at least 9 (at most ~2.06 by default)
+    cfg.write_text('data_dir = "d"\n[memory]\nbackend = "hybrid"\n'
+                   "[memory.ranking]\ntrust_weight = 10.0\n")
+    from gateway.cli import app
+
+    res = runner.invoke(app, ["memory", "search", "telegram:-1", "deploy", "--config", str(cfg)])
+    assert res.exit_code == 0, res.output
+    scores = [float(w) for line in res.output.splitlines() if "deploy" in line
+              for w in line.replace("│", " ").split()[:1]]
+    assert scores and scores[0] >= 9.0, res.output

@@ -1,0 +1,40 @@
+"""The gateway's one way to the group directories under the data dir.
+
+Every gateway module that reads a group's files (``/memory`` and ``/forget`` in
+``gateway.memorydesk``, the ``pynanoclaw memory`` commands) asks ``GroupFiles``; none
+builds a group path itself (``tests/structure/test_groupfiles.py`` checks the source), so
+a console, attachments or a sharded layout change this module only. The gateway never
+writes memory (workers do, under the group lock): what it is handed here is for reading,
+and ``existing`` never creates a directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gateway.config import GatewayConfig
+from memory_store import GroupDirectory
+
+
+class GroupFiles:
+    """The group directories of one data dir, and the backend (with its options: the
+    ranking weights) the workers index and search them with."""
+
+    def __init__(self, data_dir: Path, backend: str = "file",
+                 options: dict[str, Any] | None = None) -> None:
+        self.data_dir = Path(data_dir)
+        self.backend = backend
+        self.options = dict(options or {})
+
+    @classmethod
+    def of(cls, config: GatewayConfig) -> GroupFiles:
+        """The directories ``config`` names (``data_dir``, ``[memory]``)."""
+        return cls(config.data_dir, config.memory.backend, config.memory.backend_options())
+
+    def existing(self, group: str) -> GroupDirectory | None:
+        """The directory of ``group`` (``<channel>:<chat>``), or ``None`` when the bot
+        has never kept anything about it. Raises ``InvalidGroupKey`` for a key that
+        would leave the data dir."""
+        gd = GroupDirectory(self.data_dir, group)
+        return gd if gd.path.is_dir() else None

@@ -422,6 +422,11 @@ from gateway.usage_cli import usage_app  # noqa: E402 (mounted like pair)
 
 app.add_typer(usage_app, name="usage", help="model usage and spending caps")
 
+from gateway.tasks_cli import tasks_app  # noqa: E402 (mounted like pair)
+
+app.add_typer(tasks_app, name="tasks", help="scheduled tasks: list, show, pause, resume, "
+              "cancel, log")
+
 
 def main() -> None:
     try:

@@ -61,7 +61,8 @@ class TaskStore:
             log.warning("%s: not a task file (no front matter with kind: task); ignored", path)
             return None
         try:
-            task = Task.from_dict({**head, "text": body.strip()})
+            task = Task.from_dict({**head, "kind": head.get("schedule_kind"),
+                                   "text": body.strip()})
         except (TypeError, ValueError, KeyError) as err:
             log.warning("%s: unreadable task (%s); ignored", path, err)
             return None
@@ -141,9 +142,11 @@ class TaskStore:
             old = None
         data = task.to_dict()
         text = data.pop("text")
+        # ``kind`` is the memory file's kind ("task"); the task's own is ``schedule_kind``
         head = {"id": task.id, "kind": "task", "source": task.creator,
                 "created": data.pop("created"), "updated": data.pop("updated"),
-                "trust": TASK_TRUST, **{k: v for k, v in data.items() if k != "id"}}
+                "trust": TASK_TRUST, "schedule_kind": data.pop("kind"),
+                **{k: v for k, v in data.items() if k != "id"}}
         body = "---\n" + yaml.safe_dump(head, sort_keys=False, allow_unicode=True) + \
             f"---\n{text}\n"
         atomic_write_text(path, body)

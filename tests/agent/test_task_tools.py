@@ -90,3 +90,12 @@ async def test_a_task_run_cannot_schedule_tasks_and_bad_input_is_refused(
                                      mention=True)])
     assert "shortest interval allowed here is 60" in reply
     assert TaskStore(gd).all() == []
+
+
+def test_a_task_run_speaks_as_a_member_even_in_a_dm_or_named_an_operator() -> None:
+    from workers.prompt import Role, content_trust, role_of
+
+    run = msg("t", "post the plan", group=False, sender="task:plan", name="scheduled task plan")
+    assert role_of(run, admins={"telegram:task:plan"}) is Role.MEMBER
+    assert content_trust(run) == 0.5
+    assert role_of(msg("u", "hi", group=False)) is Role.OWNER  # a person's DM is theirs

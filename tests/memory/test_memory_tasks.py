@@ -3,6 +3,7 @@ arithmetic, the checks on input, the cap, and the audited files."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -64,7 +65,7 @@ def test_fall_back_repeated_time_fires_once() -> None:
 def test_interval_ignores_daylight_saving() -> None:
     task = _task(every="1h")
     runs = _runs(task, datetime(2026, 3, 8, 6, 0, tzinfo=UTC), 3)
-    assert [(b - a) for a, b in zip(runs, runs[1:], strict=False)] == [timedelta(hours=1)] * 2
+    assert [(b - a) for a, b in itertools.pairwise(runs)] == [timedelta(hours=1)] * 2
 
 
 @pytest.mark.parametrize(("spec", "words"), [

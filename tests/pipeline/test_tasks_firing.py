@@ -6,6 +6,7 @@ during a turn of its group."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -149,7 +150,7 @@ async def test_a_task_every_2s_runs_in_order_never_during_a_turn(
         assert len(ids) == len(set(ids))  # each due time fired once, by one scheduler
         dues = [int(i.rsplit("-", 1)[1]) for i in ids]
         assert dues == sorted(dues)  # in order
-        assert all(b - a == 2000 for a, b in zip(dues, dues[1:], strict=False))
+        assert all(b - a == 2000 for a, b in itertools.pairwise(dues))
         assert stack.r.lrange("test:overlap", 0, -1) == []  # never two turns of the group
         assert any("hello during the task" in " ".join(t["texts"]) for t in stack.turns())
         runs = TaskStore(GroupDirectory(stack.data_dir, GROUP)).runs("beat", 50)

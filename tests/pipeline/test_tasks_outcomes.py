@@ -90,7 +90,7 @@ def _msg(sender: str, text: str, *, admin: bool = False) -> Inbound:
 
 def test_tasks_command_and_cli_say_who_may_change_whose_task(
         tmp_path: Path, valkey: Valkey) -> None:
-    store, r, path = setup(tmp_path, valkey, "mine", "other")
+    store, _r, path = setup(tmp_path, valkey, "mine", "other")
     cfg = load_config(path)
     listing = run_command(_msg("carol", "/tasks"), cfg)
     assert listing is not None and "mine:" in listing and "other:" in listing

@@ -117,6 +117,9 @@ async def test_two_schedulers_claim_each_due_time_once(
     await client.aclose()
     assert counts == [1, 1, 1, 1, 1]
     assert mailbox(sync) == ["task:tick"] * 5
+    # the claim, not only the mailbox's dedupe: no due time was fired by both
+    outcomes = [r["outcome"] for r in TaskStore(GroupDirectory(cfg.data_dir, GROUP)).runs("tick")]
+    assert outcomes == ["fired"] * 5
 
 
 @pytest.mark.timeout(120)

@@ -34,6 +34,7 @@ from channels.models import Inbound
 from gateway.config import GatewayConfig
 from gateway.queue import GatewayQueue, Keys
 from gateway.queue.tasks import TaskTimes
+from gateway.tasks._creator import creator_allowed, pause_for_creator
 from gateway.tasks._fire import push_run, run_message
 from memory_store import GroupDirectory
 from memory_store.tasks import Task, TaskStore, due_times, groups_with_tasks, next_run
@@ -100,6 +101,9 @@ class Scheduler:
         task = store.get(tid)
         if task is None or task.state != "active":
             return out  # cancelled or paused since: no time until it is resumed
+        if not creator_allowed(self._cfg, task):
+            pause_for_creator(self.times.r, self._keys, store, task)
+            return out
         cfg = self._cfg.tasks
         now_dt = _utc(now)
         dues, total = due_times(task, _utc(due), now_dt, cfg.catchup_max)

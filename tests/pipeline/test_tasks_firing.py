@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -206,3 +207,33 @@ async def test_stop_everything_across_due_times_and_restart(tmp_path: Path,
         assert valkey.url and stack.r.zcard(f"{K.prefix}tasks:due") == 3  # all scheduled on
     finally:
         await stack.close()
+
+
+async def test_a_creator_no_longer_allowed_has_their_task_paused_and_the_chat_told(
+        tmp_path: Path, valkey: Valkey) -> None:
+    policy = '[policy]\ndm = "allowlist"\nallow = ["local:bob"]\n'
+    cfg = load_config(write_config(tmp_path / "pynanoclaw.toml", valkey.url,
+                                   TASKS + policy))
+    sync = redis.Redis.from_url(valkey.url)
+    client = aioredis.Redis.from_url(valkey.url, decode_responses=True)
+    scheduler = Scheduler(cfg, sync, client, DrainEnqueuer(cfg, sync, K), K)
+    t0 = datetime.now(UTC).replace(microsecond=0)
+    store = TaskStore(GroupDirectory(cfg.data_dir, "local:dm-alice"))
+    for chat, creator in (("dm-alice", "local:alice"), ("dm-bob", "local:bob")):
+        where = Where(group=f"local:{chat}", channel="local", chat_id=chat, is_group=False,
+                      creator=creator, creator_role="owner")
+        task = validate(Spec(name="daily", text="plan", every="2s"), where,
+                        default_zone="UTC", min_interval=1, now=t0)
+        TaskStore(GroupDirectory(cfg.data_dir, where.group)).create(task, actor="t", cap=5)
+    assert scheduler.rescan() == 2
+    for i in (1, 2):  # alice is off the allowlist: paused at her first run, told once
+        await scheduler.tick(now=(t0 + timedelta(seconds=2 * i + 0.1)).timestamp())
+    paused = store.get("daily")
+    assert paused is not None and paused.state == "paused" and "no longer allowed" in paused.why
+    told = [json.loads(f[b"data"]) for _, f in sync.xrange(K.outbox) if f[b"type"] == b"reply"]
+    assert [(n["chat_id"], "no longer allowed" in n["text"]) for n in told] == [
+        ("dm-alice", True)]
+    assert [parse_entry(e).msg["sender_id"] for e in sync.lrange(K.mailbox("local:dm-bob"),
+                                                                 0, -1)] == ["task:daily"] * 2
+    await client.aclose()
+    sync.close()

@@ -22,6 +22,7 @@ Catchup = Literal["skip", "once", "all"]
 State = Literal["active", "paused", "done"]
 KINDS: tuple[Kind, ...] = ("cron", "interval", "once")
 CATCHUPS: tuple[Catchup, ...] = ("skip", "once", "all")
+STATES: tuple[State, ...] = ("active", "paused", "done")
 #: a task's words are a message to the bot, not a document
 TEXT_MAX_CHARS = 1000
 NAME_MAX_CHARS = 40
@@ -155,6 +156,13 @@ class Task:
             if values[key].tzinfo is None:
                 values[key] = values[key].replace(tzinfo=UTC)
         values["schedule"] = str(values["schedule"])
+        # a hand-edited file: a value outside the choices is refused, not half-used
+        for key, allowed in (("kind", KINDS), ("catchup", CATCHUPS), ("state", STATES)):
+            if key in values and values[key] not in allowed:
+                raise ValueError(f"{key} must be one of {', '.join(allowed)}")
+        if values.get("kind") == "cron" and not is_valid_cron(values["schedule"]):
+            raise ValueError(f"invalid cron expression {values['schedule']!r}")
+        zone(str(values.get("timezone", "")))
         return cls(**values)
 
 

@@ -109,3 +109,18 @@ def test_due_times_counts_a_long_downtime_without_listing_it() -> None:
     dues, total = due_times(task, first, first + timedelta(days=7), limit=3)
     assert total == 7 * 24 * 30 + 1 and len(dues) == 3
     assert dues[-1] == first + timedelta(days=7)
+
+
+def test_a_hand_edited_task_is_read_and_a_broken_one_ignored(tmp_path: Path) -> None:
+    gd = GroupDirectory(tmp_path, "local:g1").ensure()
+    store = TaskStore(gd)
+    store.create(_task(name="edit-me", cron="0 9 * * 1"), actor="test", cap=5)
+    path = gd.path / "tasks" / "edit-me.md"
+    text = path.read_text()
+    path.write_text(text.replace("do it", "post the weekly plan"))
+    task = store.get("edit-me")
+    assert task is not None and task.text == "post the weekly plan"
+    for bad in (("state: active", "state: sleeping"), ("America/New_York", "Mars/Base"),
+                ("0 9 * * 1", "0 25 * * 1")):
+        path.write_text(text.replace(*bad))
+        assert store.get("edit-me") is None and store.all() == []

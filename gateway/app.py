@@ -160,6 +160,7 @@ class Gateway:
         self._sync: redis.Redis | None = None
         self.inbox: Inbox | None = None
         self.outbox: Outbox | None = None
+        self.scheduler: Scheduler | None = None  # scheduled tasks (None: [tasks] enabled off)
         #: names of gateway tasks that ended unexpectedly (each is restarted)
         self.failed_tasks: list[str] = []
         self._factories: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
@@ -192,7 +193,8 @@ class Gateway:
         self._spawn("sweeper", lambda: sweeper.run(self._stop))
         self._spawn("heartbeat", self._heartbeat)
         if self.config.tasks.enabled:  # scheduled tasks fire from here (gateway/tasks)
-            scheduler = Scheduler(self.config, self._sync, self.r, enqueuer, self.keys)
+            scheduler = self.scheduler = Scheduler(self.config, self._sync, self.r, enqueuer,
+                                                   self.keys)
             self._spawn("scheduler", lambda: scheduler.run(self._stop))
         for key, ch in self.channels.items():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))

@@ -26,6 +26,12 @@ if TYPE_CHECKING:  # not at run time: gateway.inbox imports the commands, which 
     from gateway.inbox import DrainEnqueuer
 
 
+#: how long a run's id is remembered against a second push, seconds: a run is pushed
+#: again only by a scheduler that re-claims it after a dead holder's lease (a minute),
+#: and an every-5-minutes task would otherwise keep 2,000 ids a week in Redis
+RUN_DEDUPE_TTL = 3600
+
+
 def run_message(task: Task, due: datetime) -> Inbound:
     """The message one run of ``task`` (due at ``due``) sends to its chat."""
     return Inbound(channel=task.channel, account=task.account, chat_id=task.chat_id,
@@ -41,7 +47,8 @@ async def push_run(q: GatewayQueue, enqueuer: DrainEnqueuer, config: GatewayConf
     """Make the run durable in its group's mailbox; False when it was there already."""
     job_id = uuid.uuid4().hex
     result = await q.push(msg.group, msg.dedupe_id, encode_entry(msg.model_dump_json(), True),
-                          engaged=True, dedupe_ttl=config.queue.dedupe_ttl,
+                          engaged=True,
+                          dedupe_ttl=min(config.queue.dedupe_ttl, RUN_DEDUPE_TTL),
                           lease_ttl_ms=int(config.queue.lease_ttl * 1000), job_id=job_id)
     if result == KEPT_ENQUEUE:
         # the lease is ours; if this enqueue fails the sweeper enqueues after it expires

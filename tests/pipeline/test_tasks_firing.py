@@ -152,6 +152,7 @@ async def test_a_task_every_2s_runs_in_order_never_during_a_turn(
         await client.aclose()
         ids = task_ids()
         assert len(ids) == len(set(ids))  # each due time fired once, by one scheduler
+        assert stack.gateway.scheduler is not None  # the gateway's own, and the other
         dues = [int(i.rsplit("-", 1)[1]) for i in ids]
         assert dues == sorted(dues)  # in order
         assert all(b - a == 2000 for a, b in itertools.pairwise(dues))
@@ -159,6 +160,8 @@ async def test_a_task_every_2s_runs_in_order_never_during_a_turn(
         assert any("hello during the task" in " ".join(t["texts"]) for t in stack.turns())
         runs = TaskStore(GroupDirectory(stack.data_dir, GROUP)).runs("beat", 50)
         assert "fired-again" not in [r["outcome"] for r in runs]
+        fired = [r["due"] for r in runs if r["outcome"] == "fired"]
+        assert len(fired) == len(set(fired)) >= 4  # no due time claimed by both schedulers
     finally:
         await stack.close()
 

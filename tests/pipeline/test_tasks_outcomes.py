@@ -6,6 +6,7 @@ change whose task."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,13 +15,14 @@ from typer.testing import CliRunner
 
 from channels.models import Inbound
 from gateway.commands import run as run_command
-from gateway.config import load_config
+from gateway.config import load_config, load_worker_settings
 from gateway.queue import Keys
 from gateway.tasks_cli import tasks_app
 from memory_store import GroupDirectory
 from memory_store.tasks import TaskSpec, TaskStore, Where, validate
-from memory_store.words import words_matcher
-from workers.taskforget import forget_tasks
+from workers.context import WorkerContext
+from workers.redaction import redact_group
+from workers.taskforget import REMOVED_NOTICE
 from workers.taskruns import note_runs
 
 from .conftest import Valkey, write_config
@@ -67,19 +69,33 @@ def test_failures_pause_once_and_a_spent_budget_is_not_a_failure(
     assert outcomes.count("ok") == 1
 
 
-def test_forget_removes_a_task_holding_the_words_and_tells_the_chat(
+def test_forget_and_a_deletion_remove_the_tasks_holding_their_words(
         tmp_path: Path, valkey: Valkey) -> None:
-    store, r, path = setup(tmp_path, valkey, "weekly")
-    settings = load_config(path)
-    pat = words_matcher(phrases=["unrelated words"])
-    assert pat is not None and forget_tasks(r, K, settings, GROUP, pat) == 0
-    pat = words_matcher(phrases=["project zebra"])
-    assert pat is not None and forget_tasks(r, K, settings, GROUP, pat) == 1
+    store, r, path = setup(tmp_path, valkey, "weekly", "nightly")
+    settings = load_worker_settings(path)
+    # "nightly" was made from a message that was then deleted on its platform
+    nightly = store.get("nightly")
+    assert nightly is not None
+    store.save(nightly.with_(text="ping the oncall pager about build status"), actor="t")
+    ctx = WorkerContext(settings, r)
+    _, mem = ctx.group_memory(GROUP)
+    mem.write_sync(f"Turn in {GROUP}.\n\n- [2026-11-30 10:00:00] Ann (ann): ping the oncall "
+                   "pager about build status\n\nBot: ok\n", kind="episode",
+                   metadata={"id": "turn-x", "message_ids": ["m1"], "trust": 0.5,
+                             "source": f"{GROUP}:msg/m1"})
+    r.rpush(K.forget(GROUP), json.dumps({"id": "forget-1", "phrase": "project zebra",
+                                         "by": "local:root", "at": time.time()}))
+    r.rpush(K.changes(GROUP), json.dumps({"kind": "deletion", "original_id": "m1",
+                                          "event_id": "d1", "account": "default"}))
+    try:
+        assert redact_group(GROUP, ctx=ctx)["end"] == "redacted"
+    finally:
+        ctx.close()
     assert store.all() == []
-    [told] = notices(r)
-    assert "removed the scheduled task \"weekly\"" in told and "zebra" not in told
+    told = notices(r)
+    assert sorted(told) == sorted(REMOVED_NOTICE.format(name=n) for n in ("weekly", "nightly"))
     audit = (store.gd.path / "audit.jsonl").read_text()
-    assert "task_delete" in audit and "zebra" not in audit
+    assert audit.count("task_delete") == 2 and "zebra" not in audit and "pager" not in audit
 
 
 def _msg(sender: str, text: str, *, admin: bool = False) -> Inbound:

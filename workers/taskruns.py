@@ -16,7 +16,7 @@ import logging
 
 import redis
 
-from channels.models import Outbound
+from channels.models import Inbound, Outbound
 from gateway.config import WorkerSettings
 from gateway.queue import Keys
 from gateway.queue.tasks import TASK_SENDER_PREFIX, publish_notice
@@ -27,6 +27,13 @@ log = logging.getLogger(__name__)
 
 PAUSED_NOTICE = ("I paused the scheduled task \"{name}\": its last {n} runs failed. "
                  "/tasks resume {id} runs it again.")
+
+
+def replies_to(msg: Inbound) -> str | None:
+    """The platform message a reply to ``msg`` quotes: none for a task's run, whose id
+    exists on no platform (Telegram and Discord would refuse it, Slack and Matrix thread
+    under nothing)."""
+    return None if msg.sender_id.startswith(TASK_SENDER_PREFIX) else msg.message_id
 
 
 def note_runs(client: redis.Redis, keys: Keys, settings: WorkerSettings, group: str,

@@ -158,6 +158,11 @@ async def test_a_task_every_2s_runs_in_order_never_during_a_turn(
         assert all(b - a == 2000 for a, b in itertools.pairwise(dues))
         assert stack.r.lrange("test:overlap", 0, -1) == []  # never two turns of the group
         assert any("hello during the task" in " ".join(t["texts"]) for t in stack.turns())
+        # the bot answered the runs in the chat, quoting no message (a run's id exists on
+        # no platform), and the person's message as usual
+        chunks = [e for e in stack.chat_events("room") if e.get("type") == "chunk"]
+        assert any("task-beat-" in c["text"] and c["reply_to_id"] == "" for c in chunks)
+        assert not any(c["reply_to_id"].startswith("task-") for c in chunks)
         runs = TaskStore(GroupDirectory(stack.data_dir, GROUP)).runs("beat", 50)
         assert "fired-again" not in [r["outcome"] for r in runs]
         fired = [r["due"] for r in runs if r["outcome"] == "fired"]

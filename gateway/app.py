@@ -31,6 +31,7 @@ from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
 from gateway.pressure import disk_problem, redis_problems
 from gateway.queue import DeadLetters, Keys
+from gateway.tasks import Scheduler
 from gateway.webhooks import WebServer, build_app, has_routes
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,7 @@ class Gateway:
         self._sync: redis.Redis | None = None
         self.inbox: Inbox | None = None
         self.outbox: Outbox | None = None
+        self.scheduler: Scheduler | None = None  # scheduled tasks (None: [tasks] enabled off)
         #: names of gateway tasks that ended unexpectedly (each is restarted)
         self.failed_tasks: list[str] = []
         self._factories: dict[str, Callable[[], Coroutine[Any, Any, None]]] = {}
@@ -190,6 +192,10 @@ class Gateway:
         self._spawn("outbox", lambda: outbox.run(self._stop))
         self._spawn("sweeper", lambda: sweeper.run(self._stop))
         self._spawn("heartbeat", self._heartbeat)
+        if self.config.tasks.enabled:  # scheduled tasks fire from here (gateway/tasks)
+            scheduler = self.scheduler = Scheduler(self.config, self._sync, self.r, enqueuer,
+                                                   self.keys)
+            self._spawn("scheduler", lambda: scheduler.run(self._stop))
         for key, ch in self.channels.items():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))
             ch.bind_outcomes(self.outbox.outcomes.record)

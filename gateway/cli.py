@@ -376,6 +376,11 @@ app.add_typer(opscli.dead_app, name="dead")
 app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")
 app.add_typer(usage_app, name="usage", help="model usage and spending caps")
 
+from gateway.tasks_cli import tasks_app  # noqa: E402 (mounted like pair)
+
+app.add_typer(tasks_app, name="tasks", help="scheduled tasks: list, show, pause, resume, "
+              "cancel, log")
+
 
 def main() -> None:
     try:

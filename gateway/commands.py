@@ -38,6 +38,7 @@ from typing import Protocol
 from channels.models import Inbound
 from gateway.config import GatewayConfig
 from gateway.identity import IdentityStore, sender
+from gateway.tasks import tasks_command
 from gateway.usage import UsageDesk, parse_usd
 
 
@@ -401,6 +402,12 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
     return capping()
 
 
+def _tasks(call: Invocation) -> str:
+    msg = call.msg
+    return tasks_command(call.config, msg.group, call.command.args, by=sender(msg),
+                         may_any=bool(call.roles & {Role.OPERATOR, *_OWNERS}))
+
+
 _ANY = frozenset({Where.DM, Where.GROUP})
 _OWNERS = frozenset({Role.CHAT_ADMIN, Role.DM_OWNER})
 
@@ -426,8 +433,8 @@ COMMANDS: dict[str, CommandSpec] = {
         CommandSpec("usage", "model spend and caps here (/usage cap day|month <USD>|none"
                     "|default: this chat's cap, admins)",
                     _OWNERS, _ANY, False, _usage),
-        CommandSpec("tasks", "scheduled tasks of this chat", frozenset({Role.MEMBER}), _ANY,
-                    False, _not_yet("scheduled tasks are not built")),
+        CommandSpec("tasks", "scheduled tasks of this chat: /tasks [show|log|pause|resume|"
+                    "cancel <name>]", frozenset({Role.MEMBER}), _ANY, False, _tasks),
     )
 }
 

@@ -39,6 +39,7 @@ from pydantic_ai.usage import UsageLimits
 from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import ConfigError, ModelConfig, WorkerSettings
+from gateway.config.tasks import TasksConfig
 from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
 from workers.budget import fit_memory
@@ -46,6 +47,7 @@ from workers.core_rules import core_tools
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
+from workers.tasktools import task_tools
 from workers.tools import TurnDeps, agent_tools
 
 log = logging.getLogger(__name__)
@@ -120,6 +122,7 @@ class TurnAgent:
         transcript_max_chars: int = 24_000,
         admins: Collection[str] = (),
         memory_budget: int = 2000,
+        tasks: TasksConfig | None = None,
     ) -> None:
         self.model = model
         self.with_tools = with_tools
@@ -129,12 +132,13 @@ class TurnAgent:
         self.transcript_max_chars = transcript_max_chars
         self.admins = frozenset(admins)
         self.memory_budget = memory_budget
+        self.tasks = tasks
         self._config = config
         self._agent: Agent[TurnDeps, str] = Agent(
             model,
             deps_type=TurnDeps,
             output_type=str,
-            tools=[*agent_tools(), *core_tools()] if with_tools else [],
+            tools=[*agent_tools(), *core_tools(), *task_tools()] if with_tools else [],
             retries=1,
             name="pynanoclaw",
         )
@@ -193,6 +197,7 @@ class TurnAgent:
             group_dir=req.memory.group if isinstance(req.memory, BaseMemory) else None,
             search_k=self.search_k,
             never_store=(secret,) if secret else (),
+            tasks=self.tasks,
         )
         deps.saw(results)
         result = await self._agent.run(
@@ -295,6 +300,7 @@ def _cache_key(settings: WorkerSettings) -> tuple[Any, ...]:
         settings.memory.model_dump_json(),
         settings.worker.transcript_max_chars,
         tuple(sorted(settings.admins)),
+        settings.tasks.model_dump_json(),
     )
 
 
@@ -346,4 +352,5 @@ def _make_agent(settings: WorkerSettings) -> TurnAgent:
             if local
             else settings.memory.budget_tokens
         ),
+        tasks=settings.tasks,
     )

@@ -33,6 +33,7 @@ from workers.context import WorkerContext, current
 from workers.extraction import extraction_entry, schedule_extraction
 from workers.lock import GroupLock, LockLost, PersonBusy
 from workers.maintenance import after_episodes, consolidation_due
+from workers.taskruns import note_runs
 from workers.turn import TurnRunner, parse_batch
 
 log = logging.getLogger(__name__)
@@ -97,6 +98,8 @@ def drain_group(
                     else:
                         outcome = ctx.run(runner.run(batch, lock, max_attempts,
                                                      mark_written=False))
+                        note_runs(ctx.redis, keys, ctx.settings, group,
+                                  [m.sender_id for m in batch.messages], outcome)
                         if outcome == "parked":  # a spending cap: the batch is kept
                             end = "parked"
                             break

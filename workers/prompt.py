@@ -21,6 +21,7 @@ from typing import Protocol
 from xml.sax.saxutils import escape
 
 from channels.models import Inbound
+from gateway.queue.tasks import TASK_SENDER_PREFIX
 from memory_store.protocol import MemoryRecord
 from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
 
@@ -79,7 +80,10 @@ def _attr(value: str) -> str:
 
 
 def role_of(msg: Inbound, admins: Collection[str] = ()) -> Role:
-    """The sender's role: operator (``[policy] admins``) > DM owner / chat admin > member."""
+    """The sender's role: operator (``[policy] admins``) > DM owner / chat admin > member.
+    A scheduled task's run is a member, whoever made it and wherever it runs."""
+    if msg.sender_id.startswith(TASK_SENDER_PREFIX):
+        return Role.MEMBER
     if f"{msg.channel}:{msg.sender_id}" in admins:
         return Role.OPERATOR
     if not msg.is_group:

@@ -86,6 +86,7 @@ from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.lock import GroupLock, person_lock
 from workers.maintenance import LOCK_WAIT, turns_waiting
 from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
+from workers.taskforget import forget_tasks
 
 log = logging.getLogger(__name__)
 
@@ -352,6 +353,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                                     lambda text: reworded(text, rewords))
     if pat is not None:  # words of a deletion or a /forget phrase
         entries += scrub_streams(gq, pat, rebuild_outbox=True)
+        files += forget_tasks(client, keys, ctx.settings, group, pat)  # and tasks holding them
     for _, rec in deletions:
         lock.check()
         mid = str(rec["original_id"])

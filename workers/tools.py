@@ -22,6 +22,7 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
+from gateway.config.tasks import TasksConfig
 from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory, MemoryRecord
 from workers.attribution import attribute
@@ -57,6 +58,8 @@ class TurnDeps:
     #: Lowest trust of the memory records shown to the model this turn (1.0: none yet).
     #: Recalled text may carry instructions; what the model writes from it keeps its trust.
     read_trust: float = 1.0
+    #: ``[tasks]`` limits for the task tools (``None``: not offered; workers.tasktools)
+    tasks: TasksConfig | None = None
 
     def saw(self, records: Sequence[MemoryRecord]) -> None:
         """Note that the model was shown ``records``."""

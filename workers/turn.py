@@ -32,6 +32,7 @@ from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
 from workers.metering import REFLECTION, TURN, BudgetSpent, charging
 from workers.prompt import QUOTED_TRUST, content_trust, undelivered_note
 from workers.reflection import reflect_on_failure
+from workers.taskruns import replies_to
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +164,7 @@ class TurnRunner:
         notice = FAILURE_NOTICE if batch.engaged_ids else None
         reply_event = None if notice is None else Outbound(
             channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
-            thread_id=anchor.thread_id, text=notice, reply_to_id=anchor.message_id,
+            thread_id=anchor.thread_id, text=notice, reply_to_id=replies_to(anchor),
             reply_id=notice_reply_id(batch.turn_id)).model_dump_json()
         done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
                            reply_id=notice_reply_id(batch.turn_id) if notice else None,
@@ -213,7 +214,7 @@ class TurnRunner:
         reply_id = f"{batch.turn_id}.budget.{counter.period_id}"
         event = None if not batch.engaged_ids else Outbound(
             channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
-            thread_id=anchor.thread_id, text=notice, reply_to_id=anchor.message_id,
+            thread_id=anchor.thread_id, text=notice, reply_to_id=replies_to(anchor),
             reply_id=reply_id).model_dump_json()
         done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
                            reply_id=reply_id if event else None, turn_id=batch.turn_id)
@@ -327,7 +328,7 @@ class TurnRunner:
             if reply_text is not None:
                 reply_event = Outbound(channel=anchor.channel, account=anchor.account,
                                        chat_id=anchor.chat_id, thread_id=anchor.thread_id,
-                                       text=reply_text, reply_to_id=anchor.message_id,
+                                       text=reply_text, reply_to_id=replies_to(anchor),
                                        reply_id=batch.turn_id).model_dump_json()
             done = self._event(anchor, message_ids=ids,
                                reply_id=batch.turn_id if reply_text else None,

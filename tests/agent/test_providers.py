@@ -240,7 +240,8 @@ async def test_openai_compatible_turn_with_tool_call_over_http(
     user = next(m for m in first["messages"] if m["role"] == "user")["content"]
     assert "so the launch is on Tuesday" in str(user)
     tools = {t["function"]["name"] for t in first["tools"]}
-    assert tools == {"search_memory", "remember", "update_core"}
+    assert tools == {"search_memory", "remember", "update_core", "schedule_task",
+                     "list_tasks", "pause_task", "cancel_task"}
     # The key went to the endpoint, and nowhere else.
     assert openai_stub.headers[0]["authorization"] == f"Bearer {SECRET}"
     assert SECRET not in caplog.text

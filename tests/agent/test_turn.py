@@ -61,7 +61,8 @@ async def test_model_sees_core_memory_and_context(
     assert "Operator rule: be kind." in script.seen_instructions[0]
     user = script.seen_user[0]
     assert "lunch at noon" in user and "what did Bob say?" in user
-    assert script.tool_names[0] == ["search_memory", "remember", "update_core"]
+    assert script.tool_names[0] == ["search_memory", "remember", "update_core",
+                                    "schedule_task", "list_tasks", "pause_task", "cancel_task"]
 
 
 async def test_no_reply_means_none(group_memory: tuple[GroupDirectory, BaseMemory]) -> None:

@@ -45,6 +45,7 @@ from gateway.queue import Keys, background_queue, worker_queues
 from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
 from gateway.smoke import check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
+from gateway.tasks_cli import tasks_app
 from gateway.usage_cli import usage_app
 from memory_store.cli import build_memory_app
 
@@ -375,9 +376,6 @@ app.add_typer(opscli.dead_app, name="dead")
 
 app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")
 app.add_typer(usage_app, name="usage", help="model usage and spending caps")
-
-from gateway.tasks_cli import tasks_app  # noqa: E402 (mounted like pair)
-
 app.add_typer(tasks_app, name="tasks", help="scheduled tasks: list, show, pause, resume, "
               "cancel, log")
 

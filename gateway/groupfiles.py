@@ -5,7 +5,9 @@ Every gateway module that reads a group's files (``/memory`` and ``/forget`` in
 builds a group path itself (``tests/structure/test_groupfiles.py`` checks the source), so
 a console, attachments or a sharded layout change this module only. The gateway never
 writes memory (workers do, under the group lock): what it is handed here is for reading,
-and ``existing`` never creates a directory.
+and ``existing`` never creates a directory. The one exception is a chat's scheduled
+tasks (``tasks``): the scheduler and ``/tasks`` write those files, atomically and
+audited, under the group's file lock.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from gateway.config import GatewayConfig
 from memory_store import GroupDirectory
+from memory_store.tasks import TaskStore, groups_with_tasks
 
 
 class GroupFiles:
@@ -38,3 +41,11 @@ class GroupFiles:
         would leave the data dir."""
         gd = GroupDirectory(self.data_dir, group)
         return gd if gd.path.is_dir() else None
+
+    def tasks(self, group: str) -> TaskStore:
+        """The scheduled tasks of ``group`` (``tasks/`` in its directory)."""
+        return TaskStore(GroupDirectory(self.data_dir, group))
+
+    def groups_with_tasks(self) -> list[GroupDirectory]:
+        """Every group directory that holds a task file."""
+        return list(groups_with_tasks(self.data_dir))

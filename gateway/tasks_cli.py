@@ -13,11 +13,12 @@ from typing import Annotated
 import redis
 import typer
 
-from gateway.config import ConfigError, GatewayConfig, default_config_path, load_config
-from gateway.opscli import ConfigOpt, _fail
+from gateway.cliparts import ConfigOpt, config_file, fail
+from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.groupfiles import GroupFiles
 from gateway.redis_server import running_embedded_url
 from gateway.tasks import TaskDesk
-from memory_store.tasks import TaskStore, groups_with_tasks
+from memory_store.tasks import TaskStore
 
 tasks_app = typer.Typer(help="scheduled tasks of every chat", add_completion=False,
                         pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -31,10 +32,9 @@ OPERATOR = "operator:cli"
 
 def _desk(config: Path | None) -> tuple[GatewayConfig, TaskDesk]:
     try:
-        cfg = load_config((config or default_config_path()).resolve())
+        cfg = load_config(config_file(config))
     except ConfigError as err:
-        typer.echo(err.render(), err=True)
-        raise typer.Exit(2) from None
+        raise fail(err) from None
     client: redis.Redis | None = None
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if url:
@@ -59,7 +59,7 @@ def list_(group: Annotated[str | None, typer.Argument(help="only this chat")] = 
         typer.echo(desk.list(group))
         return
     found = False
-    for gd in groups_with_tasks(cfg.data_dir):
+    for gd in GroupFiles.of(cfg).groups_with_tasks():
         if TaskStore(gd).all():
             found = True
             typer.echo(f"[{gd.group}]\n{desk.list(gd.group)}")
@@ -77,7 +77,7 @@ def _run(action: str, group: str, name: str, config: Path | None) -> None:
         else:
             out = desk.change(group, action, name, by=OPERATOR, may_any=True)
     except ValueError as err:  # an invalid group key
-        raise _fail(str(err)) from None
+        raise fail(str(err)) from None
     typer.echo(out)
     if out.startswith(("No task", "Say which", "give the task")):
         raise typer.Exit(1)

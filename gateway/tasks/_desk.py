@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 import redis
 
 from gateway.config import GatewayConfig
+from gateway.groupfiles import GroupFiles
 from gateway.queue import Keys
 from gateway.queue.tasks import TaskTimes
-from memory_store import GroupDirectory
 from memory_store.tasks import Task, TaskStore, next_run, task_id
 
 ACTIONS = ("list", "show", "pause", "resume", "cancel", "log")
@@ -29,10 +29,11 @@ class TaskDesk:
     def __init__(self, config: GatewayConfig, sync: redis.Redis | None = None,
                  keys: Keys | None = None) -> None:
         self._cfg = config
+        self._files = GroupFiles.of(config)
         self._times = TaskTimes(sync, keys or Keys()) if sync is not None else None
 
     def _store(self, group: str) -> TaskStore:
-        return TaskStore(GroupDirectory(self._cfg.data_dir, group))
+        return self._files.tasks(group)
 
     def list(self, group: str) -> str:
         tasks = self._store(group).all()

@@ -32,12 +32,12 @@ import redis.asyncio as aioredis
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
+from gateway.groupfiles import GroupFiles
 from gateway.queue import GatewayQueue, Keys
 from gateway.queue.tasks import TaskTimes
 from gateway.tasks._creator import creator_allowed, pause_for_creator
 from gateway.tasks._fire import push_run, run_message
-from memory_store import GroupDirectory
-from memory_store.tasks import Task, TaskStore, due_times, groups_with_tasks, next_run
+from memory_store.tasks import Task, TaskStore, due_times, next_run
 
 if TYPE_CHECKING:  # not at run time: gateway.inbox imports the commands, which use this
     from gateway.inbox import DrainEnqueuer
@@ -68,6 +68,7 @@ class Scheduler:
     def __init__(self, config: GatewayConfig, sync: redis.Redis, client: aioredis.Redis,
                  enqueuer: DrainEnqueuer, keys: Keys | None = None) -> None:
         self._cfg = config
+        self._files = GroupFiles.of(config)
         self._keys = keys or Keys()
         self.times = TaskTimes(sync, self._keys)
         self._q = GatewayQueue(client, self._keys)
@@ -79,7 +80,7 @@ class Scheduler:
         """Give every active task without a fire time its next one (from the files);
         returns how many were added."""
         added = 0
-        for gd in groups_with_tasks(self._cfg.data_dir):
+        for gd in self._files.groups_with_tasks():
             store = TaskStore(gd)
             for task in store.all():
                 if task.state != "active":
@@ -94,7 +95,7 @@ class Scheduler:
         """Which runs of a claimed member fire now; logs them; the member's next time."""
         out = Plan(group, tid)
         try:
-            store = TaskStore(GroupDirectory(self._cfg.data_dir, group))
+            store = self._files.tasks(group)
         except ValueError:
             log.warning("scheduler: invalid group key %r in the task set; dropped", group)
             return out
@@ -130,8 +131,7 @@ class Scheduler:
 
     def finish(self, plan: Plan, pushed: list[tuple[Inbound, bool]]) -> None:
         """Log what fired and release the member with its next time."""
-        gd = GroupDirectory(self._cfg.data_dir, plan.group)
-        store = TaskStore(gd)
+        store = self._files.tasks(plan.group)
         for msg, new in pushed:
             due_ms = int(msg.message_id.rsplit("-", 1)[1])
             store.log_run(plan.task_id, "fired" if new else "fired-again",

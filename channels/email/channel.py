@@ -153,4 +153,7 @@ class EmailChannel(Channel):
     async def find_sent(self, message: Outbound, index: int) -> str | None:
         """After an ambiguous SMTP failure: the chunk's Message-ID once its own copy
         (Gmail: its Sent copy) turns up within ``sent_wait`` seconds (``outgoing``)."""
-        return await self._outgoing.find_sent(message, index)
+        chunks = self.render(message.text)  # pure: the chunks that were sent
+        if index >= len(chunks):
+            return None
+        return await self._outgoing.find_sent(message, chunks[index], index)

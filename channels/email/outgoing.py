@@ -27,8 +27,9 @@ import contextlib
 import logging
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
-from email.message import Message
-from email.parser import BytesHeaderParser
+from email.message import EmailMessage, Message
+from email.parser import BytesHeaderParser, BytesParser
+from email.policy import default as default_policy
 from email.utils import getaddresses
 
 from pydantic import SecretStr
@@ -50,6 +51,20 @@ log = logging.getLogger(__name__)
 _CACHE_SIZE = 256
 #: how often ``find_sent`` searches again while it waits, seconds
 _POLL = 0.5
+#: a reply mail is one chunk of at most 10,000 characters, as text and HTML: a mail
+#: far bigger with its Message-ID is not the bot's copy and is not downloaded
+_COPY_MAX = 1_000_000
+
+
+def _same_text(raw: bytes, chunk: Chunk) -> bool:
+    """Whether the mail ``raw`` carries ``chunk``'s text as its plain part (what
+    ``compose`` wrote; line ends and the final newline as the wire left them)."""
+    mail = BytesParser(policy=default_policy).parsebytes(raw)
+    body = mail.get_body(preferencelist=("plain",)) if isinstance(mail, EmailMessage) else None
+    if not isinstance(body, EmailMessage):
+        return False
+    text = str(body.get_content()).replace("\r\n", "\n").rstrip("\n")
+    return text == chunk.plain.replace("\r\n", "\n").rstrip("\n")
 
 
 class Outgoing:
@@ -106,13 +121,21 @@ class Outgoing:
         await session.select(folder)
         return await session.search("HEADER", "Message-ID", f'"<{message_id}>"')
 
-    async def _filed(self, session: ImapSession, message_id: str) -> str | None:
-        """The folder holding a mail with ``message_id``: the watched folder (the own
-        copy before the receiver moved it) or Sent, else None. In that order: a MOVE is
-        atomic, so a copy moved between the two searches is still seen in Sent."""
+    async def _filed(self, session: ImapSession, message_id: str, chunk: Chunk) -> str | None:
+        """The folder holding the copy of chunk ``chunk`` sent as ``message_id``: the
+        watched folder (the own copy before the receiver moved it) or Sent, else None.
+        In that order: a MOVE is atomic, so a copy moved between the two searches is
+        still seen in Sent. Reply Message-IDs are predictable and anyone can mail the
+        bot one, so a mail counts only when its text is the chunk's: a forger who sent
+        one first does not silence the reply."""
         for folder in (self._settings.folder, self._settings.sent_folder):
-            if await self._find(session, folder, message_id):
-                return folder
+            for uid in await self._find(session, folder, message_id):
+                info = await session.info(uid)
+                if info is None or info.size > _COPY_MAX:
+                    continue
+                raw = await session.body(uid)
+                if raw is not None and _same_text(raw, chunk):
+                    return folder
         return None
 
     async def _candidates(self, session: ImapSession, message_id: str) -> list[int]:
@@ -174,7 +197,7 @@ class Outgoing:
         message_id = reply_message_id(message.reply_id, index, self._settings.address)
         async with self._connected() as session:
             original = await self._original(session, message)
-            folder = await self._filed(session, message_id)
+            folder = await self._filed(session, message_id, chunk)
             if folder is not None:
                 log.info("email: reply %s chunk %d is already in %s; not sent again",
                          message.reply_id, index, folder)
@@ -195,16 +218,16 @@ class Outgoing:
                             message_id)
             return message_id
 
-    async def find_sent(self, message: Outbound, index: int) -> str | None:
-        """After an ambiguous send of chunk ``index``: its Message-ID once the own copy
-        (or, on Gmail, the Sent copy) is found, polling up to ``sent_wait`` seconds;
-        None when it did not come in time (the outbox sends it again)."""
+    async def find_sent(self, message: Outbound, chunk: Chunk, index: int) -> str | None:
+        """After an ambiguous send of ``chunk`` (number ``index``): its Message-ID once
+        the own copy (or, on Gmail, the Sent copy) is found, polling up to ``sent_wait``
+        seconds; None when it did not come in time (the outbox sends it again)."""
         message_id = reply_message_id(message.reply_id, index, self._settings.address)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._settings.sent_wait
         while True:
             async with self._connected() as session:
-                folder = await self._filed(session, message_id)
+                folder = await self._filed(session, message_id, chunk)
             if folder is not None:
                 log.info("email: reply %s chunk %d arrived (found in %s)",
                          message.reply_id, index, folder)

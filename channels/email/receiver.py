@@ -253,7 +253,8 @@ class Receiver:
         """Whether ``mail`` is the copy of a reply the bot sent to itself (``outgoing``):
         from the bot, with a Message-ID of its replies' form, on a mailbox where the bot
         files Sent copies. Never inbound either way (``normalize`` drops the bot's own
-        mail)."""
+        mail). A forged one is moved too; it proves nothing, as the lookups compare the
+        text (``Outgoing._filed``)."""
         return (mail.from_address in self.settings.own_addresses
                 and is_reply_message_id(mail.message_id, self.settings.address)
                 and self.settings.files_sent(session.gmail))

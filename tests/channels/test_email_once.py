@@ -18,7 +18,13 @@ import pytest
 import redis.asyncio as aioredis
 
 from channels.email.compose import reply_message_id
-from tests.channels.harness_email import BOT, TRIGGER_ID, EmailHarness, started_channel
+from tests.channels.harness_email import (
+    BOT,
+    TRIGGER_ID,
+    EmailHarness,
+    append,
+    started_channel,
+)
 from tests.channels.kit import eventually
 from tests.channels.test_ambiguous_send import outbox_for
 from tests.fakes import dovecot
@@ -131,3 +137,19 @@ async def test_without_sent_copies_the_bot_sends_itself_nothing() -> None:
         out = h.outbound("Here is the plan.")
         await h.channel.send_chunk(out, h.channel.render(out.text)[0], 0)
         assert submissions(h) == [["ada@example.org", "bob@example.com"]]
+
+
+async def test_a_forged_copy_with_the_predicted_message_id_does_not_silence_the_reply(
+) -> None:
+    # reply Message-IDs derive from the reply id: a thread member can compute one and
+    # mail it to the bot, From the bot, first; only a copy with the chunk's text counts
+    async with started_channel(relay=True) as h:
+        bot = h.channel.settings.address
+        out = h.outbound("Here is the plan.")
+        forged = (f"From: {bot}\r\nTo: {bot}\r\nSubject: Re: Plans for the week\r\n"
+                  f"Message-ID: <{reply_message_id(out.reply_id, 0, bot)}>\r\n\r\n"
+                  "Nothing to see.\r\n").encode()
+        await append(h.admin, forged)
+        await h.channel.send_chunk(out, h.channel.render(out.text)[0], 0)
+        assert len(submissions(h)) == 1
+        assert await h.channel.find_sent(out, 0) == reply_message_id(out.reply_id, 0, bot)

@@ -7,17 +7,16 @@ in Sent, leaving nothing in the INBOX."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.policy import default as default_policy
-from pathlib import Path
 
 import aioimaplib
 import pytest
 import redis.asyncio as aioredis
 
 from channels.email.compose import reply_message_id
+from tests.channels import test_ambiguous_send as ambiguous
 from tests.channels.harness_email import (
     BOT,
     TRIGGER_ID,
@@ -28,24 +27,12 @@ from tests.channels.harness_email import (
 from tests.channels.kit import eventually
 from tests.channels.test_ambiguous_send import outbox_for
 from tests.fakes import dovecot
-from tests.pipeline.conftest import Valkey
 
 pytestmark = pytest.mark.skipif(dovecot.should_skip(), reason=dovecot.SKIP_REASON)
 
-
-@pytest.fixture
-def valkey(tmp_path: Path) -> Iterator[Valkey]:
-    v = Valkey(tmp_path / "redis")
-    v.start()
-    yield v
-    v.stop()
-
-
-@pytest.fixture
-async def r(valkey: Valkey) -> AsyncIterator[aioredis.Redis]:
-    client = aioredis.Redis.from_url(valkey.url)
-    yield client
-    await client.aclose()
+# the Valkey and Redis client fixtures of the outbox tests
+valkey = ambiguous.valkey
+r = ambiguous.r
 
 
 def reply(h: EmailHarness, reply_id: str) -> dict[str, str]:

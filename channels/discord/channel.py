@@ -27,7 +27,6 @@ from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound, Outbound
-from channels.pools import aiohttp_connector
 from channels.retry import retrying
 
 log = logging.getLogger(__name__)
@@ -156,7 +155,6 @@ class DiscordChannel(Channel):
             intents=intents(),
             max_ratelimit_timeout=self.settings.max_ratelimit_timeout,
             http_trace=surfacing_trace(),
-            connector=aiohttp_connector(limit=0),  # limit 0: what discord.py uses
             heartbeat_timeout=self.settings.heartbeat_timeout,
             chunk_guilds_at_startup=False,
         )

@@ -13,6 +13,7 @@ from channels.discord.errors import CALL_ERRORS, map_error
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace
 from channels.errors import PermanentError
+from channels.pools import aiohttp_connector
 
 if TYPE_CHECKING:
     from channels.discord.channel import DiscordChannel
@@ -35,7 +36,8 @@ class Client(discord.Client):
     """A discord.py client that forwards the events the adapter needs."""
 
     def __init__(self, owner: DiscordChannel, **options: Any) -> None:
-        super().__init__(**options)
+        # our keep-alive (channels.pools); limit 0 is what discord.py's own connector has
+        super().__init__(connector=aiohttp_connector(limit=0), **options)
         self._owner = owner
 
     async def on_connect(self) -> None:

@@ -146,5 +146,14 @@ class EmailChannel(Channel):
 
     async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
         """Send one chunk as its own mail in the thread (reply-all to ``reply_to_id``);
-        returns its Message-ID. A chunk already in Sent is not sent again."""
+        returns its Message-ID. A chunk whose copy is in the folder or Sent already is
+        not sent again."""
         return await self._outgoing.send(message, chunk, index)
+
+    async def find_sent(self, message: Outbound, index: int) -> str | None:
+        """After an ambiguous SMTP failure: the chunk's Message-ID once its own copy
+        (Gmail: its Sent copy) turns up within ``sent_wait`` seconds (``outgoing``)."""
+        chunks = self.render(message.text)  # pure: the chunks that were sent
+        if index >= len(chunks):
+            return None
+        return await self._outgoing.find_sent(message, chunks[index], index)

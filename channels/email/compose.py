@@ -1,13 +1,16 @@
 """A reply mail: thread headers, reply-all recipients, text + HTML alternatives.
 
 The Message-ID is derived from the reply id and chunk index, so a retried send
-produces the very same Message-ID and a copy already in the Sent folder reveals that
-the mail went out before a crash (see ``outgoing``).
+produces the very same Message-ID, and the bot's own copy of it (in the watched folder
+or Sent) reveals that the mail went out before a crash or a dropped connection (see
+``outgoing``). The envelope adds the bot's own address to the recipients for that copy;
+the headers never name it.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from email.message import EmailMessage, Message
 from email.utils import formataddr, formatdate, getaddresses
 
@@ -25,6 +28,28 @@ def reply_message_id(reply_id: str, index: int, address: str) -> str:
     """``<hash>@<bot domain>`` for chunk ``index`` of reply ``reply_id`` (no brackets)."""
     digest = hashlib.sha256(f"{reply_id}\x00{index}".encode()).hexdigest()[:32]
     return f"pnc.{digest}@{address.rpartition('@')[2]}"
+
+
+_REPLY_ID = re.compile(r"pnc\.[0-9a-f]{32}@(.+)")
+
+
+def is_reply_message_id(message_id: str, address: str) -> bool:
+    """Whether ``message_id`` has the form ``reply_message_id`` gives the bot's replies."""
+    found = _REPLY_ID.fullmatch(message_id)
+    return found is not None and found.group(1) == address.rpartition("@")[2]
+
+
+def envelope(mail: EmailMessage, settings: EmailSettings, *, self_copy: bool) -> list[str]:
+    """The SMTP recipients of ``mail``: its To and Cc, plus the bot's own address when
+    ``self_copy``. The server accepts a transaction's message for all its accepted
+    recipients at once (one answer to the DATA, RFC 5321 section 4.1.1.4), so the copy
+    that reaches the bot's mailbox proves the others' was accepted too. Empty when the
+    mail has no recipient but the bot."""
+    values = [str(v) for name in ("To", "Cc") for v in mail.get_all(name, [])]
+    others = [a for _, a in getaddresses(values) if "@" in a]
+    if not others:
+        return []
+    return [*others, settings.address] if self_copy else others
 
 
 def _addresses(original: Message, *names: str) -> list[str]:

@@ -193,6 +193,21 @@ class ImapSession:
         found = _APPENDUID.search(b" ".join(bytes(x) for x in response.lines))
         return int(found.group(2)) if found else None
 
+    async def move(self, uid: int, folder: str) -> None:
+        """Move ``uid`` of the selected folder to ``folder``, marked \\Seen: UID MOVE
+        (RFC 6851) where offered, else COPY, then \\Deleted and (with UIDPLUS,
+        RFC 4315) UID EXPUNGE of that one mail; without UIDPLUS it stays flagged
+        \\Deleted, as a plain EXPUNGE would remove the user's deleted mail too."""
+        client = self.client
+        await self._run("store", client.uid("store", str(uid), "+FLAGS", "(\\Seen)"))
+        if client.has_capability("MOVE"):
+            await self._run("move", client.uid("move", str(uid), _quote(folder)))
+            return
+        await self._run("copy", client.uid("copy", str(uid), _quote(folder)))
+        await self._run("store", client.uid("store", str(uid), "+FLAGS", "(\\Deleted)"))
+        if client.has_capability("UIDPLUS"):
+            await self._run("expunge", client.uid("expunge", str(uid)))
+
     async def wait_for_news(self, timeout: float) -> None:
         """IDLE until the server announces a change or ``timeout`` passes (RFC 2177).
         Raises ``NetworkError`` as soon as the connection is lost or the server says BYE

@@ -1,11 +1,19 @@
-"""Replies out: find the mail being answered, send once, file a copy in Sent.
+"""Replies out: find the mail being answered, send once, and prove it went out.
 
 Idempotency per reply id: the reply's Message-ID is derived from the reply id and
-chunk index (``compose.reply_message_id``). Before sending, the Sent folder is searched
-for it; if it is there, the mail already went out (a crash came between the SMTP
-answer and the outbox's record) and is not sent again. After sending, the bot APPENDs
-its own copy to Sent (dovecot and most servers do not file submitted mail; Gmail does
-it itself, so ``append_sent = "auto"`` skips it there).
+chunk index (``compose.reply_message_id``). Where the bot files its replies itself
+(``EmailSettings.files_sent``: not on Gmail), each mail also goes to the bot's own
+address, an envelope-only recipient (``compose.envelope``): the server accepts the
+message for all of a transaction's recipients with one answer, so that copy arriving in
+the watched folder proves the mail went out, and the receiver then moves it to Sent,
+where it is the Sent copy (``Receiver``; no APPEND, so no second copy). Gmail files
+each SMTP submission in Sent itself, so there the Sent folder is the proof.
+
+Before each send, and after an ambiguous failure (the connection dropped, or no answer,
+after the DATA: ``MaybeSent``), the watched folder and Sent are searched for the
+Message-ID. ``find_sent`` polls for up to ``sent_wait`` seconds, as delivery to the own
+mailbox is asynchronous; found, the mail is not sent again; not found in time, the
+outbox sends it again (counted as ambiguous), with the same Message-ID.
 
 The mail being answered is found by its Message-ID (``Outbound.reply_to_id``) in the
 watched folder, so recipients, subject and References come from the server, not from
@@ -18,17 +26,17 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
-from collections.abc import Callable
-from email.message import Message
-from email.parser import BytesHeaderParser
-from email.policy import SMTP  # CRLF line ends, as IMAP APPEND expects
+from collections.abc import AsyncIterator, Callable
+from email.message import EmailMessage, Message
+from email.parser import BytesHeaderParser, BytesParser
+from email.policy import default as default_policy
 from email.utils import getaddresses
 
 from pydantic import SecretStr
 
 from channels.base import Chunk
 from channels.email.authresults import verdict
-from channels.email.compose import compose, reply_message_id
+from channels.email.compose import compose, envelope, reply_message_id
 from channels.email.imap import ImapSession, TokenSource
 from channels.email.normalize import unverified_thread
 from channels.email.parse import stand_in_uid
@@ -41,6 +49,22 @@ log = logging.getLogger(__name__)
 
 #: originals kept in memory (headers only) for multi-chunk replies
 _CACHE_SIZE = 256
+#: how often ``find_sent`` searches again while it waits, seconds
+_POLL = 0.5
+#: a reply mail is one chunk of at most 10,000 characters, as text and HTML: a mail
+#: far bigger with its Message-ID is not the bot's copy and is not downloaded
+_COPY_MAX = 1_000_000
+
+
+def _same_text(raw: bytes, chunk: Chunk) -> bool:
+    """Whether the mail ``raw`` carries ``chunk``'s text as its plain part (what
+    ``compose`` wrote; line ends and the final newline as the wire left them)."""
+    mail = BytesParser(policy=default_policy).parsebytes(raw)
+    body = mail.get_body(preferencelist=("plain",)) if isinstance(mail, EmailMessage) else None
+    if not isinstance(body, EmailMessage):
+        return False
+    text = str(body.get_content()).replace("\r\n", "\n").rstrip("\n")
+    return text == chunk.plain.replace("\r\n", "\n").rstrip("\n")
 
 
 class Outgoing:
@@ -79,9 +103,40 @@ class Outgoing:
             self._imap = session
         return self._imap
 
+    @contextlib.asynccontextmanager
+    async def _connected(self) -> AsyncIterator[ImapSession]:
+        """The session, under the lock; dropped on network trouble (the next call
+        reconnects)."""
+        async with self._lock:
+            try:
+                yield await self._session()
+            except NetworkError:
+                with contextlib.suppress(Exception):
+                    if self._imap is not None:
+                        await self._imap.close()
+                self._imap = None
+                raise
+
     async def _find(self, session: ImapSession, folder: str, message_id: str) -> list[int]:
         await session.select(folder)
         return await session.search("HEADER", "Message-ID", f'"<{message_id}>"')
+
+    async def _filed(self, session: ImapSession, message_id: str, chunk: Chunk) -> str | None:
+        """The folder holding the copy of chunk ``chunk`` sent as ``message_id``: the
+        watched folder (the own copy before the receiver moved it) or Sent, else None.
+        In that order: a MOVE is atomic, so a copy moved between the two searches is
+        still seen in Sent. Reply Message-IDs are predictable and anyone can mail the
+        bot one, so a mail counts only when its text is the chunk's: a forger who sent
+        one first does not silence the reply."""
+        for folder in (self._settings.folder, self._settings.sent_folder):
+            for uid in await self._find(session, folder, message_id):
+                info = await session.info(uid)
+                if info is None or info.size > _COPY_MAX:
+                    continue
+                raw = await session.body(uid)
+                if raw is not None and _same_text(raw, chunk):
+                    return folder
+        return None
 
     async def _candidates(self, session: ImapSession, message_id: str) -> list[int]:
         """UIDs of the mail being answered, newest first: the one its stand-in id names
@@ -132,10 +187,6 @@ class Outgoing:
         return verdict(results, senders[0].lower(),
                        self._settings.trusted_authserv_ids).verified
 
-    def _append_sent(self, session: ImapSession) -> bool:
-        mode = self._settings.append_sent
-        return mode == "always" or (mode == "auto" and not session.gmail)
-
     async def send(self, message: Outbound, chunk: Chunk, index: int) -> str:
         """Send chunk ``index`` of ``message``; return its Message-ID."""
         if not (message.reply_to_id or message.thread_id):
@@ -144,29 +195,47 @@ class Outgoing:
                 "answers)"
             )
         message_id = reply_message_id(message.reply_id, index, self._settings.address)
-        async with self._lock:
-            try:
-                session = await self._session()
-                original = await self._original(session, message)
-                if await self._find(session, self._settings.sent_folder, message_id):
-                    log.info("email: reply %s chunk %d is already in %s; not sent again",
-                             message.reply_id, index, self._settings.sent_folder)
-                    return message_id
-                mail = compose(original, self._settings, chunk, message_id,
-                               verified=self._verified(original))
-                password = self._password.get_secret_value() if self._password else None
-                await send_mail(mail, self._settings, password=password, token=self._token)
-                if self._append_sent(session):
-                    try:
-                        await session.append(mail.as_bytes(policy=SMTP), self._settings.sent_folder)
-                    except NetworkError as err:
-                        # sent already: a retry would send it twice; only the copy is missing
-                        log.warning("email: sent %s but could not file it in %s: %s",
-                                    message_id, self._settings.sent_folder, err)
+        async with self._connected() as session:
+            original = await self._original(session, message)
+            folder = await self._filed(session, message_id, chunk)
+            if folder is not None:
+                log.info("email: reply %s chunk %d is already in %s; not sent again",
+                         message.reply_id, index, folder)
                 return message_id
-            except NetworkError:
-                with contextlib.suppress(Exception):
-                    if self._imap is not None:
-                        await self._imap.close()
-                self._imap = None
-                raise
+            mail = compose(original, self._settings, chunk, message_id,
+                           verified=self._verified(original))
+            self_copy = self._settings.files_sent(session.gmail)
+            recipients = envelope(mail, self._settings, self_copy=self_copy)
+            if not recipients:
+                raise PermanentError("no_recipients", "the mail being answered names no "
+                                     "one but the bot")
+            password = self._password.get_secret_value() if self._password else None
+            refused = await send_mail(mail, self._settings, recipients, password=password,
+                                      token=self._token)
+            if self_copy and self._settings.address in refused:
+                log.warning("email: the server refused the bot's own copy of %s: no Sent "
+                            "copy, and an ambiguous send of it could not be checked",
+                            message_id)
+            return message_id
+
+    async def find_sent(self, message: Outbound, chunk: Chunk, index: int) -> str | None:
+        """After an ambiguous send of ``chunk`` (number ``index``): its Message-ID once
+        the own copy (or, on Gmail, the Sent copy) is found, polling up to ``sent_wait``
+        seconds; None when it did not come in time (the outbox sends it again)."""
+        message_id = reply_message_id(message.reply_id, index, self._settings.address)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._settings.sent_wait
+        while True:
+            async with self._connected() as session:
+                folder = await self._filed(session, message_id, chunk)
+            if folder is not None:
+                log.info("email: reply %s chunk %d arrived (found in %s)",
+                         message.reply_id, index, folder)
+                return message_id
+            left = deadline - loop.time()
+            if left <= 0:
+                log.warning("email: reply %s chunk %d not found in %s or %s after %.0fs",
+                            message.reply_id, index, self._settings.folder,
+                            self._settings.sent_folder, self._settings.sent_wait)
+                return None
+            await asyncio.sleep(min(_POLL, left))

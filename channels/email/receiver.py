@@ -6,7 +6,8 @@ State machine of one mailbox::
       -> deliver every UID above the cursor, in order:
            fetch size -> too big? dead-letter
            fetch body -> parse -> BadMail? dead-letter
-           normalize -> dropped? log
+           normalize -> dropped? log (the copy of a reply the bot sent itself, see
+                        ``outgoing``: moved to Sent, where it is the Sent copy)
            sink(inbound)  (raises: back off, retry the same UID; cursor unchanged)
            cursor := (UIDVALIDITY, UID)      <- only now
       -> IDLE until the server announces mail (or poll_interval without IDLE) -> repeat
@@ -33,9 +34,10 @@ from datetime import UTC, datetime, timedelta
 
 from channels.base import SKIPPED_KEY, CursorStore, InboundSink
 from channels.email.authresults import verdict
+from channels.email.compose import is_reply_message_id
 from channels.email.imap import ImapSession
 from channels.email.normalize import Dropped, normalize
-from channels.email.parse import BadMail, parse, stand_in_id
+from channels.email.parse import BadMail, ParsedMail, parse, stand_in_id
 from channels.email.settings import EmailSettings
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
@@ -239,10 +241,35 @@ class Receiver:
             await self._dead_letter(uidvalidity, uid, f"unreadable: {type(err).__name__}: {err}")
             return None
         if isinstance(result, Dropped):
+            if self._own_copy(session, mail):
+                await self._file_sent(session, uid, mail.message_id)
+                return None
             log.info("email[%s]: dropped uid %d (%s): %s", self._account, uid,
                      mail.message_id, result.reason)
             return None
         return result
+
+    def _own_copy(self, session: ImapSession, mail: ParsedMail) -> bool:
+        """Whether ``mail`` is the copy of a reply the bot sent to itself (``outgoing``):
+        from the bot, with a Message-ID of its replies' form, on a mailbox where the bot
+        files Sent copies. Never inbound either way (``normalize`` drops the bot's own
+        mail). A forged one is moved too; it proves nothing, as the lookups compare the
+        text (``Outgoing._filed``)."""
+        return (mail.from_address in self.settings.own_addresses
+                and is_reply_message_id(mail.message_id, self.settings.address)
+                and self.settings.files_sent(session.gmail))
+
+    async def _file_sent(self, session: ImapSession, uid: int, message_id: str) -> None:
+        """Move the own copy to Sent. A server that refuses (a deleted Sent folder)
+        leaves it where it is, with a log line: it never holds up the mail after it."""
+        try:
+            await session.move(uid, self.settings.sent_folder)
+        except NetworkError as err:
+            log.warning("email[%s]: could not move the bot's copy of %s to %s: %s",
+                        self._account, message_id, self.settings.sent_folder, err)
+            return
+        log.debug("email[%s]: filed the bot's copy of %s in %s", self._account, message_id,
+                  self.settings.sent_folder)
 
     async def _dead_letter(self, uidvalidity: int, uid: int, reason: str) -> None:
         log.warning("email[%s]: skipped bad mail uid %d in %s: %s", self._account, uid,

@@ -56,11 +56,18 @@ class EmailSettings(BaseModel):
 
     #: the folder (Gmail: label) that is read; replies are matched against it too
     folder: str = "INBOX"
-    #: where the bot APPENDs its own replies (Gmail: "[Gmail]/Sent Mail")
+    #: where the bot's own replies are filed (Gmail: "[Gmail]/Sent Mail")
     sent_folder: str = "Sent"
-    #: APPEND a copy of each reply to ``sent_folder``; Gmail files sent mail itself, so
-    #: the default "auto" appends unless the server is Gmail (X-GM-EXT-1)
+    #: file a copy of each reply in ``sent_folder``: the bot sends the mail to its own
+    #: address too (an envelope-only recipient, never in the headers) and moves that
+    #: copy there when it arrives, so it is also the proof that an ambiguous send went
+    #: out. Gmail files sent mail itself, so the default "auto" does this unless the
+    #: server is Gmail (X-GM-EXT-1); "never" for servers that file it themselves
     append_sent: Literal["auto", "always", "never"] = "auto"
+    #: after an ambiguous SMTP failure (connection lost or no answer after the DATA),
+    #: how long to look for the reply's own copy (or, on Gmail, its Sent copy) before
+    #: sending it again: delivery to the own mailbox is asynchronous, seconds
+    sent_wait: float = Field(default=20.0, ge=0)
 
     #: authserv-ids of the receiving servers whose ``Authentication-Results`` are
     #: believed (RFC 8601 section 5): Gmail writes "mx.google.com"
@@ -117,6 +124,11 @@ class EmailSettings(BaseModel):
     @property
     def own_addresses(self) -> frozenset[str]:
         return frozenset([self.address, *self.aliases])
+
+    def files_sent(self, gmail: bool) -> bool:
+        """Whether the bot files its replies in ``sent_folder`` itself (through the copy
+        it sends to its own address): not where the server does (Gmail)."""
+        return self.append_sent == "always" or (self.append_sent == "auto" and not gmail)
 
     @property
     def imap_port_resolved(self) -> int:

@@ -58,9 +58,8 @@ def map_smtp_error(err: Exception, throttle_wait: float) -> ChannelError:
         return NetworkError(f"smtp: {type(err).__name__}")  # never connected: nothing sent
     if isinstance(err, aiosmtplib.SMTPServerDisconnected | aiosmtplib.SMTPReadTimeoutError
                   | ConnectionResetError):
-        # the message may have been accepted before the connection went (nothing is
-        # filed in Sent yet, so the Message-ID check cannot see it): the re-send is
-        # counted, and carries the same Message-ID
+        # the message may have been accepted before the connection went: the outbox
+        # looks for the bot's own copy (``Outgoing.find_sent``) before sending again
         return MaybeSent(f"smtp: {type(err).__name__}")
     if isinstance(err, (aiosmtplib.SMTPException, OSError, TimeoutError)):
         return NetworkError(f"smtp: {type(err).__name__}")
@@ -70,15 +69,20 @@ def map_smtp_error(err: Exception, throttle_wait: float) -> ChannelError:
 async def send_mail(
     mail: EmailMessage,
     settings: EmailSettings,
+    recipients: list[str],
     *,
     password: str | None = None,
     token: TokenSource | None = None,
-) -> None:
-    """Submit ``mail`` to the configured SMTP server; raise a ``ChannelError``."""
+) -> list[str]:
+    """Submit ``mail`` to the configured SMTP server for ``recipients`` (the envelope,
+    which may name more than the headers); return the recipients the server refused
+    while it accepted others. Raise a ``ChannelError``."""
     tls = settings.smtp_security
     try:
-        await aiosmtplib.send(
+        refused, _ = await aiosmtplib.send(
             mail,
+            sender=settings.address,
+            recipients=recipients,
             hostname=settings.smtp_host,
             port=settings.smtp_port_resolved,
             username=settings.login,
@@ -91,3 +95,4 @@ async def send_mail(
         )
     except Exception as err:
         raise map_smtp_error(err, settings.throttle_wait) from None
+    return sorted(refused)

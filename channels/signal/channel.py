@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
 from channels.errors import FormattingRejected
 from channels.models import Outbound
+from channels.pools import aiohttp_connector
 from channels.signal.errors import USER_ERROR, classify
 from channels.signal.events import EventStream
 from channels.signal.health import SignalHealth
@@ -111,7 +112,8 @@ class SignalChannel(Channel):
     async def start(self, sink: InboundSink) -> None:
         """Open the events stream in the background; return once it is connected or
         ``connect_wait`` passed (the stream keeps reconnecting; /healthz shows it)."""
-        self._session = aiohttp.ClientSession(headers=self._headers())
+        self._session = aiohttp.ClientSession(headers=self._headers(),
+                                              connector=aiohttp_connector())
         self._rpc = self._rpc_on(self._session)
         self.stream = EventStream(self._session, self.settings, self.bot, sink,
                                   self.cursor_store, self.status, account=self.account)

@@ -19,6 +19,7 @@ from telegram.request import HTTPXRequest
 from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
 from channels.errors import FormattingRejected, PermanentError
 from channels.models import Outbound
+from channels.pools import httpx_limits, httpx_transport
 from channels.redact import protect
 from channels.split import utf16_len
 from channels.telegram.errors import map_error
@@ -54,6 +55,17 @@ class _QuietBot(Bot):
 
     def __repr__(self) -> str:
         return "Bot[telegram]"
+
+
+def _request(pool_size: int) -> HTTPXRequest:
+    """PTB's httpx request with our keep-alive and connect retries (``channels.pools``).
+    The transport outlives a shutdown: PTB builds a new client on it at the next
+    initialize, and httpcore's pool opens new connections after its close."""
+    return HTTPXRequest(
+        connection_pool_size=pool_size,
+        httpx_kwargs={"limits": httpx_limits(pool_size),
+                      "transport": httpx_transport(pool_size)},
+    )
 
 
 def _chat(chat_id: str) -> int | str:
@@ -101,9 +113,9 @@ class TelegramChannel(Channel):
             token.get_secret_value(),
             base_url=settings.base_url,
             base_file_url=settings.base_file_url,
-            request=HTTPXRequest(connection_pool_size=8),
+            request=_request(8),
             # long polls get their own connection so sends never queue behind one
-            get_updates_request=HTTPXRequest(connection_pool_size=1),
+            get_updates_request=_request(1),
         )
         self._endpoint = (
             WebhookEndpoint(webhook_secret, lambda: self._bot, account)

@@ -30,6 +30,7 @@ from channels.base import (
     InboundSink,
 )
 from channels.models import Outbound
+from channels.pools import httpx_limits, httpx_transport
 from channels.whatsapp.errors import OUTSIDE_WINDOW, OutsideWindow, map_error
 from channels.whatsapp.normalize import Parsed, StatusEvent, parse_delivery
 from channels.whatsapp.outcomes import DeliveryLog, DeliveryOutcome, ServiceWindow, tracker
@@ -77,7 +78,8 @@ class WhatsAppChannel(Channel):
         self.status_wait = STATUS_WAIT
         self.account = account
         self._secrets = secrets
-        self._session = httpx.AsyncClient(timeout=settings.request_timeout)
+        self._session = httpx.AsyncClient(timeout=settings.request_timeout,
+                                          limits=httpx_limits(), transport=httpx_transport())
         self._wa = WhatsApp(
             phone_id=settings.phone_number_id,
             token=secrets.token.get_secret_value(),

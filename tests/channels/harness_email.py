@@ -203,19 +203,25 @@ async def started_channel(
     *,
     account: tuple[str, str] | None = None,
     cursors: MemoryCursorStore | None = None,
+    relay: bool = False,
 ) -> AsyncIterator[EmailHarness]:
     """A fresh dovecot user (or ``account``) with the trigger mail, an SMTP fake, the
     channel started (bound to ``cursors`` if given) and its receive loop idling, so
-    injected mail is new mail."""
+    injected mail is new mail. ``relay``: the SMTP server delivers to dovecot (LMTP)
+    and the bot's address is its login (``BOT`` an alias), so the copy of each reply the
+    bot sends itself arrives in its mailbox."""
     if dovecot.should_skip():
         pytest.skip(dovecot.SKIP_REASON)
     server = dovecot.shared()
     login, password = account or server.claim_user()
-    smtp = SmtpServer({login: password}).start()
+    smtp = SmtpServer({login: password},
+                      lmtp_port=server.lmtp_port if relay else None).start()
     admin = await imap_client(server.imap_port, login, password)
     try:
         await append(admin, TRIGGER.replace("\n", "\r\n").encode())
         settings = settings_for(server, login, smtp.port)
+        if relay:
+            settings = settings.model_copy(update={"address": login, "aliases": [BOT]})
         if settings_overrides:
             settings = settings.model_copy(update=settings_overrides)
         channel = EmailChannel(settings, password=SecretStr(password))

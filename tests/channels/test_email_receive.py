@@ -156,14 +156,16 @@ async def test_polling_fallback_without_idle() -> None:
 
 async def test_a_reply_already_in_sent_is_not_sent_again() -> None:
     """A crash after SMTP accepted the mail but before the outbox recorded it: the
-    retry finds the copy the bot APPENDed to Sent, by its derived Message-ID."""
-    async with started_channel() as h:
+    retry finds the copy the bot sent itself (in the INBOX, or moved to Sent), by its
+    derived Message-ID."""
+    async with started_channel(relay=True) as h:
         out = h.outbound("Here is the plan.")
         chunk = h.channel.render(out.text)[0]
         first = await h.channel.send_chunk(out, chunk, 0)
         assert len(h.sent()) == 1
         again = await h.channel.send_chunk(out, chunk, 0)  # the outbox's retry
-        assert again == first == reply_message_id(out.reply_id, 0, BOT)
+        assert again == first == reply_message_id(out.reply_id, 0,
+                                                  h.channel.settings.address)
         assert len(h.sent()) == 1
         other = await h.channel.send_chunk(out.model_copy(update={"reply_id": "turn-2"}),
                                            chunk, 0)

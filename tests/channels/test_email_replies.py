@@ -35,4 +35,5 @@ async def test_a_reused_message_id_never_swaps_the_recipients() -> None:
             await h.channel.send_chunk(out, h.channel.render(out.text)[0], 0)
         with h.smtp.lock:
             rcpts = [sorted(r) for _, r, _ in h.smtp.received]
-    assert rcpts == [["ada@example.org", "bob@example.com"], ["ada@example.org"]]
+    # and the bot's own address, for the copy that proves the send (never in a header)
+    assert rcpts == [["ada@example.org", "bob@example.com", BOT], ["ada@example.org", BOT]]

@@ -202,7 +202,8 @@ async def test_a_forged_mail_citing_alices_thread_reads_nothing_of_it(
     for sent, rcpts in mail.bot_submissions():
         assert MALLORY not in rcpts and MALLORY not in str(sent["Cc"] or "")
         if ids(sent["In-Reply-To"]) == ["forged-1@evil.test"]:
-            assert rcpts == [mail.alice] and sent["Cc"] is None
+            # (and the bot: the copy it sends itself, never in a header)
+            assert rcpts == [mail.alice, mail.bot] and sent["Cc"] is None
 
 
 async def test_a_thread_of_three_people_is_answered_to_all_of_them(open_stack: Stack) -> None:

@@ -38,6 +38,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.idle import IdleTimeout
+
 BOT_NUMBER = "+15550001000"
 BOT_UUID = "b0b0b0b0-0000-4000-8000-000000000001"
 PROXY_AUTH = "Bearer proxy-s3cret-signal-0123456789"
@@ -124,6 +126,8 @@ class FakeSignalCli:
         self._last_ts = 0
         self.connections = 0
         self._drops: dict[str, int] = {}
+        #: ``idle.seconds``: keep-alive connections idle longer are reset (tests/fakes/idle)
+        self.idle = IdleTimeout()
 
     # -- life cycle -------------------------------------------------------------
 
@@ -137,7 +141,7 @@ class FakeSignalCli:
             # it was down is received now, with no client listening yet, and dropped
             self.dropped.extend(self._held)
             self._held.clear()
-        app = web.Application()
+        app = web.Application(middlewares=[self.idle.middleware])
         app.router.add_route("*", "/api/v1/rpc", self._rpc)
         app.router.add_route("*", "/api/v1/events", self._events)
         app.router.add_get("/api/v1/check", self._check)

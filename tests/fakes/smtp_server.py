@@ -13,6 +13,11 @@ Two roles, one class:
 
 AUTH (PLAIN/LOGIN against ``users``, XOAUTH2 against ``token_ok``) is required, over
 plain TCP on loopback (``auth_require_tls=False``).
+
+Two ambiguous endings of a submission (issue 30), each for the next DATA: ``drop_next``
+accepts the mail (recorded, delivered from a queue a moment later, as an MTA does) and
+closes the connection before its 250; ``answer_late`` accepts and delivers it, then
+answers only after a delay (past the client's read timeout).
 """
 
 from __future__ import annotations
@@ -66,17 +71,26 @@ class _Handler:
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
         with self.owner.lock:
             failure, self.owner.next_failure = self.owner.next_failure, None
+            ending, self.owner.next_ending = self.owner.next_ending, None
         if failure is not None:
             return failure
         raw = envelope.original_content or b""
         login = session.auth_data.login.decode() if session.auth_data else None
         if self.owner.lmtp_port is not None:
             raw = self.owner.stamp(raw, login)
-            await asyncio.get_running_loop().run_in_executor(
-                None, self.owner.deliver, envelope.mail_from, list(envelope.rcpt_tos), raw
-            )
+            args = (envelope.mail_from, list(envelope.rcpt_tos), raw)
+            if ending is not None and ending[0] == "drop":
+                self.owner.deliver_later(ending[1], *args)
+            else:
+                await asyncio.get_running_loop().run_in_executor(
+                    None, self.owner.deliver, *args
+                )
         with self.owner.lock:
             self.owner.received.append((raw, list(envelope.rcpt_tos), login))
+        if ending is not None and ending[0] == "drop":
+            server.transport.close()  # accepted, but the client never hears the 250
+        elif ending is not None:
+            await asyncio.sleep(ending[1])
         return "250 2.0.0 OK queued"
 
 
@@ -97,6 +111,9 @@ class SmtpServer:
         self.lock = threading.Lock()
         self.received: list[tuple[bytes, list[str], str | None]] = []
         self.next_failure: str | None = None
+        #: ("drop", delivery delay) or ("late", answer delay) for the next DATA
+        self.next_ending: tuple[str, float] | None = None
+        self._timers: list[threading.Timer] = []
         self.xoauth2_logins: list[str] = []
         self._controller = Controller(
             _Handler(self),
@@ -123,11 +140,31 @@ class SmtpServer:
 
     def stop(self) -> None:
         self._controller.stop()
+        for timer in self._timers:
+            timer.cancel()
+            timer.join()
 
     def fail_next(self, reply: str) -> None:
         """Answer the next DATA with ``reply`` (e.g. "421 4.7.0 try again in 7 seconds")."""
         with self.lock:
             self.next_failure = reply
+
+    def drop_next(self, deliver_after: float) -> None:
+        """Accept the next DATA, close the connection before the 250, and deliver the
+        mail ``deliver_after`` seconds later (from the queue, as an MTA does)."""
+        with self.lock:
+            self.next_ending = ("drop", deliver_after)
+
+    def answer_late(self, delay: float) -> None:
+        """Accept and deliver the next DATA, and answer it only after ``delay`` s."""
+        with self.lock:
+            self.next_ending = ("late", delay)
+
+    def deliver_later(self, delay: float, sender: str, recipients: list[str],
+                      raw: bytes) -> None:
+        timer = threading.Timer(delay, self.deliver, (sender, recipients, raw))
+        self._timers.append(timer)
+        timer.start()
 
     def messages(self) -> list[EmailMessage]:
         with self.lock:

@@ -37,6 +37,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.idle import IdleTimeout
+
 #: Shaped like a real token (<bot id>:<35 chars>) and distinctive, so leak checks bite.
 BOT_TOKEN = "7000000001:AAFq-t3st-T0KEN-zQ9xY8wV7uT6sR5pOnMl"
 BOT_USER: dict[str, Any] = {
@@ -228,6 +230,8 @@ class FakeTelegram:
         self._closing = asyncio.Event()
         self._runner: web.AppRunner | None = None
         self.port = 0
+        #: ``idle.seconds``: keep-alive connections idle longer are reset (tests/fakes/idle)
+        self.idle = IdleTimeout()
 
     # ------------------------------------------------------------------ server
     @property
@@ -239,7 +243,7 @@ class FakeTelegram:
         return f"http://127.0.0.1:{self.port}/file/bot"
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(middlewares=[self.idle.middleware])
         app.router.add_route("*", "/bot{token}/{method}", self._api)
         # no access log: it would print the token-bearing paths (the real API is remote)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)

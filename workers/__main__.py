@@ -7,13 +7,16 @@ README's "Scaling out" says why). The scheduler is on (RQ's ``Retry`` intervals 
 
 from __future__ import annotations
 
-import argparse
 import atexit
+import enum
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
 import redis
+import typer
 from rq import SimpleWorker, Worker
 
 from channels.redact import setup_logging
@@ -30,24 +33,51 @@ from workers.context import WorkerContext, install
 from workers.lifeline import die_with_parent, release_dead_schedulers
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m workers", description=__doc__)
-    p.add_argument("--config", type=Path, help=f"config file (default: ${CONFIG_ENV})")
-    p.add_argument("--redis-url", help=f"Redis URL (default: ${REDIS_URL_ENV}, [redis] url, "
-                   "or the embedded server's <data_dir>/redis/url)")
-    p.add_argument("--queue", action="append", dest="queues",
-                   help=f"queue to work on, in priority order (repeatable; default "
-                        f"{' then '.join(worker_queues(DEFAULT_QUEUE))})")
-    p.add_argument("--worker-class", choices=("simple", "fork"), default="simple",
-                   help="simple: run jobs in this process (fast, keeps the model loaded); "
-                   "fork: one forked child per job (isolation, ~ms per job)")
-    p.add_argument("--burst", action="store_true", help="exit when the queues are empty")
-    p.add_argument("--name", help="worker name (default: RQ's)")
-    p.add_argument("--no-scheduler", action="store_true", help="do not run RQ's scheduler")
-    p.add_argument("--no-preload", action="store_true",
-                   help="do not build the agent before taking jobs")
-    p.add_argument("--log-level", default="INFO")
-    return p.parse_args(argv)
+class WorkerClass(enum.StrEnum):
+    simple = "simple"
+    fork = "fork"
+
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+@app.command(help=__doc__)
+def work(
+    config: Annotated[Path | None, typer.Option(
+        help=f"config file (default: ${CONFIG_ENV})")] = None,
+    redis_url: Annotated[str | None, typer.Option(
+        help=f"Redis URL (default: ${REDIS_URL_ENV}, [redis] url, or the embedded server's "
+             "<data_dir>/redis/url)")] = None,
+    queue: Annotated[list[str] | None, typer.Option(
+        metavar="NAME", help=f"queue to work on, in priority order (repeatable; default "
+             f"{' then '.join(worker_queues(DEFAULT_QUEUE))})")] = None,
+    worker_class: Annotated[WorkerClass, typer.Option(
+        help="simple: run jobs in this process (fast, keeps the model loaded); "
+             "fork: one forked child per job (isolation, ~ms per job)")] = WorkerClass.simple,
+    burst: Annotated[bool, typer.Option("--burst", help="exit when the queues are empty")
+                     ] = False,
+    name: Annotated[str | None, typer.Option(help="worker name (default: RQ's)")] = None,
+    no_scheduler: Annotated[bool, typer.Option("--no-scheduler",
+                                               help="do not run RQ's scheduler")] = False,
+    no_preload: Annotated[bool, typer.Option(
+        "--no-preload", help="do not build the agent before taking jobs")] = False,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = "INFO",
+) -> None:
+    raise typer.Exit(run(WorkerArgs(config, redis_url, queue or [], worker_class.value,
+                                    burst, name, no_scheduler, no_preload, log_level)))
+
+
+@dataclass(frozen=True)
+class WorkerArgs:
+    config: Path | None
+    redis_url: str | None
+    queues: list[str]
+    worker_class: str
+    burst: bool
+    name: str | None
+    no_scheduler: bool
+    no_preload: bool
+    log_level: str
 
 
 def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
@@ -69,8 +99,7 @@ def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
     return url
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def run(args: WorkerArgs) -> int:
     setup_logging(args.log_level)  # no message text from the libraries (httpx...)
     if args.config is not None:
         # the job reads the config from the environment, in this process or a forked child
@@ -133,4 +162,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    app(prog_name="python -m workers")

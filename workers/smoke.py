@@ -10,10 +10,12 @@ message naming what failed and how to switch provider otherwise.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from gateway.config import (
     CONFIG_ENV,
@@ -44,13 +46,20 @@ def smoke(settings: WorkerSettings) -> str:
     return f"model: local {engine.model_path.name} answered"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m workers.smoke", description=__doc__)
-    p.add_argument("--config", type=Path, help=f"config file (default: ${CONFIG_ENV})")
-    args = p.parse_args(argv)
-    config = str(args.config or os.environ.get(CONFIG_ENV) or "the config file")
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+
+
+@app.command(help=__doc__)
+def main(config: Annotated[Path | None, typer.Option(
+        help=f"config file (default: ${CONFIG_ENV})")] = None) -> None:
+    raise typer.Exit(check(config))
+
+
+def check(path: Path | None) -> int:
+    """Run the smoke test on the config at ``path``; the exit status."""
+    config = str(path or os.environ.get(CONFIG_ENV) or "the config file")
     try:
-        settings = load_worker_settings(args.config)
+        settings = load_worker_settings(path)
         print(smoke(settings), flush=True)
     except ConfigError as err:
         print(f"error: {err}\n{SWITCH_HINT.format(config=config)}", file=sys.stderr)
@@ -67,4 +76,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    app(prog_name="python -m workers.smoke")

@@ -21,6 +21,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from gateway.queue.events import OutboxEvent
 from gateway.queue.keys import OUTBOX_GROUP, Keys
 
 LUA_DIR = Path(__file__).with_name("lua")
@@ -384,23 +385,25 @@ class GroupQueue:
             self.r.hset(key, "reply", text)
 
     # -- turn record --------------------------------------------------------------------
-    def turn_begin(self, turn_id: str, typing_event: dict[str, Any] | None,
+    def turn_begin(self, turn_id: str, typing_event: OutboxEvent | None,
                    max_attempts: int) -> TurnRecord:
         st: Any = self._s["turn_begin"](
             keys=[self.keys.turn(turn_id), self.keys.outbox],
-            args=[TURN_STATE_TTL, json.dumps(typing_event) if typing_event else "",
+            args=[TURN_STATE_TTL, typing_event.lua_arg() if typing_event else "",
                   max_attempts])
         published, reply, has_reply, written, attempts = (_str(x) for x in st)
         return TurnRecord(published=bool(published),
                           reply=reply if published and has_reply == "1" else None,
                           written=bool(written), attempts=int(attempts or 0))
 
-    def turn_publish(self, turn_id: str, lock_key: str, token: str, reply_event: str | None,
-                     done_event: dict[str, Any], reply_text: str | None) -> int:
+    def turn_publish(self, turn_id: str, lock_key: str, token: str,
+                     reply_event: OutboxEvent | None, done_event: OutboxEvent,
+                     reply_text: str | None) -> int:
         """Publish once under the lock: -1 lock lost, 0 already published, 1 now."""
         return int(self._s["turn_publish"](
             keys=[lock_key, self.keys.outbox, self.keys.turn(turn_id)],
-            args=[token, reply_event or "", json.dumps(done_event), reply_text or "",
+            args=[token, reply_event.lua_arg() if reply_event else "", done_event.lua_arg(),
+                  reply_text or "",
                   "1" if reply_text else "0", TURN_STATE_TTL]))
 
     def mark_written(self, turn_id: str) -> None:

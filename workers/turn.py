@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 import redis
 
 from channels.models import Inbound, Outbound
-from gateway.queue import Budget, GroupQueue, events, parse_entry
-from gateway.queue.identity import Identities, user_key
+from gateway.queue import Budget, GroupQueue, Keys, events, parse_entry
+from gateway.queue.identity import Configured, Identities, user_key
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
 from workers.identity import memory_key, shared_profiles
@@ -121,6 +121,21 @@ def episode_trust(messages: Sequence[Inbound], admins: Collection[str] = (), *,
     model may repeat in its reply."""
     trust = min((content_trust(m, admins) for m in messages), default=0.0)
     return min(trust, read_trust) if reply else trust
+
+
+class _TurnIdentities(Identities):
+    """``Identities`` read once per user for one turn: the memory it opens and who pays
+    ask for the same sender (one read less per turn); a ``/link`` made during the turn
+    counts from the next."""
+
+    def __init__(self, configured: Configured, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(configured, client, keys)
+        self._seen: dict[str, str | None] = {}
+
+    def person_of(self, user: str) -> str | None:
+        if user not in self._seen:
+            self._seen[user] = super().person_of(user)
+        return self._seen[user]
 
 
 class TurnRunner:
@@ -240,6 +255,7 @@ class TurnRunner:
         (the job is retried).
         """
         self.unmarked_written = None
+        self._identities = _TurnIdentities(self._settings.person_of, self._gq.r, self._gq.keys)
         # a linked person's DM opens their personal memory (workers/identity.py), which
         # their other DMs use too: the person's lock, after the group's, covers the turn
         self.opened = memory_key(self._identities, batch.group, batch.messages)

@@ -32,7 +32,7 @@ The life of one group (``g``), and which script moves what::
                        (extraction on) the batch ─▶ extractq:{g} for the extract job;
                        mailbox empty?  yes: DEL drain:{g}, lock:{g}, SREM active g
                                        no:  next turn (take.lua) on the same job
-      outbox (stream, consumer group "gateway") ─▶ gateway sends, outbox_ack.lua,
+      outbox (stream, consumer group "gateway") ─▶ gateway sends, XACK + XDEL,
               sent:{reply}:{i} per chunk, gcra.lua paces each chat (rl:{channel}:{chat})
               outcome.lua: outcome:{reply} (each chunk delivered <platform id> | failed
               <reason>, also reported late by an adapter), undelivered:{g} (read by the

@@ -183,7 +183,8 @@ class Budget:
         return {as_str(k): float(v) for k, v in raw.items()}
 
     def log(self, day: str) -> dict[tuple[str, str, str], dict[str, int]]:
-        """One day's calls: (kind, group, person) -> metric -> count."""
+        """One day's calls: (kind, group, person) -> metric -> count (a metric that
+        stayed 0 is absent, except cost and req: budget_settle.lua skips it)."""
         raw: Any = self.r.hgetall(self.keys.usage_log(day))
         out: dict[tuple[str, str, str], dict[str, int]] = {}
         for field, value in raw.items():

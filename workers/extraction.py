@@ -8,7 +8,7 @@ NX with a TTL, as consolidation does). So extraction is never on the reply's pat
 reply was published before the turn was queued here.
 
 The job (``extract_group``) yields to the group's turns exactly as consolidation does
-(``workers.maintenance``): with a drain queued or running, or messages waiting, it
+(the skeleton of ``workers/groupjob.py``): with a drain queued or running, or messages waiting, it
 reschedules itself ``RESCHEDULE_DELAY`` seconds later and returns. One job takes every
 queued turn of the group (turns that come fast are extracted together). For each turn:
 

@@ -10,8 +10,9 @@ enqueues ``consolidate_group`` on the background queue (``gateway.queue.backgrou
 turn workers take it when no turn waits). (``episode_written`` does the same for
 a caller without the script: it counts, then calls ``after_episodes``.)
 
-The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``) takes the
-SAME group lock as the drain job, so it never runs while a turn of that group does. If
+The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``; its lock,
+yield and reschedule are the skeleton of ``workers/groupjob.py``) takes the SAME group
+lock as the drain job, so it never runs while a turn of that group does. If
 the lock is busy, or a drain for the group is queued or messages wait (turns come first),
 it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later (RQ's scheduler,
 which the workers run) and returns. A message arriving during a consolidation waits for

@@ -9,7 +9,8 @@ deleted message stays deleted), ``/forget`` phrases in
 each (``gateway.queue.enqueue_group_job``); one job applies all that wait, so a
 duplicate job is harmless.
 
-The job follows the consolidation job (``workers/maintenance.py``): it takes the SAME
+The job runs on the skeleton of the consolidation and extraction jobs
+(``workers/groupjob.py``, with a policy that never gives up): it takes the SAME
 group lock as the drain job, never runs during a turn, and yields (reschedules itself
 ``RESCHEDULE_DELAY`` s later with RQ's scheduler) while a drain is queued or messages
 wait: the turn that is about to write an episode goes first, so its episode is

@@ -8,10 +8,11 @@ put in the step of the path it belongs to.
 
 Prints a Markdown table (step, commands per message) for bench/README.md. Polling that
 runs whether messages come or not (the outbox's blocking read, RQ's dequeue wait, the
-sweeper, heartbeats) is counted in the "idle" rows: it depends on how long a message
-takes, not on the message. The window closes at the last message's "done": that
-turn's finish script and RQ's end of its job fall outside it (about one command per
-message over 30 messages, the same for any tree it runs in).
+sweeper, RQ's heartbeats) is counted in the step of its client or key (RQ's, the
+outbox's, "other"): it depends on how long a message takes, not on the message. The
+window closes at the last message's "done": that turn's finish script and RQ's end of
+its job fall outside it (about one command per message over 30 messages, the same for
+any tree it runs in).
 """
 
 from __future__ import annotations

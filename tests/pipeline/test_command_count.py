@@ -4,14 +4,23 @@ order, the usage log still reads every metric, an enqueue is one transaction."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 import redis
+import redis.asyncio as aioredis
 from rq import Queue
 
-from gateway.queue import DrainOptions, GroupQueue, Keys, enqueue_drain, job_queue
+from gateway.queue import (
+    DrainOptions,
+    GatewayQueue,
+    GroupQueue,
+    Keys,
+    enqueue_drain,
+    job_queue,
+)
 from gateway.queue.budget import Budget, counters
 from tests.pipeline.conftest import Valkey
 
@@ -70,3 +79,49 @@ def test_an_enqueue_is_one_transaction(r: redis.Redis) -> None:
              for k in after}
     assert calls.get("cmdstat_multi") == 1 and calls.get("cmdstat_exec") == 1
     assert q.job_ids == [job_id] and r.sismember("rq:queues", q.key)
+
+
+def _calls(r: redis.Redis, run: Callable[[], object]) -> dict[str, int]:
+    """Commands ``run`` made the server execute, by name (scripts' included)."""
+    before: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+    run()
+    after: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+    diff = {k.removeprefix("cmdstat_"): int(v["calls"]) - int(before.get(k, {"calls": 0})["calls"])
+            for k, v in after.items()}
+    return {k: n for k, n in diff.items() if n}
+
+
+def test_reserve_reads_every_cap_at_once(r: redis.Redis) -> None:
+    budget = Budget(r, K)
+    cs = counters(datetime(2026, 12, 3, 12, tzinfo=UTC), GROUP, "local:ann",
+                  lambda scope, period: (None, None))
+    r.hset(K.budget_caps, cs[1].cap_field, "100")  # a run-time cap under the estimate
+    refused: list[object] = []
+    calls = _calls(r, lambda: refused.append(budget.reserve(cs, 500)))
+    assert calls.get("hmget") == 2 and "hget" not in calls  # the caps, the capped counter
+    assert refused == [cs[1]]
+    assert all(budget.spent(c).reserved == 0 for c in cs)  # refused: nothing reserved
+
+
+async def test_a_delivered_chunk_clears_only_a_mark_that_is_there(valkey: Valkey) -> None:
+    ar = aioredis.Redis.from_url(valkey.url)
+    r = redis.Redis.from_url(valkey.url)
+    try:
+        gq = GatewayQueue(ar, K)
+
+        async def outcome(reply_id: str, delivered: bool) -> dict[str, int]:
+            before: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+            await gq.record_outcome(GROUP, "local", reply_id, 0, delivered=delivered,
+                                    detail="p1" if delivered else "gone", ttl=60, now=1)
+            after: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+            return {k: int(v["calls"]) - int(before.get(k, {"calls": 0})["calls"])
+                    for k, v in after.items()}
+
+        assert (await outcome("r-1", True)).get("cmdstat_del", 0) == 0  # no mark: no DEL
+        await outcome("r-2", False)  # a reply failed: the group's mark is set
+        assert r.hget(K.undelivered(GROUP), "reply_id") == b"r-2"
+        await outcome("r-3", True)  # a later reply got through: the mark goes
+        assert not r.exists(K.undelivered(GROUP))
+    finally:
+        r.close()
+        await ar.aclose()

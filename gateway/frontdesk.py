@@ -18,7 +18,6 @@ the second copy a no-op.
 from __future__ import annotations
 
 import hashlib
-import json
 
 import redis.asyncio as aioredis
 
@@ -28,7 +27,7 @@ from gateway.config import GatewayConfig
 from gateway.identity import IdentityStore
 from gateway.memorydesk import MemoryDesk
 from gateway.pairing import CODE_TTL, PairingStore, user_key
-from gateway.queue import Keys
+from gateway.queue import Keys, events
 from gateway.router import Disposition, Route, Router
 from gateway.usage import UsageDesk
 
@@ -105,16 +104,14 @@ class FrontDesk:
         if await self._duplicate(msg):
             return "duplicate"
         reply_id = "fd-" + hashlib.sha256(msg.dedupe_id.encode()).hexdigest()[:32]
-        done = {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
-                "thread_id": msg.thread_id, "message_ids": [msg.message_id],
-                "reply_id": reply_id if text is not None else None}
+        done = events.done(msg, [msg.message_id], reply_id if text is not None else None)
         async with self._r.pipeline(transaction=True) as pipe:
             if text is not None:
                 # Not a quote of the message: a slash command has no message to quote.
                 out = Outbound(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
                                thread_id=msg.thread_id, text=text, reply_id=reply_id)
-                pipe.xadd(self._keys.outbox, {"type": "reply", "data": out.model_dump_json()})
-            pipe.xadd(self._keys.outbox, {"type": "done", "data": json.dumps(done)})
+                pipe.xadd(self._keys.outbox, events.reply(out).fields())  # type: ignore[arg-type]
+            pipe.xadd(self._keys.outbox, done.fields())  # type: ignore[arg-type]
             await pipe.execute()
         await self._r.set(dedupe, "1", ex=self._cfg.queue.dedupe_ttl)
         return outcome

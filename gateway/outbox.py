@@ -1,7 +1,8 @@
 """The outbox: sends what workers published, once per chunk, in order per chat.
 
 Workers ``XADD`` events to the ``outbox`` stream: ``typing`` (turn started), ``reply``
-(an ``Outbound``) and ``done`` (the turn finished). Gateways read it through one
+(an ``Outbound``) and ``done`` (the turn finished), built and read by
+``gateway/queue/events.py``. Gateways read it through one
 consumer group. An entry is acked (and deleted) only after it was handled, so a
 gateway that dies mid-send finds it again on restart (its own pending entries) or
 another gateway claims it (``XAUTOCLAIM`` after ``claim_idle``).
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -52,7 +52,17 @@ from channels.models import Outbound
 from gateway.chunksend import ChunkSender, Retryable
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.delivery import DeliveryRecorder
-from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys, as_str, refused_write
+from gateway.queue import (
+    OUTBOX_GROUP,
+    GatewayQueue,
+    Keys,
+    MalformedEvent,
+    OutboxEvent,
+    as_str,
+    events,
+    read_event,
+    refused_write,
+)
 from gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
@@ -99,7 +109,7 @@ class Outbox:
         self.consumer = consumer or default_consumer_name()
         self._block_ms = block_ms
         self._claim_idle_ms = claim_idle_ms
-        self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, dict[str, str]]]] = {}
+        self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, OutboxEvent]]] = {}
         self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
         self._inflight: set[str] = set()
         self._to_ack: list[str] = []
@@ -218,16 +228,15 @@ class Outbox:
     def _dispatch(self, entry_id: str, fields: Mapping[Any, Any]) -> None:
         if entry_id in self._inflight:
             return
-        event = {_s(k): _s(v) for k, v in fields.items()}
         try:
-            data = json.loads(event.get("data", "{}"))
-            key = (str(data["channel"]), str(data.get("account", "default")), str(data["chat_id"]))
-        except (ValueError, KeyError, TypeError):
-            log.error("outbox: malformed entry %s dropped", entry_id)
+            event = read_event(fields)
+        except MalformedEvent as err:
+            log.error("outbox: malformed entry %s dropped (%s)", entry_id, err)
             self._inflight.add(entry_id)
             asyncio.get_running_loop().create_task(self._ack(entry_id))
             return
         self._inflight.add(entry_id)
+        key = event.chat
         q = self._queues.get(key)
         if q is None:
             q = asyncio.Queue()
@@ -236,7 +245,7 @@ class Outbox:
         q.put_nowait((entry_id, event))
 
     async def _chat_worker(
-        self, key: tuple[str, str, str], q: asyncio.Queue[tuple[str, dict[str, str]]]
+        self, key: tuple[str, str, str], q: asyncio.Queue[tuple[str, OutboxEvent]]
     ) -> None:
         """Handles one chat's events in stream order; exits when idle."""
         try:
@@ -264,7 +273,7 @@ class Outbox:
             self._queues.pop(key, None)
             self._tasks.pop(key, None)
 
-    async def _handle_in_order(self, event: Mapping[str, str]) -> bool:
+    async def _handle_in_order(self, event: OutboxEvent) -> bool:
         """``handle``, retrying in place through a Redis outage (the embedded server
         restarting): leaving the event to be reclaimed later would let the chat's next
         replies overtake it. Bounded by ``REDIS_WAIT``; then it is left pending and
@@ -325,11 +334,13 @@ class Outbox:
                       name, account)
         return ch
 
-    async def handle(self, event: Mapping[str, str]) -> bool:
-        """Handle one event. True: done with it (ack); False: retry later."""
-        kind = event.get("type", "")
-        data = json.loads(event.get("data", "{}"))
-        if kind == "reply":
+    async def handle(self, event: OutboxEvent | Mapping[str, str]) -> bool:
+        """Handle one event (or an entry's fields). True: done with it (ack); False:
+        retry later."""
+        if not isinstance(event, OutboxEvent):
+            event = read_event(event)
+        kind, data = event.kind, event.payload()
+        if kind == events.REPLY:
             msg = Outbound.model_validate(data)
             ch = self._channel(msg.channel, msg.account)
             return True if ch is None else await self.deliver(ch, msg)
@@ -337,9 +348,9 @@ class Outbox:
         if ch is None:
             return True
         try:
-            if kind == "typing":
+            if kind == events.TYPING:
                 await asyncio.wait_for(ch.typing(str(data["chat_id"]), data.get("thread_id")), 10)
-            elif kind == "done":
+            elif kind == events.DONE:
                 await ch.turn_done(str(data["chat_id"]), data.get("thread_id"),
                                    [str(i) for i in data.get("message_ids", [])],
                                    data.get("reply_id"))

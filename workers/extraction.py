@@ -8,7 +8,7 @@ NX with a TTL, as consolidation does). So extraction is never on the reply's pat
 reply was published before the turn was queued here.
 
 The job (``extract_group``) yields to the group's turns exactly as consolidation does
-(``workers.maintenance``): with a drain queued or running, or messages waiting, it
+(the skeleton of ``workers/groupjob.py``): with a drain queued or running, or messages waiting, it
 reschedules itself ``RESCHEDULE_DELAY`` seconds later and returns. One job takes every
 queued turn of the group (turns that come fast are extracted together). For each turn:
 
@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import redis
@@ -60,7 +60,6 @@ from gateway.queue.identity import Identities
 from memory_store import BaseMemory
 from memory_store.consolidate import normalized, reconcile, slug
 from memory_store.errors import MemoryNotFound
-from workers.context import WorkerContext, current
 from workers.facts import (
     ExtractedFacts,
     ask_model,
@@ -68,15 +67,10 @@ from workers.facts import (
     find_known,
     render_request,
 )
+from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
 from workers.identity import memory_key
-from workers.lock import GroupLock, person_lock
-from workers.maintenance import (
-    LOCK_WAIT,
-    MAX_RESCHEDULES,
-    PENDING_TTL,
-    RESCHEDULE_DELAY,
-    turns_waiting,
-)
+from workers.lock import person_lock
+from workers.maintenance import MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
 from workers.metering import FACTS, BudgetSpent, charging
 from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, fact_id
 from workers.turn import Batch, parse_batch
@@ -88,6 +82,8 @@ DEFAULT_RETRIES = 2
 MAX_ATTEMPTS = 3
 #: facts taken from one answer
 FACTS_MAX = 20
+EXTRACTION = JobSpec(EXTRACT_JOB, "extraction", Keys.extracting, PENDING_TTL,
+                     GiveUp(RESCHEDULE_DELAY, MAX_RESCHEDULES))
 
 # -- policy -------------------------------------------------------------------------------
 
@@ -165,10 +161,10 @@ def schedule_extraction(
     return job_id
 
 
-def _job_kwargs(queue: str, prefix: str, lock_ttl: float, job_timeout: int, retries: int,
-                reschedules: int = 0) -> dict[str, Any]:
+def _job_kwargs(queue: str, prefix: str, lock_ttl: float, job_timeout: int, retries: int
+                ) -> dict[str, Any]:
     return {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-            "job_timeout": job_timeout, "retries": retries, "reschedules": reschedules}
+            "job_timeout": job_timeout, "retries": retries, "reschedules": 0}
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -255,47 +251,21 @@ def _stored(client: redis.Redis, key: str) -> ExtractedFacts | None:
     return None if raw is None else ExtractedFacts.model_validate_json(as_str(raw))
 
 
-def extract_group(
-    group: str,
-    *,
-    queue: str = DEFAULT_QUEUE,
-    prefix: str = "pnc:",
-    lock_ttl: float = 30.0,
-    job_timeout: int = 300,
-    retries: int = DEFAULT_RETRIES,
-    reschedules: int = 0,
-    redis_url: str | None = None,
-    ctx: WorkerContext | None = None,
-) -> dict[str, Any]:
-    """Extract the facts of ``group``'s queued turns. Returns a JSON summary: ``end`` is
-    "extracted" (with ``turns`` and ``facts`` written), "skipped" (extraction is off),
+def extract_group(group: str, **job: Any) -> dict[str, Any]:
+    """Extract the facts of ``group``'s queued turns. ``job`` are the keyword arguments
+    of ``workers.groupjob.GroupJob``. Returns a JSON summary: ``end`` is "extracted"
+    (with ``turns`` and ``facts`` written), "skipped" (extraction is off),
     "rescheduled" (with the new ``job``) or "gave-up" (busy ``MAX_RESCHEDULES`` times)."""
-    ctx = ctx or current(redis_url)
-    client, settings, keys = ctx.redis, ctx.settings, Keys(prefix)
-    pending = keys.extracting(group)
+    run = GroupJob(EXTRACTION, group, **job)
+    ctx, client, keys = run.ctx, run.client, run.keys
+    settings, prefix = ctx.settings, keys.prefix
     on, why = extraction_enabled(settings)
     if not on:
         log.info("fact extraction of %s skipped: %s", group, why)
-        client.delete(keys.extractions(group), pending)
-        return {"group": group, "end": "skipped", "why": why}
-
-    def reschedule() -> dict[str, Any]:
-        if reschedules >= MAX_RESCHEDULES:
-            log.warning("extraction of %s: group busy %d times; left for later", group,
-                        reschedules)
-            client.delete(pending)
-            return {"group": group, "end": "gave-up", "reschedules": reschedules}
-        job_id = enqueue_group_job(
-            job_queue(client, queue), EXTRACT_JOB, group,
-            _job_kwargs(queue, prefix, lock_ttl, job_timeout, retries, reschedules + 1),
-            timeout=job_timeout, retries=retries, delay=timedelta(seconds=RESCHEDULE_DELAY))
-        client.set(pending, job_id, ex=PENDING_TTL)
-        log.info("extraction of %s: group busy, rescheduled in %ds (%s)", group,
-                 RESCHEDULE_DELAY, job_id)
-        return {"group": group, "end": "rescheduled", "job": job_id}
-
-    if turns_waiting(client, keys, group):
-        return reschedule()
+        client.delete(keys.extractions(group), run.lease)
+        return run.summary("skipped", why=why)
+    if run.busy():
+        return run.reschedule()
     identities = Identities(settings.person_of, client, keys)
 
     def memory_of(batch: Batch) -> BaseMemory:
@@ -312,8 +282,8 @@ def extract_group(
         known = find_known(memory_of(batch), batch)
         result = _stored(client, state)
         if result is None:
-            if turns_waiting(client, keys, group):
-                return reschedule()  # what was asked so far is stored; turns come first
+            if run.busy():
+                return run.reschedule()  # what was asked so far is stored; turns first
             try:
                 with charging(client, settings.usage, group=group, person=None, kind=FACTS,
                               prefix=prefix):
@@ -344,38 +314,39 @@ def extract_group(
             client.expire(state, TURN_STATE_TTL)
             result = _stored(client, state) or answer
         ready.append((raw, batch, result, known))
-    written = 0
-    if ready:
-        # The pending key stands in for the drain lease the lock renews (as consolidation).
-        lock = GroupLock(client, keys.lock(group), pending, ttl=lock_ttl,
-                         lease_ttl=PENDING_TTL)
-        if turns_waiting(client, keys, group) or not lock.acquire(timeout=LOCK_WAIT):
-            return reschedule()
-        try:
-            for raw, batch, result, known in ready:
-                lock.check()
-                # a linked person's facts go to the directory all their DMs use: under
-                # the person's lock too, taken after the group's (workers/lock.py)
-                memory = memory_key(identities, group, batch.messages)
-                person = person_lock(client, keys, memory, ttl=lock_ttl)
-                if person is not None and not person.acquire(timeout=LOCK_WAIT):
-                    return reschedule()  # what was asked is stored; a turn comes first
-                try:
-                    ids = apply_facts(ctx.group_memory(memory)[1], batch, result, known,
-                                      settings, datetime.now(UTC))
-                finally:
-                    if person is not None:
-                        person.release()
-                written += len(ids)
-                client.hset(keys.extraction(batch.turn_id), "done", "1")
-                client.lrem(keys.extractions(group), 1, raw)
-                log.info("extraction of %s in %s: %d facts", batch.turn_id, group, len(ids))
-        finally:
-            lock.release()
-    # On an exception the pending key stays: RQ's Retry runs this job again.
-    client.delete(pending)
+
+    def write() -> dict[str, Any]:
+        written = 0
+        for raw, batch, result, known in ready:
+            run.lock.check()
+            # a linked person's facts go to the directory all their DMs use: under
+            # the person's lock too, taken after the group's (workers/lock.py)
+            memory = memory_key(identities, group, batch.messages)
+            person = person_lock(client, keys, memory, ttl=run.kwargs["lock_ttl"])
+            if person is not None and not person.acquire(timeout=LOCK_WAIT):
+                raise Busy(memory)  # what was asked is stored; a turn comes first
+            try:
+                ids = apply_facts(ctx.group_memory(memory)[1], batch, result, known,
+                                  settings, datetime.now(UTC))
+            finally:
+                if person is not None:
+                    person.release()
+            written += len(ids)
+            client.hset(keys.extraction(batch.turn_id), "done", "1")
+            client.lrem(keys.extractions(group), 1, raw)
+            log.info("extraction of %s in %s: %d facts", batch.turn_id, group, len(ids))
+        return run.summary("extracted", turns=len(ready), facts=written)
+
+    if not ready:
+        client.delete(run.lease)
+        out = run.summary("extracted", turns=0, facts=0)
+    else:  # the lease key is dropped after the write (kept on an exception: RQ retries)
+        out = run.run(write)
+        if out["end"] != "extracted":
+            return out
     if client.llen(keys.extractions(group)):
         # turns queued meanwhile (their drain saw this job pending), or failed attempts
-        schedule_extraction(client, group, settings, queue=queue, prefix=prefix,
-                            lock_ttl=lock_ttl, retries=retries)
-    return {"group": group, "end": "extracted", "turns": len(ready), "facts": written}
+        schedule_extraction(client, group, settings, queue=run.kwargs["queue"],
+                            prefix=prefix, lock_ttl=run.kwargs["lock_ttl"],
+                            retries=run.kwargs["retries"])
+    return out

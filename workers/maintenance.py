@@ -10,8 +10,9 @@ enqueues ``consolidate_group`` on the background queue (``gateway.queue.backgrou
 turn workers take it when no turn waits). (``episode_written`` does the same for
 a caller without the script: it counts, then calls ``after_episodes``.)
 
-The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``) takes the
-SAME group lock as the drain job, so it never runs while a turn of that group does. If
+The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``; its lock,
+yield and reschedule are the skeleton of ``workers/groupjob.py``) takes the SAME group
+lock as the drain job, so it never runs while a turn of that group does. If
 the lock is busy, or a drain for the group is queued or messages wait (turns come first),
 it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later (RQ's scheduler,
 which the workers run) and returns. A message arriving during a consolidation waits for
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from datetime import timedelta
 from typing import Any
 
 import redis
@@ -38,21 +38,22 @@ from gateway.queue import (
     job_queue,
 )
 from memory_store.consolidate import consolidate
-from workers.context import WorkerContext, current
-from workers.lock import GroupLock
+from workers.groupjob import LOCK_WAIT as LOCK_WAIT  # where extraction found it
+from workers.groupjob import GiveUp, GroupJob, JobSpec
+from workers.groupjob import turns_waiting as turns_waiting  # where extraction found it
 
 log = logging.getLogger(__name__)
 
 #: longest a consolidation stays "pending" (queued, rescheduled or running) without
 #: finishing before another may be enqueued, seconds
 PENDING_TTL = 3600
-#: how long the job waits for the group lock before rescheduling itself, seconds
-LOCK_WAIT = 0.5
 #: delay before a job that found the group busy tries again, seconds
 RESCHEDULE_DELAY = 15
 #: a group busy this many times in a row is left for the next due consolidation
 MAX_RESCHEDULES = 40
 DEFAULT_RETRIES = 2
+CONSOLIDATION = JobSpec(CONSOLIDATE_JOB, "consolidation", Keys.consolidating, PENDING_TTL,
+                        GiveUp(RESCHEDULE_DELAY, MAX_RESCHEDULES))
 
 
 def pending_key(prefix: str, group: str) -> str:
@@ -162,63 +163,24 @@ def after_episodes(
         return None
 
 
-def turns_waiting(client: redis.Redis, keys: Keys, group: str) -> bool:
-    """Whether ``group`` has a drain queued or running (its lease), messages waiting, or a
-    batch in processing: a background job (consolidation, extraction, redaction) yields
-    then, since taking the group lock would only make that turn wait for it."""
-    return bool(int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
-                                  keys.processing(group))))
+def consolidate_group(group: str, **job: Any) -> dict[str, Any]:
+    """Consolidate ``group``'s memory under the group lock. ``job`` are the keyword
+    arguments of ``workers.groupjob.GroupJob`` (queue, prefix, lock_ttl, job_timeout,
+    retries, reschedules; redis_url or ctx). Returns a JSON summary: ``end`` is
+    "consolidated" (with ``changed``, the records changed), "rescheduled" (with the new
+    ``job``) or "gave-up" (busy ``MAX_RESCHEDULES`` times in a row)."""
+    run = GroupJob(CONSOLIDATION, group, **job)
 
-
-def consolidate_group(
-    group: str,
-    *,
-    queue: str = DEFAULT_QUEUE,
-    prefix: str = "pnc:",
-    lock_ttl: float = 30.0,
-    job_timeout: int = 300,
-    retries: int = DEFAULT_RETRIES,
-    reschedules: int = 0,
-    redis_url: str | None = None,
-    ctx: WorkerContext | None = None,
-) -> dict[str, Any]:
-    """Consolidate ``group``'s memory under the group lock. Returns a JSON summary:
-    ``end`` is "consolidated" (with ``changed``, the records changed), "rescheduled"
-    (with the new ``job``) or "gave-up" (busy ``MAX_RESCHEDULES`` times in a row)."""
-    ctx = ctx or current(redis_url)
-    client = ctx.redis
-    keys = Keys(prefix)
-    pending = keys.consolidating(group)
-    # The pending key stands in for the drain lease the lock renews: renewing the real
-    # lease would make the inbox believe a drain job exists and skip enqueueing one.
-    lock = GroupLock(client, keys.lock(group), pending, ttl=lock_ttl, lease_ttl=PENDING_TTL)
-    if turns_waiting(client, keys, group) or not lock.acquire(timeout=LOCK_WAIT):
-        if reschedules >= MAX_RESCHEDULES:
-            log.warning("consolidation of %s: group busy %d times; left for later", group,
-                        reschedules)
-            client.delete(pending)
-            return {"group": group, "end": "gave-up", "reschedules": reschedules}
-        job_id = enqueue_group_job(
-            job_queue(client, queue), CONSOLIDATE_JOB, group,
-            {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl, "job_timeout": job_timeout,
-             "retries": retries, "reschedules": reschedules + 1},
-            timeout=job_timeout, retries=retries, delay=timedelta(seconds=RESCHEDULE_DELAY))
-        client.set(pending, job_id, ex=PENDING_TTL)
-        log.info("consolidation of %s: group busy, rescheduled in %ds (%s)", group,
-                 RESCHEDULE_DELAY, job_id)
-        return {"group": group, "end": "rescheduled", "job": job_id}
-    try:
+    def body() -> dict[str, Any]:
+        client, keys = run.client, run.keys
         raw = client.get(keys.episodes(group))
         seen = int(raw) if raw is not None else 0  # type: ignore[arg-type]
-        _, memory = ctx.group_memory(group)
+        _, memory = run.ctx.group_memory(group)
         changed = consolidate(memory)  # sync: a job needs no event loop for it
         # what was counted before, not zero: should the lock have lapsed meanwhile, the
         # episodes a turn wrote since still count toward the next consolidation
         client.decrby(keys.episodes(group), seen)
-    finally:
-        # stop renewing (which would recreate the pending key) before dropping it
-        lock.release()
-    # On an exception the pending key stays: RQ's Retry runs this job again.
-    client.delete(pending)
-    log.info("consolidated %s: %d records changed", group, changed)
-    return {"group": group, "end": "consolidated", "changed": changed}
+        log.info("consolidated %s: %d records changed", group, changed)
+        return run.summary("consolidated", changed=changed)
+
+    return run.run(body)

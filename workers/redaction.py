@@ -9,7 +9,8 @@ deleted message stays deleted), ``/forget`` phrases in
 each (``gateway.queue.enqueue_group_job``); one job applies all that wait, so a
 duplicate job is harmless.
 
-The job follows the consolidation job (``workers/maintenance.py``): it takes the SAME
+The job runs on the skeleton of the consolidation and extraction jobs
+(``workers/groupjob.py``, with a policy that never gives up): it takes the SAME
 group lock as the drain job, never runs during a turn, and yields (reschedules itself
 ``RESCHEDULE_DELAY`` s later with RQ's scheduler) while a drain is queued or messages
 wait: the turn that is about to write an episode goes first, so its episode is
@@ -53,21 +54,17 @@ import json
 import logging
 import re
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import Any
 
 import redis
 
 from gateway.queue import (
-    DEFAULT_QUEUE,
     REDACT_JOB,
     Entry,
     GroupQueue,
     Keys,
     as_str,
     encode_entry,
-    enqueue_group_job,
-    job_queue,
     parse_entry,
 )
 from memory_store.quotes import replies_holding
@@ -81,10 +78,10 @@ from memory_store.redact import (
     scrub_index,
 )
 from memory_store.words import MARKER, Finder, scrub_value, words_matcher, words_pattern
-from workers.context import WorkerContext, current
+from workers.context import WorkerContext
 from workers.extraction import edit_extraction_entry, schedule_extraction
+from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
 from workers.lock import GroupLock, person_lock
-from workers.maintenance import LOCK_WAIT, turns_waiting
 from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
 from workers.taskforget import forget_tasks
 
@@ -98,6 +95,11 @@ SLOW_DELAY = 300
 #: lifetime of the ``redact:{g}`` key the lock renews while the job runs, seconds
 LEASE_TTL = 3600
 DEFAULT_RETRIES = 2
+#: never given up; the lock's key (``redact:{g}``) is dropped even after a failure (RQ's
+#: Retry runs the job again; the gateway enqueues a new one for each request anyway)
+REDACTION = JobSpec(REDACT_JOB, "redaction", Keys.redacting, LEASE_TTL,
+                    GiveUp(RESCHEDULE_DELAY, MAX_RESCHEDULES, slow=SLOW_DELAY),
+                    track=False, keep_on_error=False)
 
 
 def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
@@ -228,63 +230,30 @@ def _person_memories(client: redis.Redis, keys: Keys, group: str) -> list[str]:
     return sorted(as_str(m) for m in client.smembers(keys.person_memories(group)))
 
 
-def _reschedule(client: redis.Redis, group: str, kwargs: dict[str, Any], reschedules: int
-                ) -> dict[str, Any]:
-    delay = RESCHEDULE_DELAY if reschedules < MAX_RESCHEDULES else SLOW_DELAY
-    if reschedules == MAX_RESCHEDULES:
-        log.warning("redaction of %s: group busy %d times in a row; trying every %ds",
-                    group, reschedules, SLOW_DELAY)
-    job_id = enqueue_group_job(
-        job_queue(client, kwargs["queue"]), REDACT_JOB, group,
-        {**kwargs, "reschedules": reschedules + 1},
-        timeout=kwargs["job_timeout"], retries=kwargs["retries"],
-        delay=timedelta(seconds=delay))
-    log.info("redaction of %s: group busy, rescheduled in %ds (%s)", group, delay, job_id)
-    return {"group": group, "end": "rescheduled", "job": job_id}
-
-
-def redact_group(
-    group: str,
-    *,
-    queue: str = DEFAULT_QUEUE,
-    prefix: str = "pnc:",
-    lock_ttl: float = 30.0,
-    job_timeout: int = 300,
-    retries: int = DEFAULT_RETRIES,
-    reschedules: int = 0,
-    redis_url: str | None = None,
-    ctx: WorkerContext | None = None,
-) -> dict[str, Any]:
+def redact_group(group: str, **job: Any) -> dict[str, Any]:
     """Apply every waiting deletion and ``/forget`` of ``group`` under the group lock.
-    Returns a JSON summary: ``end`` is "redacted" (with the requests applied, the memory
-    files changed and the queue entries scrubbed) or "rescheduled" (with the new job)."""
-    ctx = ctx or current(redis_url)
-    client = ctx.redis
-    keys = Keys(prefix)
-    kwargs = {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-              "job_timeout": job_timeout, "retries": retries}
-    lock = GroupLock(client, keys.lock(group), keys.redacting(group), ttl=lock_ttl,
-                     lease_ttl=LEASE_TTL)
-    if turns_waiting(client, keys, group) or not lock.acquire(timeout=LOCK_WAIT):
-        return _reschedule(client, group, kwargs, reschedules)
-    client.set(keys.redacting(group), "1", ex=LEASE_TTL)
-    try:
+    ``job`` are the keyword arguments of ``workers.groupjob.GroupJob``. Returns a JSON
+    summary: ``end`` is "redacted" (with the requests applied, the memory files changed
+    and the queue entries scrubbed) or "rescheduled" (with the new job)."""
+    run = GroupJob(REDACTION, group, **job)
+
+    def body() -> dict[str, Any]:
         with contextlib.ExitStack() as held:
             # a linked person's DM wrote to their own directory: its lock after the
             # group's, as a turn takes them
-            for person in _person_memories(client, keys, group):
-                plock = person_lock(client, keys, person, ttl=lock_ttl)
+            for person in _person_memories(run.client, run.keys, group):
+                plock = person_lock(run.client, run.keys, person,
+                                    ttl=run.kwargs["lock_ttl"])
                 if plock is not None:
                     if not plock.acquire(timeout=LOCK_WAIT):
-                        return _reschedule(client, group, kwargs, reschedules)
+                        raise Busy(plock.lock_key)
                     held.enter_context(plock)
-            summary = _apply(ctx, keys, group, lock, kwargs)
-    finally:
-        lock.release()
-        client.delete(keys.redacting(group))
-    log.info("redacted %s: %d requests, %d files, %d queue entries", group,
-             summary["requests"], summary["files"], summary["entries"])
-    return {"group": group, "end": "redacted", **summary}
+            summary = _apply(run.ctx, run.keys, group, run.lock, run.kwargs)
+        log.info("redacted %s: %d requests, %d files, %d queue entries", group,
+                 summary["requests"], summary["files"], summary["entries"])
+        return run.summary("redacted", **summary)
+
+    return run.run(body)
 
 
 def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,

@@ -18,13 +18,12 @@ import logging
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 import redis
 
 from channels.models import Inbound, Outbound
-from gateway.queue import Budget, GroupQueue, parse_entry
-from gateway.queue.identity import Identities, user_key
+from gateway.queue import Budget, GroupQueue, Keys, events, parse_entry
+from gateway.queue.identity import Configured, Identities, user_key
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
 from workers.identity import memory_key, shared_profiles
@@ -125,6 +124,21 @@ def episode_trust(messages: Sequence[Inbound], admins: Collection[str] = (), *,
     return min(trust, read_trust) if reply else trust
 
 
+class _TurnIdentities(Identities):
+    """``Identities`` read once per user for one turn: the memory it opens and who pays
+    ask for the same sender (one read less per turn); a ``/link`` made during the turn
+    counts from the next."""
+
+    def __init__(self, configured: Configured, client: redis.Redis, keys: Keys) -> None:
+        super().__init__(configured, client, keys)
+        self._seen: dict[str, str | None] = {}
+
+    def person_of(self, user: str) -> str | None:
+        if user not in self._seen:
+            self._seen[user] = super().person_of(user)
+        return self._seen[user]
+
+
 class TurnRunner:
     """Runs turns for one group's batches inside a drain job."""
 
@@ -138,10 +152,6 @@ class TurnRunner:
         #: the memory the last ``run`` opened: the group's, or a linked person's
         #: (``person:<id>``, for their DM: ``workers.identity``)
         self.opened: str | None = None
-
-    def _event(self, msg: Inbound, **extra: Any) -> dict[str, Any]:
-        return {"channel": msg.channel, "account": msg.account, "chat_id": msg.chat_id,
-                "thread_id": msg.thread_id, **extra}
 
     def _notes(self) -> tuple[str, ...]:
         """System notes for the prompt: the group's previous reply failed for good
@@ -162,13 +172,12 @@ class TurnRunner:
         self._gq.clear_retry()
         anchor = batch.anchor
         notice = FAILURE_NOTICE if batch.engaged_ids else None
-        reply_event = None if notice is None else Outbound(
+        reply_event = None if notice is None else events.reply(Outbound(
             channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
             thread_id=anchor.thread_id, text=notice, reply_to_id=replies_to(anchor),
-            reply_id=notice_reply_id(batch.turn_id)).model_dump_json()
-        done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
-                           reply_id=notice_reply_id(batch.turn_id) if notice else None,
-                           turn_id=batch.turn_id)
+            reply_id=notice_reply_id(batch.turn_id)))
+        done = events.done(anchor, [m.message_id for m in batch.messages],
+                           notice_reply_id(batch.turn_id) if notice else None, batch.turn_id)
         self._gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event, done, notice)
 
     def _why_dead(self, batch: Batch, attempts: int) -> str:
@@ -212,12 +221,12 @@ class TurnRunner:
         # one notice per period: a later period's notice for the same batch is another
         # reply (the outbox dedupes sends by reply id)
         reply_id = f"{batch.turn_id}.budget.{counter.period_id}"
-        event = None if not batch.engaged_ids else Outbound(
+        event = None if not batch.engaged_ids else events.reply(Outbound(
             channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
             thread_id=anchor.thread_id, text=notice, reply_to_id=replies_to(anchor),
-            reply_id=reply_id).model_dump_json()
-        done = self._event(anchor, message_ids=[m.message_id for m in batch.messages],
-                           reply_id=reply_id if event else None, turn_id=batch.turn_id)
+            reply_id=reply_id))
+        done = events.done(anchor, [m.message_id for m in batch.messages],
+                           reply_id if event else None, batch.turn_id)
         lock.stop_renewal()  # the park script releases the lock itself
         told = Budget(self._gq.r, self._gq.keys).park(
             batch.group, token=lock.token, turn_id=batch.turn_id,
@@ -247,6 +256,7 @@ class TurnRunner:
         (the job is retried).
         """
         self.unmarked_written = None
+        self._identities = _TurnIdentities(self._settings.person_of, self._gq.r, self._gq.keys)
         # a linked person's DM opens their personal memory (workers/identity.py), which
         # their other DMs use too: the person's lock, after the group's, covers the turn
         self.opened = memory_key(self._identities, batch.group, batch.messages)
@@ -271,7 +281,8 @@ class TurnRunner:
         gq = self._gq
         anchor = batch.anchor
         ids = [m.message_id for m in batch.messages]
-        state = gq.turn_begin(batch.turn_id, self._event(anchor) if batch.engaged_ids else None,
+        state = gq.turn_begin(batch.turn_id,
+                              events.typing(anchor) if batch.engaged_ids else None,
                               max_attempts)
         try:
             gd, memory = self._ctx.group_memory(opened)
@@ -326,13 +337,12 @@ class TurnRunner:
             read_trust = reply.read_trust
             reply_event = None
             if reply_text is not None:
-                reply_event = Outbound(channel=anchor.channel, account=anchor.account,
-                                       chat_id=anchor.chat_id, thread_id=anchor.thread_id,
-                                       text=reply_text, reply_to_id=replies_to(anchor),
-                                       reply_id=batch.turn_id).model_dump_json()
-            done = self._event(anchor, message_ids=ids,
-                               reply_id=batch.turn_id if reply_text else None,
-                               turn_id=batch.turn_id)
+                reply_event = events.reply(Outbound(
+                    channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
+                    thread_id=anchor.thread_id, text=reply_text,
+                    reply_to_id=replies_to(anchor), reply_id=batch.turn_id))
+            done = events.done(anchor, ids, batch.turn_id if reply_text else None,
+                               batch.turn_id)
             published = gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event,
                                         done, reply_text)
             if published == -1:

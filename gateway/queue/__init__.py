@@ -32,7 +32,7 @@ The life of one group (``g``), and which script moves what::
                        (extraction on) the batch ─▶ extractq:{g} for the extract job;
                        mailbox empty?  yes: DEL drain:{g}, lock:{g}, SREM active g
                                        no:  next turn (take.lua) on the same job
-      outbox (stream, consumer group "gateway") ─▶ gateway sends, outbox_ack.lua,
+      outbox (stream, consumer group "gateway") ─▶ gateway sends, XACK + XDEL,
               sent:{reply}:{i} per chunk, gcra.lua paces each chat (rl:{channel}:{chat})
               outcome.lua: outcome:{reply} (each chunk delivered <platform id> | failed
               <reason>, also reported late by an adapter), undelivered:{g} (read by the
@@ -70,8 +70,10 @@ lock), always after its group's lock.
 
 from __future__ import annotations
 
+from gateway.queue import events
 from gateway.queue.budget import Budget, Counter, Spent, counters, period_ids
 from gateway.queue.dead import DeadLetters, DeadRecord, Retrying
+from gateway.queue.events import MalformedEvent, OutboxEvent, read_event
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
@@ -128,6 +130,8 @@ __all__ = [
     "GroupQueue",
     "Keys",
     "LockOps",
+    "MalformedEvent",
+    "OutboxEvent",
     "Retrying",
     "Spent",
     "TurnRecord",
@@ -138,9 +142,11 @@ __all__ = [
     "enqueue_drain",
     "enqueue_group_job",
     "enqueue_job",
+    "events",
     "job_queue",
     "parse_entry",
     "period_ids",
+    "read_event",
     "refused_write",
     "worker_queues",
 ]

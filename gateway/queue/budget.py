@@ -22,7 +22,6 @@ with its period (a cap then bites a little early, never late).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from typing import Any
 
 import redis
 
+from gateway.queue.events import OutboxEvent
 from gateway.queue.keys import Keys
 from gateway.queue.scripts import Scripts, as_str
 
@@ -135,7 +135,7 @@ class Budget:
         return [as_str(x) for x in out]
 
     def park(self, group: str, *, token: str, turn_id: str, period_id: str,
-             notice_event: str | None, done_event: dict[str, Any]) -> int:
+             notice_event: OutboxEvent | None, done_event: OutboxEvent) -> int:
         """Put the group's batch back in its mailbox and park the group (see
         ``lua/budget_park.lua``): -1 lock lost, 0 parked, 1 parked and chat told."""
         k = self.keys
@@ -143,8 +143,8 @@ class Budget:
             keys=[k.lock(group), k.processing(group), k.mailbox(group), k.lease(group),
                   k.active, k.budget_parked, k.turn(turn_id), k.budget_told(group, period_id),
                   k.outbox],
-            args=[token, group, COUNTER_TTL["month"], notice_event or "",
-                  json.dumps(done_event)]))
+            args=[token, group, COUNTER_TTL["month"],
+                  notice_event.lua_arg() if notice_event else "", done_event.lua_arg()]))
 
     def set_cap(self, scope: str, period: str, micro_usd: int | None) -> int:
         """Set (``None``: lift) the run-time cap of ``scope`` for ``period`` and release
@@ -183,7 +183,8 @@ class Budget:
         return {as_str(k): float(v) for k, v in raw.items()}
 
     def log(self, day: str) -> dict[tuple[str, str, str], dict[str, int]]:
-        """One day's calls: (kind, group, person) -> metric -> count."""
+        """One day's calls: (kind, group, person) -> metric -> count (a metric that
+        stayed 0 is absent, except cost and req: budget_settle.lua skips it)."""
         raw: Any = self.r.hgetall(self.keys.usage_log(day))
         out: dict[tuple[str, str, str], dict[str, int]] = {}
         for field, value in raw.items():

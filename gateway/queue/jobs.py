@@ -97,7 +97,15 @@ def enqueue_job(
         options["job_timeout"] = options.pop("timeout")
         options.pop("pipeline")
         return str(queue.enqueue_in(delay, func, **options).id)
-    return str(queue.enqueue_call(func, **options).id)
+    if pipeline is not None:
+        return str(queue.enqueue_call(func, **options).id)
+    # RQ registers the queue and saves and pushes the job in two transactions of its
+    # own; on one pipeline of ours they are one (MULTI ... EXEC: two commands fewer)
+    with queue.connection.pipeline() as pipe:
+        options["pipeline"] = pipe
+        job_id = str(queue.enqueue_call(func, **options).id)
+        pipe.execute()
+    return job_id
 
 
 def enqueue_drain(queue: Queue, group: str, options: DrainOptions, job_id: str | None = None,

@@ -21,11 +21,12 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
+from gateway.queue.events import OutboxEvent
 from gateway.queue.keys import OUTBOX_GROUP, Keys
 
 LUA_DIR = Path(__file__).with_name("lua")
 NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
-         "turn_begin", "turn_publish", "outbox_ack", "gcra", "outcome", "amend",
+         "turn_begin", "turn_publish", "gcra", "outcome", "amend",
          "dead_retry", "scrub", "restream", "budget_reserve", "budget_settle",
          "budget_park", "budget_unpark", "task_claim")
 
@@ -120,8 +121,14 @@ class GatewayQueue:
         await self.r.pexpire(self.keys.lease(group), ttl_ms)
 
     async def outbox_ack(self, entry_ids: list[str]) -> None:
-        """Ack and delete handled outbox entries (at most a few hundred per call)."""
-        await self._s["outbox_ack"](keys=[self.keys.outbox], args=[OUTBOX_GROUP, *entry_ids])
+        """Ack and delete handled outbox entries (at most a few hundred per call), in one
+        round trip of two commands. Not atomic, and need not be: an entry acked but not
+        deleted only lingers (it is never read again, and redaction's rebuild scrubs it
+        like any other); one deleted but not acked is dropped by the next claim."""
+        async with self.r.pipeline(transaction=False) as pipe:
+            pipe.xack(self.keys.outbox, OUTBOX_GROUP, *entry_ids)
+            pipe.xdel(self.keys.outbox, *entry_ids)
+            await pipe.execute()
 
     async def rate_wait_ms(self, channel: str, chat_id: str, interval_ms: int, burst: int
                            ) -> int:
@@ -384,23 +391,25 @@ class GroupQueue:
             self.r.hset(key, "reply", text)
 
     # -- turn record --------------------------------------------------------------------
-    def turn_begin(self, turn_id: str, typing_event: dict[str, Any] | None,
+    def turn_begin(self, turn_id: str, typing_event: OutboxEvent | None,
                    max_attempts: int) -> TurnRecord:
         st: Any = self._s["turn_begin"](
             keys=[self.keys.turn(turn_id), self.keys.outbox],
-            args=[TURN_STATE_TTL, json.dumps(typing_event) if typing_event else "",
+            args=[TURN_STATE_TTL, typing_event.lua_arg() if typing_event else "",
                   max_attempts])
         published, reply, has_reply, written, attempts = (_str(x) for x in st)
         return TurnRecord(published=bool(published),
                           reply=reply if published and has_reply == "1" else None,
                           written=bool(written), attempts=int(attempts or 0))
 
-    def turn_publish(self, turn_id: str, lock_key: str, token: str, reply_event: str | None,
-                     done_event: dict[str, Any], reply_text: str | None) -> int:
+    def turn_publish(self, turn_id: str, lock_key: str, token: str,
+                     reply_event: OutboxEvent | None, done_event: OutboxEvent,
+                     reply_text: str | None) -> int:
         """Publish once under the lock: -1 lock lost, 0 already published, 1 now."""
         return int(self._s["turn_publish"](
             keys=[lock_key, self.keys.outbox, self.keys.turn(turn_id)],
-            args=[token, reply_event or "", json.dumps(done_event), reply_text or "",
+            args=[token, reply_event.lua_arg() if reply_event else "", done_event.lua_arg(),
+                  reply_text or "",
                   "1" if reply_text else "0", TURN_STATE_TTL]))
 
     def mark_written(self, turn_id: str) -> None:

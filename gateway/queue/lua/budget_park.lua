@@ -1,6 +1,7 @@
 -- Drain job: the turn stopped at a spending cap. Keep its messages, tell the chat once.
 -- KEYS: lock, processing, mailbox, lease, active, parked, turn, told, outbox
--- ARGV: token, group, told ttl (s), notice reply event JSON or "", done event JSON
+-- ARGV: token, group, told ttl (s), notice reply event or "", done event
+-- (an event: its stream field list as JSON, built by gateway/queue/events.py)
 -- Only while the lock is ours: the batch goes back to the front of the mailbox (the next
 -- take merges it with what arrived since; entries keep their seq and engaged flag), the
 -- turn's attempt is not counted (a cap is no failure: no dead letter), the lease and
@@ -21,8 +22,8 @@ redis.call('SADD', KEYS[6], ARGV[2])
 redis.call('DEL', KEYS[1])
 local told = 0
 if ARGV[4] ~= '' and redis.call('SET', KEYS[8], '1', 'NX', 'EX', ARGV[3]) then
-  redis.call('XADD', KEYS[9], '*', 'type', 'reply', 'data', ARGV[4])
+  redis.call('XADD', KEYS[9], '*', unpack(cjson.decode(ARGV[4])))
   told = 1
 end
-redis.call('XADD', KEYS[9], '*', 'type', 'done', 'data', ARGV[5])
+redis.call('XADD', KEYS[9], '*', unpack(cjson.decode(ARGV[5])))
 return told

@@ -8,8 +8,11 @@
 -- the 1-based index of the first counter whose cap refused it (nothing reserved).
 local n = #KEYS - 1
 local est = tonumber(ARGV[1])
+local fields = {}
+for i = 1, n do fields[i] = ARGV[1 + 2 * i] end
+local caps = redis.call('HMGET', KEYS[n + 1], unpack(fields))  -- one read for every cap
 for i = 1, n do
-  local cap = redis.call('HGET', KEYS[n + 1], ARGV[1 + 2 * i])
+  local cap = caps[i]
   if not cap then cap = ARGV[2 + 2 * i] end
   if cap ~= 'none' and tonumber(cap) >= 0 then
     local v = redis.call('HMGET', KEYS[i], 'spent', 'reserved')

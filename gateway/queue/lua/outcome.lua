@@ -21,7 +21,8 @@ redis.call('HINCRBY', KEYS[3], ARGV[5] .. ':' .. ARGV[2], 1)
 if ARGV[2] == 'failed' then
   redis.call('HSET', KEYS[2], 'reply_id', ARGV[4], 'reason', ARGV[3], 'at', ARGV[7])
   redis.call('EXPIRE', KEYS[2], ARGV[6])
-elseif redis.call('HGET', KEYS[2], 'reply_id') ~= ARGV[4] then
-  redis.call('DEL', KEYS[2])
+else
+  local marked = redis.call('HGET', KEYS[2], 'reply_id')
+  if marked and marked ~= ARGV[4] then redis.call('DEL', KEYS[2]) end
 end
 return 1

@@ -13,11 +13,16 @@ if ARGV[4] == '1' then
 elseif redis.call('GET', KEYS[1]) ~= ARGV[1] then
   return -1
 end
-if redis.call('LLEN', KEYS[3]) > 0 then return redis.call('LRANGE', KEYS[3], 0, -1) end
-if redis.call('LLEN', KEYS[5]) == 0 then return {} end
-for _, src in ipairs({KEYS[4], KEYS[5]}) do
-  local items = redis.call('LRANGE', src, 0, -1)
-  for i = 1, #items do redis.call('RPUSH', KEYS[3], items[i]) end
-  redis.call('DEL', src)
+local held = redis.call('LRANGE', KEYS[3], 0, -1)
+if #held > 0 then return held end
+local mailbox = redis.call('LRANGE', KEYS[5], 0, -1)
+if #mailbox == 0 then return {} end
+-- the batch as read, moved in a few commands (not one per entry): context, then mailbox
+local batch = redis.call('LRANGE', KEYS[4], 0, -1)
+if #batch > 0 then redis.call('DEL', KEYS[4]) end
+for i = 1, #mailbox do batch[#batch + 1] = mailbox[i] end
+redis.call('DEL', KEYS[5])
+for i = 1, #batch, 1000 do  -- unpack has a stack limit
+  redis.call('RPUSH', KEYS[3], unpack(batch, i, math.min(i + 999, #batch)))
 end
-return redis.call('LRANGE', KEYS[3], 0, -1)
+return batch

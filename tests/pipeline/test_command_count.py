@@ -1,0 +1,127 @@
+"""The scripts and calls made leaner for issue 23 (fewer Redis commands per message)
+keep what they promised, against a real Valkey: a batch of any size moves whole and in
+order, the usage log still reads every metric, an enqueue is one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio as aioredis
+from rq import Queue
+
+from gateway.queue import (
+    DrainOptions,
+    GatewayQueue,
+    GroupQueue,
+    Keys,
+    enqueue_drain,
+    job_queue,
+)
+from gateway.queue.budget import Budget, counters
+from tests.pipeline.conftest import Valkey
+
+K = Keys()
+GROUP = "local:big"
+
+
+@pytest.fixture
+def r(valkey: Valkey) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(valkey.url)
+    yield client
+    client.close()
+
+
+def test_take_moves_a_batch_larger_than_luas_stack_whole_and_in_order(r: redis.Redis) -> None:
+    """take.lua moves the batch with a few multi-value RPUSHes, cut below Lua's stack
+    limit (``unpack`` of ~8000 values fails): 12000 entries arrive whole, context first."""
+    context = [f"{i} ctx-{i}" for i in range(2000)]
+    mailbox = [f"{i} msg-{i}" for i in range(2000, 12000)]
+    r.rpush(K.context(GROUP), *context)
+    r.rpush(K.mailbox(GROUP), *mailbox)
+    gq = GroupQueue(r, K, GROUP)
+    batch = gq.take("tok", 30_000, 30_000, acquire=True)
+    assert batch == context + mailbox
+    assert [x.decode() for x in r.lrange(K.processing(GROUP), 0, -1)] == context + mailbox
+    assert not r.exists(K.context(GROUP), K.mailbox(GROUP))
+    # a retried take (the turn crashed) gets the same batch back, nothing else moved
+    r.rpush(K.mailbox(GROUP), "12000 late")
+    assert gq.take("tok", 30_000, 30_000, acquire=False) == context + mailbox
+    assert r.lrange(K.mailbox(GROUP), 0, -1) == [b"12000 late"]
+
+
+def test_settle_leaves_zero_metrics_out_and_the_log_still_reads_them(r: redis.Redis) -> None:
+    budget = Budget(r, K)
+    cs = counters(datetime(2026, 12, 3, 12, tzinfo=UTC), GROUP, "local:ann",
+                  lambda scope, period: (None, None))
+    assert budget.reserve(cs, 500) is None
+    budget.settle(cs, 500, 120, day="d2026-12-03", kind="turn", group=GROUP,
+                  person="local:ann", tokens=(40, 0, 0), estimated=False)
+    fields = {f.decode().rsplit("\t", 1)[1] for f in r.hkeys(K.usage_log("d2026-12-03"))}
+    assert fields == {"cost", "req", "in"}  # out, cached and est stayed 0
+    [metrics] = budget.log("d2026-12-03").values()
+    assert metrics == {"cost": 120, "req": 1, "in": 40}
+    assert all(budget.spent(c).reserved == 0 and budget.spent(c).spent == 120 for c in cs)
+    assert all(int(r.ttl(K.budget(c.scope, c.period_id))) > 0 for c in cs)
+
+
+def test_an_enqueue_is_one_transaction(r: redis.Redis) -> None:
+    """RQ's two transactions (register the queue; save and push the job) become one:
+    the job and its queue appear together."""
+    q: Queue = job_queue(r, "pnc-drain")
+    before = r.info("commandstats")
+    job_id = enqueue_drain(q, GROUP, DrainOptions())
+    after = r.info("commandstats")
+    calls = {k: int(after[k]["calls"]) - int(before.get(k, {"calls": 0})["calls"])
+             for k in after}
+    assert calls.get("cmdstat_multi") == 1 and calls.get("cmdstat_exec") == 1
+    assert q.job_ids == [job_id] and r.sismember("rq:queues", q.key)
+
+
+def _calls(r: redis.Redis, run: Callable[[], object]) -> dict[str, int]:
+    """Commands ``run`` made the server execute, by name (scripts' included)."""
+    before: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+    run()
+    after: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+    diff = {k.removeprefix("cmdstat_"): int(v["calls"]) - int(before.get(k, {"calls": 0})["calls"])
+            for k, v in after.items()}
+    return {k: n for k, n in diff.items() if n}
+
+
+def test_reserve_reads_every_cap_at_once(r: redis.Redis) -> None:
+    budget = Budget(r, K)
+    cs = counters(datetime(2026, 12, 3, 12, tzinfo=UTC), GROUP, "local:ann",
+                  lambda scope, period: (None, None))
+    r.hset(K.budget_caps, cs[1].cap_field, "100")  # a run-time cap under the estimate
+    refused: list[object] = []
+    calls = _calls(r, lambda: refused.append(budget.reserve(cs, 500)))
+    assert calls.get("hmget") == 2 and "hget" not in calls  # the caps, the capped counter
+    assert refused == [cs[1]]
+    assert all(budget.spent(c).reserved == 0 for c in cs)  # refused: nothing reserved
+
+
+async def test_a_delivered_chunk_clears_only_a_mark_that_is_there(valkey: Valkey) -> None:
+    ar = aioredis.Redis.from_url(valkey.url)
+    r = redis.Redis.from_url(valkey.url)
+    try:
+        gq = GatewayQueue(ar, K)
+
+        async def outcome(reply_id: str, delivered: bool) -> dict[str, int]:
+            before: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+            await gq.record_outcome(GROUP, "local", reply_id, 0, delivered=delivered,
+                                    detail="p1" if delivered else "gone", ttl=60, now=1)
+            after: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+            return {k: int(v["calls"]) - int(before.get(k, {"calls": 0})["calls"])
+                    for k, v in after.items()}
+
+        assert (await outcome("r-1", True)).get("cmdstat_del", 0) == 0  # no mark: no DEL
+        await outcome("r-2", False)  # a reply failed: the group's mark is set
+        assert r.hget(K.undelivered(GROUP), "reply_id") == b"r-2"
+        await outcome("r-3", True)  # a later reply got through: the mark goes
+        assert not r.exists(K.undelivered(GROUP))
+    finally:
+        r.close()
+        await ar.aclose()

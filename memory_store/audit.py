@@ -1,4 +1,5 @@
-"""Append-only audit log of every change to a group's memory (``audit.jsonl``).
+"""Append-only audit log of every change to a group's memory (``.meta/audit.jsonl``;
+``audit.jsonl`` at the root before schema version 2, ``memory_store/schema.py``).
 
 One JSON object per line: ``ts``, ``actor`` (who), ``op`` (what), ``id``, ``path``,
 ``old_hash``/``new_hash`` (blake2b-128 of the file bytes, null for create/delete), and
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from memory_store.fileformat import now_utc
+from memory_store.schema import META_DIR
 
 AUDIT_FILE = "audit.jsonl"
 
@@ -24,7 +26,7 @@ class AuditLog:
     """The audit log of one group directory."""
 
     def __init__(self, group_path: Path) -> None:
-        self.path = Path(group_path) / AUDIT_FILE
+        self.path = Path(group_path) / META_DIR / AUDIT_FILE
 
     def append(self, *, actor: str, op: str, memory_id: str, path: str,
                old_hash: str | None, new_hash: str | None, **extra: Any) -> None:
@@ -39,6 +41,7 @@ class AuditLog:
         }
         entry.update({k: v for k, v in extra.items() if v is not None})
         line = (json.dumps(entry, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        self.path.parent.mkdir(exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)

@@ -3,7 +3,7 @@
 ```
 <data>/groups/<channel>/<chat>/
   CLAUDE.md  user_profile.md  episodes/  entities/  procedures/  reflections/  notes/
-  audit.jsonl  .index/ (derived)  .lock
+  .meta/ (schema.json, audit.jsonl)  .backup/ (before a migration)  .index/ (derived)  .lock
 ```
 """
 
@@ -19,6 +19,7 @@ from filelock import FileLock
 
 from memory_store.atomic import atomic_write_text
 from memory_store.paths import MEMORY_DIRS, global_dir, group_dir
+from memory_store.schema import ensure_current
 from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
 
 CORE_FILE = "CLAUDE.md"
@@ -88,9 +89,12 @@ class GroupDirectory:
     def ensure(self) -> GroupDirectory:
         """Create the layout, and CLAUDE.md / user_profile.md from templates if absent.
 
-        Idempotent: existing files are never overwritten.
+        Idempotent: existing files are never overwritten. A directory of an older
+        schema is migrated first (``memory_store/schema.py``); one of a newer schema is
+        refused (``SchemaTooNew``).
         """
         self.path.mkdir(parents=True, exist_ok=True)
+        ensure_current(self)
         for sub in MEMORY_DIRS:
             (self.path / sub).mkdir(exist_ok=True)
         self.index_dir.mkdir(exist_ok=True)

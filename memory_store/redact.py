@@ -47,6 +47,7 @@ from memory_store.episode_lines import scrub_episode
 from memory_store.fileformat import content_hash, now_utc
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.protocol import MemoryRecord
+from memory_store.schema import scrub_backups
 from memory_store.words import MARKER as MARKER
 from memory_store.words import Finder as Finder
 from memory_store.words import WordsMatcher, words_matcher
@@ -234,7 +235,11 @@ class _Run:
             content = _preserved_head(rec.content) + "\n\n" + _render_facts(entries)
             self.rewrite(rec, content, None, extra={"facts": entries})
 
-    def finish(self, op_detail: dict[str, Any], scrub: bool) -> Redaction:
+    def finish(self, op_detail: dict[str, Any], scrub: bool, pat: Finder | None = None,
+               repl: str = MARKER) -> Redaction:
+        if pat is not None:  # the copies a migration kept (memory_store/schema.py) too
+            self.out.paths += scrub_backups(self.mem.group.path,
+                                            lambda text: scrub_value(text, pat, repl))
         if self.out.changed:
             if scrub:
                 scrub_index(self.mem)
@@ -346,7 +351,7 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                 content = head + line + tail
             run.rewrite(fresh, content, pat, repl=repl)
         detail = {"reason": "deletion" if text is None else "edit", "message_id": message_id}
-        return run.finish(detail, scrub)
+        return run.finish(detail, scrub, pat, repl)
 
 
 def message_lines(mem: BaseMemory, message_id: str) -> list[str]:
@@ -387,7 +392,7 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
             run.core(mem.group, name, pat)
         if run.out.changed:
             run.out.removed.append(phrase)
-        return run.finish({"reason": "forget"}, scrub)
+        return run.finish({"reason": "forget"}, scrub, pat)
 
 
 def check_phrase(phrase: str) -> str:

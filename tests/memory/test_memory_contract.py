@@ -292,7 +292,7 @@ async def test_concurrent_writers_in_two_processes_lose_nothing(mem: BaseMemory,
         assert (await mem.read(mid)).source.startswith("proc:")
     hits = await mem.search("writer note shared topic", k=200)
     assert {h.id for h in hits} == expected
-    audit = [json.loads(line) for line in (mem.group.path / "audit.jsonl").read_text().splitlines()]
+    audit = [json.loads(line) for line in AuditLog(mem.group.path).path.read_text().splitlines()]
     assert sorted(e["id"] for e in audit) == sorted(expected)
 
 

@@ -26,6 +26,7 @@ from gateway import redispool
 from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
+from gateway.filedrop import FileDrop
 from gateway.health import degraded
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
@@ -189,6 +190,8 @@ class Gateway:
         outbox = self.outbox
         self._spawn("outbox", lambda: outbox.run(self._stop))
         self._spawn("sweeper", lambda: sweeper.run(self._stop))
+        drop = FileDrop(self.config.data_dir, self.inbox.accept_operator)
+        self._spawn("inbox files", lambda: drop.run(self._stop))
         self._spawn("heartbeat", self._heartbeat)
         for key, ch in self.channels.items():
             ch.bind(RedisCursorStore(self.r, self.keys, ch.name, ch.account))

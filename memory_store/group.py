@@ -26,6 +26,8 @@ CORE_FILE = "CLAUDE.md"
 PROFILE_FILE = "user_profile.md"
 INDEX_DIR = ".index"
 LOCK_FILE = ".lock"
+#: files the operator drops here become messages to the group (gateway/filedrop.py)
+INBOX_DIR = "inbox"
 #: Core memory is always in the model's context; cap each file so a runaway edit
 #: cannot blow the prompt.
 CORE_LIMIT_CHARS = 16_000
@@ -95,7 +97,7 @@ class GroupDirectory:
         """
         self.path.mkdir(parents=True, exist_ok=True)
         ensure_current(self)
-        for sub in MEMORY_DIRS:
+        for sub in (*MEMORY_DIRS, INBOX_DIR):
             (self.path / sub).mkdir(exist_ok=True)
         self.index_dir.mkdir(exist_ok=True)
         for path, template in ((self.core_path, CLAUDE_MD), (self.profile_path, USER_PROFILE_MD)):

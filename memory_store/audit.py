@@ -48,6 +48,27 @@ class AuditLog:
         finally:
             os.close(fd)
 
+    def newest_first(self, block: int = 64 * 1024) -> Iterator[dict[str, Any]]:
+        """Every entry, newest first, reading the file backwards a block at a time (a
+        caller that wants the last few entries does not read a long log)."""
+        try:
+            fh = self.path.open("rb")
+        except FileNotFoundError:
+            return
+        with fh:
+            end = fh.seek(0, os.SEEK_END)
+            rest = b""
+            while end > 0:
+                start = max(0, end - block)
+                fh.seek(start)
+                chunk = fh.read(end - start) + rest
+                end = start
+                lines = chunk.split(b"\n")
+                rest = lines.pop(0) if end > 0 else b""
+                for line in reversed(lines):
+                    if (item := _parse(line)) is not None:
+                        yield item
+
     def entries(self) -> Iterator[dict[str, Any]]:
         """Every entry, oldest first; lines that do not parse are skipped."""
         try:
@@ -56,9 +77,14 @@ class AuditLog:
             return
         with fh:
             for line in fh:
-                try:
-                    item = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(item, dict):
+                if (item := _parse(line)) is not None:
                     yield item
+
+
+def _parse(line: str | bytes) -> dict[str, Any] | None:
+    """One line's entry; None for a blank or damaged line (skipped)."""
+    try:
+        item = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None
+    return item if isinstance(item, dict) else None

@@ -18,6 +18,8 @@ from pathlib import Path
 from filelock import FileLock
 
 from memory_store.atomic import atomic_write_text
+from memory_store.audit import AuditLog
+from memory_store.fileformat import content_hash
 from memory_store.paths import MEMORY_DIRS, global_dir, group_dir
 from memory_store.schema import ensure_current
 from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
@@ -105,6 +107,12 @@ class GroupDirectory:
                 with self.lock():
                     if not path.exists():
                         atomic_write_text(path, template)
+                        # audited with its hash: a later hand edit is told apart from
+                        # the project's own writes by that (memory_store/coreedits.py)
+                        AuditLog(self.path).append(
+                            actor="memory_store", op="create", memory_id=path.name,
+                            path=path.name, old_hash=None,
+                            new_hash=content_hash(template.encode("utf-8")))
         return self
 
     def lock(self) -> FileLock:

@@ -32,6 +32,7 @@ from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
 from gateway.pressure import disk_problem, redis_problems
 from gateway.queue import DeadLetters, Keys
+from gateway.queue.version import RedisSchemaTooNew, check_redis_schema
 from gateway.webhooks import WebServer, build_app, has_routes
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,10 @@ class Gateway:
         except (redis.RedisError, OSError) as err:
             raise ConfigError(f"redis.url: cannot reach Redis ({err}); start it or fix the "
                               "URL") from None
+        try:
+            check_redis_schema(self._sync, self.keys)
+        except RedisSchemaTooNew as err:  # a newer release's data: stop, never misread it
+            raise ConfigError(f"redis.url: {err}") from None
         enqueuer = DrainEnqueuer(self.config, self._sync, self.keys)
         self.inbox = Inbox(self.config, self.r, enqueuer, self.keys)
         sweeper = Sweeper(self.config, self.r, enqueuer, self.keys)

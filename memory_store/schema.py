@@ -40,12 +40,12 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memory_store.atomic import atomic_write_text, fsync_dir, read_regular
 from memory_store.errors import MemoryError_
-from memory_store.fileformat import now_utc
 
 if TYPE_CHECKING:
     from memory_store.group import GroupDirectory
@@ -181,7 +181,7 @@ def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
             shutil.copy2(src, partial / entry.name)
         files.append(entry.name)
     manifest = {"from_version": version, "to_version": version + 1,
-                "at": now_utc().isoformat(), "entries": sorted(files)}
+                "at": datetime.now(UTC).isoformat(), "entries": sorted(files)}
     atomic_write_text(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n")
     _stage(on_stage, f"v{version}:copied")
     os.sync()  # every copied file on disk before the backup counts as complete

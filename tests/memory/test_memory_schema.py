@@ -149,3 +149,20 @@ def test_redaction_scrubs_the_backups(tmp_path: Path) -> None:
         assert redact_phrase(mem, "K7731", request="forget-2").paths == []  # idempotent
     finally:
         mem.close()
+
+
+def test_memory_files_carry_the_schema_version(tmp_path: Path,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    mem = open_memory(tmp_path, GROUP, "file", watch="poll")
+    try:
+        mem.write_sync("Ann likes tea", kind="fact", metadata={"id": "fact-1"})
+        path, rec = mem._load("fact-1")
+        assert f"\nschema: {SCHEMA_VERSION}\n" in path.read_text()
+        assert "schema" not in rec.metadata
+        # a file a newer version wrote is still read, and the log says so
+        path.write_text(path.read_text().replace(f"schema: {SCHEMA_VERSION}",
+                                                 f"schema: {SCHEMA_VERSION + 1}"))
+        assert mem.read_sync("fact-1").content == "Ann likes tea"
+        assert f"schema version {SCHEMA_VERSION + 1}" in caplog.text
+    finally:
+        mem.close()

@@ -33,6 +33,12 @@ WATCHED = (CORE_FILE, PROFILE_FILE)
 _EPISODES = "episodes/"
 
 
+#: group path -> the core files' hashes last found audited, in this process: a turn
+#: whose files still hash so reads no audit log (a core file is written rarely, and its
+#: last audited write may lie far back in a long log); any other hash reads it
+_audited: dict[str, dict[str, str | None]] = {}
+
+
 @dataclass(frozen=True)
 class CoreEdit:
     """One operator edit of a core file: which, and when (the file's mtime then)."""
@@ -56,6 +62,10 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
     not hidden by it) and by :func:`notice`. The caller may hold the group lock."""
     audit = audit or AuditLog(gd.path)
     with gd.lock():
+        now = {name: _current(gd, name) for name in WATCHED}
+        key = str(gd.path)
+        if _audited.get(key) == {n: d for n, (d, _) in now.items()}:
+            return  # the files hash as last audited: no need to read the log back
         last: dict[str, str | None] = {}
         for entry in audit.newest_first():
             path = entry.get("path")
@@ -64,7 +74,7 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
                 if len(last) == len(WATCHED):
                     break
         for name in WATCHED:
-            digest, mtime = _current(gd, name)
+            digest, mtime = now[name]
             if name not in last:
                 if digest is not None:
                     audit.append(actor="memory_store", op=BASELINE_OP, memory_id=name,
@@ -76,6 +86,7 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
             audit.append(actor=OPERATOR, op=EDIT_OP, memory_id=name, path=name,
                          old_hash=last[name], new_hash=digest,
                          edited_at=None if edited is None else edited.isoformat())
+        _audited[key] = {n: d for n, (d, _) in now.items()}
 
 
 def notice(gd: GroupDirectory) -> list[CoreEdit]:

@@ -134,7 +134,7 @@ def ensure_current(gd: GroupDirectory, *, on_stage: StageHook | None = None) -> 
     version it was at (``SCHEMA_VERSION`` for a new one). Raises :class:`SchemaTooNew`
     for a directory a newer version wrote."""
     root = gd.path
-    with contextlib.suppress(FileNotFoundError, ValueError):
+    with contextlib.suppress(FileNotFoundError, ValueError, AttributeError):
         if json.loads(read_regular(schema_path(root))).get("version") == SCHEMA_VERSION:
             return SCHEMA_VERSION  # the common case: one small read, no lock
     with gd.lock():

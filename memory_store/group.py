@@ -3,6 +3,7 @@
 ```
 <data>/groups/<channel>/<chat>/
   CLAUDE.md  user_profile.md  episodes/  entities/  procedures/  reflections/  notes/
+  inbox/ (files become messages; not in persons/<id>/)
   .meta/ (schema.json, audit.jsonl)  .backup/ (before a migration)  .index/ (derived)  .lock
 ```
 """
@@ -20,7 +21,7 @@ from filelock import FileLock
 from memory_store.atomic import atomic_write_text
 from memory_store.audit import AuditLog
 from memory_store.fileformat import content_hash
-from memory_store.paths import MEMORY_DIRS, global_dir, group_dir
+from memory_store.paths import MEMORY_DIRS, global_dir, group_dir, is_person_key
 from memory_store.schema import ensure_current
 from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
 
@@ -99,7 +100,9 @@ class GroupDirectory:
         """
         self.path.mkdir(parents=True, exist_ok=True)
         ensure_current(self)
-        for sub in (*MEMORY_DIRS, INBOX_DIR):
+        # a person's memory is no chat: nothing to drop files into
+        inbox = () if is_person_key(self.group) else (INBOX_DIR,)
+        for sub in (*MEMORY_DIRS, *inbox):
             (self.path / sub).mkdir(exist_ok=True)
         self.index_dir.mkdir(exist_ok=True)
         for path, template in ((self.core_path, CLAUDE_MD), (self.profile_path, USER_PROFILE_MD)):

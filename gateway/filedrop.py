@@ -14,8 +14,8 @@ Dot-files, sub-folders and the temporary files of editors and downloaders
 from "operator file" (its text up to :data:`TEXT_CAP_BYTES`, other files by name, size
 and type), pushed through the inbox like any message, then moved to ``inbox/done/``.
 
-Never twice: the message id is the file's identity (device, inode, modification time,
-size), so a gateway that dies between the push and the move pushes it again after the
+Never twice: the message id is the file's identity (device, inode, modification and
+change times, size), so a gateway that dies between the push and the move pushes it again after the
 restart and the inbox's dedupe drops the copy; the move follows. Whatever the file
 says is someone else's text (``forwarded_from``: quoted trust, never instructions); the
 operator who dropped it has no chat identity to lend it more.
@@ -78,8 +78,9 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
 
 def message_id(st: os.stat_result, name: str) -> str:
     """The file's message id: the same for the same file across restarts, new for a
-    file dropped again (a new inode or modification time)."""
-    raw = f"{':'.join(map(str, _identity(st)))}:{name}"
+    file dropped again (a new inode or modification time; a file moved back in from
+    ``done/`` keeps both, but the move sets its change time)."""
+    raw = f"{':'.join(map(str, _identity(st)))}:{st.st_ctime_ns}:{name}"
     return "file-" + hashlib.blake2b(raw.encode("utf-8", "surrogateescape"),
                                      digest_size=12).hexdigest()
 

@@ -69,7 +69,8 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
         last: dict[str, str | None] = {}
         for entry in audit.newest_first():
             path = entry.get("path")
-            if path in WATCHED and path not in last and "new_hash" in entry:
+            # a write says the file's new hash (a summary entry, like redact's, has none)
+            if path in WATCHED and path not in last and entry.get("new_hash"):
                 last[path] = entry["new_hash"]
                 if len(last) == len(WATCHED):
                     break

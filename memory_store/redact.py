@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_store.atomic import atomic_write_text, read_regular
+from memory_store.coreedits import record_edits
 from memory_store.coresection import CoreSectionError, entry_source, retire_entries
 from memory_store.episode_lines import episode_ids as _ids
 from memory_store.episode_lines import line_sender as line_sender
@@ -206,6 +207,7 @@ class _Run:
             scrub_value(old, pat, repl)
         if new == old:
             return
+        record_edits(gd, self.mem.audit)  # a hand edit just before stays noticed
         atomic_write_text(path, new, durable=self.mem.durable)
         self.mem.audit.append(actor=self.actor, op="update", memory_id=name, path=name,
                               old_hash=content_hash(old.encode()),

@@ -4,6 +4,7 @@ turn; a file still being written is not taken; a restart never takes a file twic
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import redis.asyncio as aioredis
@@ -87,6 +88,12 @@ async def _taken_once(stack: Stack, gw: Inbox) -> None:
     assert gw.counts["duplicate"] == 1
     assert stack.r.llen(K.mailbox(GROUP)) == 2
     assert await FileDrop(stack.data_dir, gw.accept_operator, clock=Clock()).scan_once() == []
+    # moved back in from done/ on purpose: a new drop (the move sets its change time)
+    time.sleep(0.05)  # past the file system's timestamp granularity, so the time moves
+    os.rename(moved, inbox / "table.csv")
+    [again] = await FileDrop(stack.data_dir, gw.accept_operator, clock=Clock()).scan_once()
+    assert again.parent == inbox / "done" and again.name.startswith("table.")
+    assert stack.r.llen(K.mailbox(GROUP)) == 3 and gw.counts["duplicate"] == 1
 
 
 async def test_a_dropped_file_gives_one_turn(stack: Stack) -> None:

@@ -171,15 +171,16 @@ def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     files: list[str] = []
-    for entry in os.scandir(root):
-        if entry.name in _NOT_BACKED_UP:
-            continue
-        src = Path(entry.path)
-        if entry.is_dir(follow_symlinks=False):
-            shutil.copytree(src, partial / entry.name, symlinks=True)
-        elif entry.is_file(follow_symlinks=False):
-            shutil.copy2(src, partial / entry.name)
-        files.append(entry.name)
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.name in _NOT_BACKED_UP:
+                continue
+            src = Path(entry.path)
+            if entry.is_dir(follow_symlinks=False):
+                shutil.copytree(src, partial / entry.name, symlinks=True)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copy2(src, partial / entry.name)
+            files.append(entry.name)
     manifest = {"from_version": version, "to_version": version + 1,
                 "at": datetime.now(UTC).isoformat(), "entries": sorted(files)}
     atomic_write_text(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n")

@@ -26,11 +26,13 @@ from gateway import redispool
 from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
 from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
+from gateway.filedrop import FileDrop
 from gateway.health import degraded
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
 from gateway.pressure import disk_problem, redis_problems
 from gateway.queue import DeadLetters, Keys
+from gateway.queue.version import RedisSchemaTooNew, check_redis_schema
 from gateway.tasks import Scheduler
 from gateway.webhooks import WebServer, build_app, has_routes
 
@@ -184,6 +186,10 @@ class Gateway:
         except (redis.RedisError, OSError) as err:
             raise ConfigError(f"redis.url: cannot reach Redis ({err}); start it or fix the "
                               "URL") from None
+        try:
+            check_redis_schema(self._sync, self.keys)
+        except RedisSchemaTooNew as err:  # a newer release's data: stop, never misread it
+            raise ConfigError(f"redis.url: {err}") from None
         enqueuer = DrainEnqueuer(self.config, self._sync, self.keys)
         self.inbox = Inbox(self.config, self.r, enqueuer, self.keys)
         sweeper = Sweeper(self.config, self.r, enqueuer, self.keys)
@@ -191,6 +197,8 @@ class Gateway:
         outbox = self.outbox
         self._spawn("outbox", lambda: outbox.run(self._stop))
         self._spawn("sweeper", lambda: sweeper.run(self._stop))
+        drop = FileDrop(self.config.data_dir, self.inbox.accept_operator)
+        self._spawn("inbox files", lambda: drop.run(self._stop))
         self._spawn("heartbeat", self._heartbeat)
         if self.config.tasks.enabled:  # scheduled tasks fire from here (gateway/tasks)
             scheduler = self.scheduler = Scheduler(self.config, self._sync, self.r, enqueuer,

@@ -157,10 +157,22 @@ class Inbox:
             log.info("dropped message from %s in %s: %s", msg.sender_id, route.group, route.reason)
             self.counts["drop"] += 1
             return "drop"
-        engaged = route.disposition is Disposition.ENGAGE
+        return await self._push(route.group, msg, route.disposition)
+
+    async def accept_operator(self, msg: Inbound) -> str:
+        """Store a message from the operator's side (a file dropped into a group's
+        ``inbox/``: gateway/filedrop.py): no chat policy, pairing or command applies, and
+        it always engages. Deduped like any message: engage or duplicate."""
+        if self.disk.refuse():
+            raise InboxRefused(f"less than [disk] stop_free_mb = "
+                               f"{self._cfg.disk.stop_free_mb:g} MB free on the data dir")
+        return await self._push(msg.group, msg, Disposition.ENGAGE)
+
+    async def _push(self, group: str, msg: Inbound, disposition: Disposition) -> str:
+        engaged = disposition is Disposition.ENGAGE
         job_id = uuid.uuid4().hex  # the lease holds the id of the job it stands for
         result = await self._q.push(
-            route.group, msg.dedupe_id, encode_entry(msg.model_dump_json(), engaged),
+            group, msg.dedupe_id, encode_entry(msg.model_dump_json(), engaged),
             engaged=engaged, dedupe_ttl=self._cfg.queue.dedupe_ttl,
             lease_ttl_ms=int(self._cfg.queue.lease_ttl * 1000), job_id=job_id)
         if result == DUPLICATE:
@@ -169,9 +181,9 @@ class Inbox:
         if result == KEPT_ENQUEUE:
             # The lease is ours: if this enqueue fails the message is still durable and
             # the sweeper enqueues once the lease expires.
-            await self._enqueuer.aenqueue(route.group, job_id)
-        self.counts[route.disposition.value] += 1
-        return route.disposition.value
+            await self._enqueuer.aenqueue(group, job_id)
+        self.counts[disposition.value] += 1
+        return disposition.value
 
 
     async def _redact(self, group: str) -> None:

@@ -29,6 +29,7 @@ from datetime import date
 
 from memory_store.atomic import atomic_write_text, read_regular
 from memory_store.audit import AuditLog
+from memory_store.coreedits import record_edits
 from memory_store.fileformat import content_hash
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 
@@ -135,6 +136,7 @@ def add_entry(
     line = f"- {clean} (source: {clean_text(source)}; trust {trust:.2f}; {today.isoformat()})"
     audit = AuditLog(gd.path)
     with gd.lock():
+        record_edits(gd, audit)  # a hand edit just before stays told apart from this
         old = _read(gd, name)
         before, lines, after = split_section(old)
         known = {entry_id(m.group("text")) for x in lines if (m := _ENTRY.match(x))}
@@ -179,6 +181,7 @@ def retire_entries(
     ``CoreSectionError`` for damaged markers (nothing written)."""
     audit = AuditLog(gd.path)
     with gd.lock():
+        record_edits(gd, audit)
         old = _read(gd, name)
         before, lines, after = split_section(old)
         keep, gone = [], []

@@ -9,6 +9,7 @@ created: '2026-11-29T10:00:00+00:00'
 updated: '2026-11-29T10:00:00+00:00'
 trust: 0.8
 tags: []
+schema: 2
 message_ids: [11, 12]
 ---
 the body, verbatim
@@ -31,6 +32,7 @@ from typing import Any
 import yaml
 
 from memory_store.protocol import MemoryRecord
+from memory_store.schema import SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ _Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 #: Front-matter keys that map onto MemoryRecord fields; everything else is metadata.
 CORE_KEYS = ("id", "kind", "source", "created", "updated", "trust", "valid_from", "valid_to",
-             "tags")
+             "tags", "schema")
 DELIM = "---"
 
 
@@ -116,6 +118,7 @@ def render(record: MemoryRecord) -> str:
     if record.valid_to is not None:
         head["valid_to"] = _iso(record.valid_to)
     head["tags"] = list(record.tags)
+    head["schema"] = SCHEMA_VERSION  # the version of this format (memory_store/schema.py)
     for key, value in record.metadata.items():
         if key not in CORE_KEYS:
             head[key] = _jsonable(value)
@@ -171,6 +174,11 @@ def parse(text: str, *, fallback_id: str, fallback_kind: str, mtime: datetime) -
     tags_raw = head.get("tags") or ()
     tags = (tags_raw,) if isinstance(tags_raw, str) else tuple(str(t) for t in tags_raw)
     metadata = {k: v for k, v in head.items() if k not in CORE_KEYS}
+    version = head.get("schema")
+    if isinstance(version, int) and version > SCHEMA_VERSION:
+        # still read (a hand-copied file must not vanish), but said: fields may be missed
+        log.warning("memory %s has schema version %d; this version reads up to %d",
+                    memory_id, version, SCHEMA_VERSION)
     return MemoryRecord(
         id=memory_id,
         kind=kind,

@@ -3,7 +3,8 @@
 ```
 <data>/groups/<channel>/<chat>/
   CLAUDE.md  user_profile.md  episodes/  entities/  procedures/  reflections/  notes/
-  audit.jsonl  .index/ (derived)  .lock
+  inbox/ (files become messages; not in persons/<id>/)
+  .meta/ (schema.json, audit.jsonl)  .backup/ (before a migration)  .index/ (derived)  .lock
 ```
 """
 
@@ -18,13 +19,18 @@ from pathlib import Path
 from filelock import FileLock
 
 from memory_store.atomic import atomic_write_text
-from memory_store.paths import MEMORY_DIRS, global_dir, group_dir
+from memory_store.audit import AuditLog
+from memory_store.fileformat import content_hash
+from memory_store.paths import MEMORY_DIRS, global_dir, group_dir, is_person_key
+from memory_store.schema import ensure_current
 from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
 
 CORE_FILE = "CLAUDE.md"
 PROFILE_FILE = "user_profile.md"
 INDEX_DIR = ".index"
 LOCK_FILE = ".lock"
+#: files the operator drops here become messages to the group (gateway/filedrop.py)
+INBOX_DIR = "inbox"
 #: Core memory is always in the model's context; cap each file so a runaway edit
 #: cannot blow the prompt.
 CORE_LIMIT_CHARS = 16_000
@@ -88,10 +94,15 @@ class GroupDirectory:
     def ensure(self) -> GroupDirectory:
         """Create the layout, and CLAUDE.md / user_profile.md from templates if absent.
 
-        Idempotent: existing files are never overwritten.
+        Idempotent: existing files are never overwritten. A directory of an older
+        schema is migrated first (``memory_store/schema.py``); one of a newer schema is
+        refused (``SchemaTooNew``).
         """
         self.path.mkdir(parents=True, exist_ok=True)
-        for sub in MEMORY_DIRS:
+        ensure_current(self)
+        # a person's memory is no chat: nothing to drop files into
+        inbox = () if is_person_key(self.group) else (INBOX_DIR,)
+        for sub in (*MEMORY_DIRS, *inbox):
             (self.path / sub).mkdir(exist_ok=True)
         self.index_dir.mkdir(exist_ok=True)
         for path, template in ((self.core_path, CLAUDE_MD), (self.profile_path, USER_PROFILE_MD)):
@@ -99,6 +110,12 @@ class GroupDirectory:
                 with self.lock():
                     if not path.exists():
                         atomic_write_text(path, template)
+                        # audited with its hash: a later hand edit is told apart from
+                        # the project's own writes by that (memory_store/coreedits.py)
+                        AuditLog(self.path).append(
+                            actor="memory_store", op="create", memory_id=path.name,
+                            path=path.name, old_hash=None,
+                            new_hash=content_hash(template.encode("utf-8")))
         return self
 
     def lock(self) -> FileLock:

@@ -78,6 +78,23 @@ def group_dir(data_dir: Path, group: str) -> Path:
     return path
 
 
+def key_of_dir(data_dir: Path, path: Path) -> str | None:
+    """The group key whose :func:`group_dir` is ``path`` (a chat's, under ``groups/``);
+    None for anything else, and for a component shortened with a digest (its key
+    cannot be recovered from the name)."""
+    root = groups_root(data_dir)
+    path = Path(path).resolve()
+    if path.parent.parent != root or path.parent.name == GLOBAL_GROUP:
+        return None
+    parts = []
+    for name in (path.parent.name, path.name):
+        if not re.fullmatch(r"(?:[A-Za-z0-9_-]|~[0-9a-f]+~)+", name):
+            return None
+        parts.append(re.sub(r"~([0-9a-f]+)~", lambda m: chr(int(m.group(1), 16)), name))
+    key = f"{parts[0]}:{parts[1]}"
+    return key if group_dir(data_dir, key) == path else None
+
+
 def global_dir(data_dir: Path) -> Path:
     """The operator's read-only global memory directory."""
     return groups_root(data_dir) / GLOBAL_GROUP

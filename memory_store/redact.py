@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memory_store.atomic import atomic_write_text, read_regular
+from memory_store.coreedits import record_edits
 from memory_store.coresection import CoreSectionError, entry_source, retire_entries
 from memory_store.episode_lines import episode_ids as _ids
 from memory_store.episode_lines import line_sender as line_sender
@@ -47,6 +48,7 @@ from memory_store.episode_lines import scrub_episode
 from memory_store.fileformat import content_hash, now_utc
 from memory_store.group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.protocol import MemoryRecord
+from memory_store.schema import scrub_backups
 from memory_store.words import MARKER as MARKER
 from memory_store.words import Finder as Finder
 from memory_store.words import WordsMatcher, words_matcher
@@ -205,6 +207,7 @@ class _Run:
             scrub_value(old, pat, repl)
         if new == old:
             return
+        record_edits(gd, self.mem.audit)  # a hand edit just before stays noticed
         atomic_write_text(path, new, durable=self.mem.durable)
         self.mem.audit.append(actor=self.actor, op="update", memory_id=name, path=name,
                               old_hash=content_hash(old.encode()),
@@ -234,7 +237,11 @@ class _Run:
             content = entity_body(rec.content, entries)
             self.rewrite(rec, content, None, extra={"facts": entries})
 
-    def finish(self, op_detail: dict[str, Any], scrub: bool) -> Redaction:
+    def finish(self, op_detail: dict[str, Any], scrub: bool, pat: Finder | None = None,
+               repl: str = MARKER) -> Redaction:
+        if pat is not None:  # the copies a migration kept (memory_store/schema.py) too
+            self.out.paths += scrub_backups(self.mem.group.path,
+                                            lambda text: scrub_value(text, pat, repl))
         if self.out.changed:
             if scrub:
                 scrub_index(self.mem)
@@ -346,7 +353,7 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                 content = head + line + tail
             run.rewrite(fresh, content, pat, repl=repl)
         detail = {"reason": "deletion" if text is None else "edit", "message_id": message_id}
-        return run.finish(detail, scrub)
+        return run.finish(detail, scrub, pat, repl)
 
 
 def message_lines(mem: BaseMemory, message_id: str) -> list[str]:
@@ -387,7 +394,7 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
             run.core(mem.group, name, pat)
         if run.out.changed:
             run.out.removed.append(phrase)
-        return run.finish({"reason": "forget"}, scrub)
+        return run.finish({"reason": "forget"}, scrub, pat)
 
 
 def check_phrase(phrase: str) -> str:

@@ -28,7 +28,8 @@ from gateway.config import (
     WorkerSettings,
     load_worker_settings,
 )
-from gateway.queue import DEFAULT_QUEUE, job_queue, worker_queues
+from gateway.queue import DEFAULT_QUEUE, Keys, job_queue, worker_queues
+from gateway.queue.version import RedisSchemaTooNew, check_redis_schema
 from workers.context import WorkerContext, install
 from workers.lifeline import die_with_parent, release_dead_schedulers
 
@@ -136,6 +137,11 @@ def run(args: WorkerArgs) -> int:
     except (redis.RedisError, OSError) as err:
         print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
         return WorkerExit.REDIS
+    try:
+        check_redis_schema(conn, Keys())
+    except RedisSchemaTooNew as err:  # a newer release's data: stop, never misread it
+        print(f"error: {err}", file=sys.stderr)
+        return WorkerExit.CONFIG
     # the jobs' context: built once here, used by every job this process runs (a forked
     # child of the "fork" class builds its own from these settings)
     ctx = WorkerContext(settings, conn)

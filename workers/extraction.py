@@ -25,6 +25,8 @@ queued turn of the group (turns that come fast are extracted together). For each
    are superseded with ``valid_to``, never by a less trusted fact; the entity file
    ``entities/entity-<slug>.md`` is written and indexed); then ``done`` is set.
 
+The same answer flags the messages that corrected the bot, by id; each becomes a lesson
+in ``reflections/`` at its author's trust (``workers.reflection.correction_lessons``).
 Extraction never writes ``CLAUDE.md`` or ``user_profile.md`` (promotion into core memory
 is ``workers.core_rules``' business, with its own rules). A model that cannot do
 structured output (the local demo model) is skipped with one log line, never a crash; a
@@ -72,6 +74,7 @@ from workers.identity import memory_key
 from workers.lock import person_lock
 from workers.maintenance import MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
 from workers.metering import FACTS, BudgetSpent, charging
+from workers.reflection import correction_lessons
 from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, fact_id
 from workers.turn import Batch, parse_batch
 
@@ -185,7 +188,7 @@ def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
                 known: dict[str, tuple[str, str, float]], settings: WorkerSettings,
                 now: datetime) -> list[str]:
     """Write and reconcile ``result``'s facts (call under the group lock). Idempotent for
-    one turn and result. Returns the ids of the facts written."""
+    one turn and result. Returns the ids of the facts (and correction lessons) written."""
     secret = settings.model.api_key.get_secret_value() if settings.model.api_key else None
     tid, written, replaced = batch.turn_id, [], []
     entities: set[str] = set()
@@ -217,6 +220,11 @@ def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
                          if old in known and slug(known[old][0]) == slug(about)]
     if entities:
         reconcile(memory, entities, replaced)
+    # the messages that corrected the bot, by id: lessons at their author's trust
+    written += correction_lessons(
+        memory, group=batch.group, turn_id=tid, messages=batch.messages, known=known,
+        corrections=[(c.message_id, c.lesson, c.contradicts) for c in result.corrections],
+        admins=settings.admins, now=now, secret=secret)
     return written
 
 

@@ -22,6 +22,7 @@ from xml.sax.saxutils import escape
 
 from channels.models import Inbound
 from gateway.queue.tasks import TASK_SENDER_PREFIX
+from memory_store.coreedits import CoreEdit
 from memory_store.protocol import MemoryRecord
 from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
 
@@ -180,6 +181,14 @@ def undelivered_note(undelivered: Mapping[str, str]) -> str | None:
     return (f"System note: your previous reply in this chat (sent {when}) was NOT "
             f"delivered ({reason}). Nobody here has seen it; do not refer to it as if "
             "they had.")
+
+
+def operator_edit_note(edit: CoreEdit) -> str:
+    """The system note for a core file the operator edited by hand since the last turn."""
+    when = edit.edited_at.strftime("%Y-%m-%d %H:%M UTC") if edit.edited_at else "recently"
+    return (f"System note: core memory ({edit.path}) was edited by the operator at {when}; "
+            "its current text above is what they want, and it overrides what you "
+            "remember to the contrary.")
 
 
 def build_prompt(

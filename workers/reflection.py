@@ -1,4 +1,5 @@
-"""Reflection after a failed turn: at most one short lesson per turn id in ``reflections/``.
+"""Reflection after a failed turn: at most one short lesson per turn id in ``reflections/``;
+and lessons from a person's correction of the bot (``correction_lessons``, at the end).
 
 The turn calls ``reflect_on_failure`` when the model raised a ``TurnError`` and when a
 batch is dead-lettered after ``max_attempts``. A permanent error (bad key, rejected
@@ -18,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import redis
@@ -26,12 +28,14 @@ from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.usage import UsageLimits
 
+from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import WorkerSettings
 from gateway.queue import GroupQueue, Keys
 from memory_store import BaseMemory, Summarizer
 from memory_store.reflect import rule_summarizer
 from workers.agent import TurnError, build_agent
+from workers.prompt import content_trust, role_of
 
 log = logging.getLogger(__name__)
 
@@ -182,3 +186,55 @@ async def reflect_on_failure(
         log.error("reflection on %s in %s failed: %s", turn_id, group,
                   redact(f"{type(exc).__name__}: {exc}", secret)[:ERROR_MAX_CHARS])
         return None
+
+
+# -- lessons from corrections -------------------------------------------------------------
+
+#: longest lesson drawn from one correction, characters
+CORRECTION_LESSON_MAX_CHARS = 400
+CORRECTION_TAGS = ("lesson", "correction")
+
+
+def correction_lessons(
+    memory: BaseMemory,
+    *,
+    group: str,
+    turn_id: str,
+    messages: Sequence[Inbound],
+    corrections: Sequence[tuple[str, str, Sequence[str]]],
+    known: Mapping[str, tuple[str, str, float]],
+    admins: Collection[str],
+    now: datetime,
+    secret: str | None,
+) -> list[str]:
+    """Write one lesson (``reflections/``) per correction of the bot the extraction step
+    flagged: ``(message id, lesson, ids of known facts it contradicts)``. Call under the
+    group lock; idempotent (ids from the turn and the message).
+
+    The model says only *which* message corrects the bot and what to learn; what the
+    lesson is worth comes from structure: the correcting message must be in the batch
+    (an unknown id is dropped), and its trust is that message's (``content_trust``: a
+    member's correction is stored at member trust, a forwarded one at quoted trust). A
+    lesson never supersedes anything; one that contradicts a known fact more trusted
+    than its author (what an admin set) is tagged ``disputed`` and says that the other
+    record stands. Returns the ids written."""
+    by_id = {m.message_id: m for m in messages}
+    written: list[str] = []
+    for mid, lesson, contradicts in corrections:
+        msg = by_id.get(mid)
+        text = " ".join(redact(lesson, secret).split())[:CORRECTION_LESSON_MAX_CHARS]
+        if msg is None or not text:
+            continue
+        trust = content_trust(msg, admins)
+        outranked = sorted({k for k in contradicts if k in known and known[k][2] > trust})
+        tags = [*CORRECTION_TAGS, *(["disputed"] if outranked else [])]
+        if outranked:
+            text += " (Disputed: a more trusted record says otherwise, and it stands.)"
+        written.append(memory.write_sync(text, kind="reflection", metadata={
+            "id": f"lesson-{turn_id}-{mid}", "source": f"{group}:msg/{mid}",
+            "message_ids": [mid], "trust": trust, "turn_id": turn_id, "tags": tags,
+            "lesson_from": "correction", "created": now.isoformat(),
+            "corrected_by": f"{msg.sender_name} ({role_of(msg, admins).value})",
+            "actor": f"extract:{turn_id}", **({"disputes": outranked} if outranked else {}),
+        }))
+    return written

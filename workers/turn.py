@@ -24,12 +24,14 @@ import redis
 from channels.models import Inbound, Outbound
 from gateway.queue import Budget, GroupQueue, Keys, events, parse_entry
 from gateway.queue.identity import Configured, Identities, user_key
+from memory_store import GroupDirectory
+from memory_store.coreedits import notice as notice_core_edits
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
 from workers.identity import memory_key, shared_profiles
 from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
 from workers.metering import REFLECTION, TURN, BudgetSpent, charging
-from workers.prompt import QUOTED_TRUST, content_trust, undelivered_note
+from workers.prompt import QUOTED_TRUST, content_trust, operator_edit_note, undelivered_note
 from workers.reflection import reflect_on_failure
 from workers.taskruns import replies_to
 
@@ -153,13 +155,15 @@ class TurnRunner:
         #: (``person:<id>``, for their DM: ``workers.identity``)
         self.opened: str | None = None
 
-    def _notes(self) -> tuple[str, ...]:
+    def _notes(self, gd: GroupDirectory) -> tuple[str, ...]:
         """System notes for the prompt: the group's previous reply failed for good
-        (recorded by the gateway's outbox, gateway/delivery.py)."""
+        (recorded by the gateway's outbox, gateway/delivery.py); the operator edited
+        core memory by hand since the last turn (memory_store/coreedits.py)."""
         note = undelivered_note(self._gq.undelivered())
         if note is not None:
             log.info("turn in %s: previous reply was not delivered", self._gq.group)
-        return () if note is None else (note,)
+        edits = [operator_edit_note(e) for e in notice_core_edits(gd)]
+        return (*(() if note is None else (note,)), *edits)
 
     def dead_letter(self, batch: Batch, lock: GroupLock, why: str) -> None:
         """Move a batch that keeps failing aside and tell the chat, once per turn: a
@@ -318,7 +322,7 @@ class TurnRunner:
                     reply = await agent.run(TurnRequest(
                     group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
                         core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
-                        engaged_ids=batch.engaged_ids, notes=self._notes(),
+                        engaged_ids=batch.engaged_ids, notes=self._notes(gd),
                         shared=shared_profiles(self._identities, self._settings.data_dir,
                                                batch.messages),
                     ))

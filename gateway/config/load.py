@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_KEY_ENVS, REDIS_URL_ENV
+from gateway.config.renamed import renamed_error
 from gateway.config.sections import (
     ENV_NAME,
     GroupConfig,
@@ -205,6 +206,8 @@ def describe(err: ValidationError, prefix: str = "") -> str:
             expected = str(e.get("ctx", {}).get("expected", ""))
             choices = ", ".join(c.strip().strip("'") for c in re.split(r",| or ", expected))
             lines.append(f"{key}: {e['input']!r} is not one of {choices}")
+        elif kind == "extra_forbidden" and (old := renamed_error(key)) is not None:
+            lines.append(old)
         elif kind == "extra_forbidden":
             section = (prefix + ".".join(loc[:-1])).rstrip(".")
             known = _known_keys(loc[:-1]) if not prefix else []

@@ -60,6 +60,11 @@ class Keys:
         return f"{self.prefix}personmem:{group}"
 
     @property
+    def schema(self) -> str:
+        """The version of everything under the prefix (``gateway/queue/version.py``)."""
+        return f"{self.prefix}schema"
+
+    @property
     def active(self) -> str:
         """Set of groups with a mailbox or processing batch (what the sweeper checks)."""
         return f"{self.prefix}active"

@@ -10,6 +10,7 @@ import pytest
 
 from gateway.config import ModelConfig
 from memory_store import BaseMemory, GroupDirectory
+from memory_store.audit import AuditLog
 from memory_store.coresection import END, START, entries
 from workers.agent import TurnAgent, TurnRequest
 
@@ -32,7 +33,7 @@ async def run(pair: tuple[GroupDirectory, BaseMemory], batch: list[Any],
 
 
 def audit(gd: GroupDirectory) -> list[dict[str, Any]]:
-    lines = (gd.path / "audit.jsonl").read_text().splitlines()
+    lines = AuditLog(gd.path).path.read_text().splitlines()
     return [e for e in map(json.loads, lines) if e["op"].startswith("core_")]
 
 
@@ -75,7 +76,7 @@ async def test_member_instruction_stays_out_of_claude_md(
                                              "file": "instructions", "message_id": "1"})
     assert "Not kept" in script.seen_tool_returns[0]
     assert gd.core_path.read_text() == before
-    assert not (gd.path / "audit.jsonl").exists() or audit(gd) == []
+    assert not AuditLog(gd.path).path.exists() or audit(gd) == []
 
 
 async def test_member_claim_about_another_member_stays_out_of_user_profile(

@@ -60,8 +60,8 @@ async def test_write_with_same_id_is_idempotent(mem: BaseMemory) -> None:
     assert len(list(mem.group.memory_files())) == 1
     hits = await mem.search("turn", k=10)
     assert [h.id for h in hits] == ["telegram:-100:turn/7"]
-    ops = [e["op"] for e in AuditLog(mem.group.path).entries()]
-    assert ops == ["write"]
+    ops = [e["op"] for e in AuditLog(mem.group.path).entries() if e["id"] == first]
+    assert ops == ["write"]  # (the core templates' creation is audited too)
 
 
 async def test_content_round_trips_markdown_and_front_matter_lookalikes(mem: BaseMemory) -> None:
@@ -292,8 +292,8 @@ async def test_concurrent_writers_in_two_processes_lose_nothing(mem: BaseMemory,
         assert (await mem.read(mid)).source.startswith("proc:")
     hits = await mem.search("writer note shared topic", k=200)
     assert {h.id for h in hits} == expected
-    audit = [json.loads(line) for line in (mem.group.path / "audit.jsonl").read_text().splitlines()]
-    assert sorted(e["id"] for e in audit) == sorted(expected)
+    audit = [json.loads(line) for line in AuditLog(mem.group.path).path.read_text().splitlines()]
+    assert sorted(e["id"] for e in audit if e["op"] == "write") == sorted(expected)
 
 
 async def test_reindex_reports_count(mem: BaseMemory) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_store import GroupDirectory
+from memory_store.audit import AuditLog
 from memory_store.coresection import END, START, CoreSectionError, add_entry, entries
 
 TODAY = date(2026, 11, 29)
@@ -39,7 +40,7 @@ def test_bound_drops_oldest_entries_and_audits_each(gd: GroupDirectory) -> None:
     assert kept[-1].startswith("Rule number 9") and len(kept) < 10
     section = gd.core_path.read_text().split(START)[1].split(END)[0]
     assert len(section) <= 300 + 2
-    ops = [json.loads(x)["op"] for x in (gd.path / "audit.jsonl").read_text().splitlines()]
+    ops = [json.loads(x)["op"] for x in AuditLog(gd.path).path.read_text().splitlines()]
     assert ops.count("core_add") == 10 and ops.count("core_evict") == 10 - len(kept)
 
 

@@ -10,6 +10,10 @@ with the structured output, read off the request's ``<message>`` lines by rule:
 A fact about an entity with a known "moved to" / "lives in" fact is an ``update``
 replacing it. Each fact cites ``CITE`` (a message id) when set, else its own message.
 Every extraction request is counted in ``CALLS``.
+
+Corrections are flagged by message id, never by reading the text: ``CORRECTIONS`` maps
+a message id to the (lesson, contradicted known fact ids) to answer when that message
+is in the request. Every turn's whole prompt is kept in ``PROMPTS``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 CALLS: list[str] = []
 CITE: dict[str, str] = {}
+CORRECTIONS: dict[str, tuple[str, list[str]]] = {}
+PROMPTS: list[str] = []
 _MSG = re.compile(r'<message id="([^"]*)" sender="([^"]*)" role="[^"]*"[^>]*>(.*?)</message>')
 _KNOWN = re.compile(r'<known id="([^"]*)" about="([^"]*)">(.*?)</known>')
 _RULES = [
@@ -59,11 +65,17 @@ def facts_for(request: str) -> list[dict[str, Any]]:
 
 def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     if not info.output_tools:
+        PROMPTS.append("\n".join([info.instructions or "", *(
+            str(getattr(m, "instructions", "") or "") for m in messages), *(
+            str(getattr(p, "content", "")) for m in messages for p in m.parts)]))
         return ModelResponse(parts=[TextPart("ok")])
     request = _user_text(messages)
     CALLS.append(request)
-    return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name,
-                                             {"facts": facts_for(request)})])
+    ids = [mid for mid, _, _ in _MSG.findall(request)]
+    corrections = [{"message_id": mid, "lesson": CORRECTIONS[mid][0],
+                    "contradicts": CORRECTIONS[mid][1]} for mid in ids if mid in CORRECTIONS]
+    return ModelResponse(parts=[ToolCallPart(info.output_tools[0].name, {
+        "facts": facts_for(request), "corrections": corrections})])
 
 
 model = FunctionModel(respond, model_name="extract-scripted")

@@ -213,8 +213,8 @@ def test_job_consolidates_duplicates_then_clears_pending_and_counter(env: Env) -
     before = snapshot(env.group_dir())
     again = consolidate_group(GROUP, redis_url=env.url)
     assert again == {"group": GROUP, "end": "consolidated", "changed": 0}
-    assert {k: v for k, v in snapshot(env.group_dir()).items() if k != "audit.jsonl"} == \
-        {k: v for k, v in before.items() if k != "audit.jsonl"}
+    assert {k: v for k, v in snapshot(env.group_dir()).items() if k != ".meta/audit.jsonl"} == \
+        {k: v for k, v in before.items() if k != ".meta/audit.jsonl"}
 
 
 def test_job_never_runs_while_a_turn_holds_the_lock(env: Env) -> None:

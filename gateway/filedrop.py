@@ -37,8 +37,8 @@ from pathlib import Path
 import redis
 
 from channels.models import Inbound
+from gateway.groupfiles import GroupFiles
 from memory_store.atomic import fsync_dir
-from memory_store.paths import groups_root, key_of_dir
 
 log = logging.getLogger(__name__)
 
@@ -158,14 +158,7 @@ class FileDrop:
 
     def inboxes(self) -> list[tuple[str, Path]]:
         """(group key, inbox folder) of every chat's directory that has one."""
-        out: list[tuple[str, Path]] = []
-        root = groups_root(self.data_dir)
-        for channel in _subdirs(root):
-            for chat in _subdirs(channel):
-                inbox = chat / INBOX_DIR
-                if inbox.is_dir() and (group := key_of_dir(self.data_dir, chat)) is not None:
-                    out.append((group, inbox))
-        return out
+        return GroupFiles(self.data_dir).chats_with(INBOX_DIR)
 
     def ready(self) -> list[tuple[str, Path, os.stat_result]]:
         """The files complete now (see the module docstring); remembers the others."""
@@ -217,12 +210,3 @@ class FileDrop:
             await self.scan_once()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), SCAN_INTERVAL)
-
-
-def _subdirs(folder: Path) -> list[Path]:
-    try:
-        with os.scandir(folder) as entries:
-            return [Path(e.path) for e in entries
-                    if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
-    except (FileNotFoundError, NotADirectoryError):
-        return []

@@ -12,11 +12,13 @@ audited, under the group's file lock.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig
 from memory_store import GroupDirectory
+from memory_store.paths import groups_root, key_of_dir
 from memory_store.tasks import TaskStore, groups_with_tasks
 
 
@@ -49,3 +51,23 @@ class GroupFiles:
     def groups_with_tasks(self) -> list[GroupDirectory]:
         """Every group directory that holds a task file."""
         return list(groups_with_tasks(self.data_dir))
+
+    def chats_with(self, folder: str) -> list[tuple[str, Path]]:
+        """(group key, ``folder``) of every chat directory that has that folder (e.g. the
+        ``inbox/`` the operator drops files into); never creates anything."""
+        out: list[tuple[str, Path]] = []
+        for channel in _subdirs(groups_root(self.data_dir)):
+            for chat in _subdirs(channel):
+                inside = chat / folder
+                if inside.is_dir() and (group := key_of_dir(self.data_dir, chat)) is not None:
+                    out.append((group, inside))
+        return out
+
+
+def _subdirs(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as entries:
+            return [Path(e.path) for e in entries
+                    if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from gateway.config.tools import ToolsConfig
 from gateway.config.usage import UsageConfig
 
 Provider = Literal["local", "anthropic", "openai", "function"]
@@ -254,6 +255,8 @@ class Settings(Section):
     memory: MemoryConfig = MemoryConfig()
     worker: WorkerConfig = WorkerConfig()
     usage: UsageConfig = UsageConfig()
+    #: ``[tools]``: the sandbox per group and the tool host (``gateway.toolhost``)
+    tools: ToolsConfig = ToolsConfig()
     #: ``[identities.<name>]``: people whose accounts on several channels the operator
     #: linked (the ``/link`` flow adds links in Redis; these always hold)
     identities: dict[str, IdentityConfig] = Field(default_factory=dict)

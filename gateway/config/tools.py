@@ -74,8 +74,8 @@ class ToolsConfig(Section):
     allow: list[str] = Field(default_factory=lambda: list(SANDBOX_TOOLS))
     limits: SandboxLimits = SandboxLimits()
     #: host uid (and gid) sandboxes run as when the tool host runs as root: the process
-    #: limit counts every process of this uid, so pick one no service uses
-    sandbox_uid: int = Field(default=65534, ge=1, le=2**31)
+    #: limit counts every process of this uid, so it must be one no service or user has
+    sandbox_uid: int = Field(default=59999, ge=1, le=2**31)
     #: directories under which group mounts may lie
     mount_roots: list[str] = Field(default_factory=list)
     groups: dict[str, GroupTools] = Field(default_factory=dict)

@@ -62,8 +62,8 @@ async def attach_network(info_r: int, block_w: int) -> subprocess.Popen[bytes]:
         os.close(ready_r)
     if ready != b"1":
         helper.kill()
-        _, err = helper.communicate()
-        raise NetworkSetupFailed(f"slirp4netns failed: {err.decode(errors='replace')[-300:]}")
+        _, said = helper.communicate()
+        raise NetworkSetupFailed(f"slirp4netns failed: {said.decode(errors='replace')[-300:]}")
     with contextlib.suppress(BrokenPipeError):
         os.write(block_w, b"1")
     return helper

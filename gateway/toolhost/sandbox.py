@@ -39,14 +39,17 @@ from pathlib import Path
 
 from gateway.config.tools import SandboxLimits
 from gateway.toolhost.netns import attach_network
+from gateway.toolhost.reach import grant_traverse
 from gateway.toolhost.workspace import INSIDE, Mount, usage_bytes
 
 #: the uid and gid inside the sandbox's user namespace
 INSIDE_UID = 1000
 MIB = 1024 * 1024
+#: the sandbox's private /tmp (a tmpfs inside its own mount namespace)
+TMP = "/tmp"  # noqa: S108
 #: the environment of every sandboxed command: nothing inherited
 ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": INSIDE, "LANG": "C.UTF-8",
-       "USER": "sandbox", "TMPDIR": "/tmp"}
+       "USER": "sandbox", "TMPDIR": TMP}
 _ETC = {
     "passwd": f"root:x:0:0:root:/root:/usr/sbin/nologin\n"
               f"sandbox:x:{INSIDE_UID}:{INSIDE_UID}:sandbox:{INSIDE}:/bin/sh\n"
@@ -98,7 +101,7 @@ class SandboxUnavailable(RuntimeError):
 class Sandbox:
     """Runs commands under bwrap. ``unavailable()`` says why it cannot (None: it can)."""
 
-    def __init__(self, *, host_uid: int = 65534) -> None:
+    def __init__(self, *, host_uid: int = 59999) -> None:
         self.as_root = os.geteuid() == 0
         #: the uid bwrap runs as outside (None: this process's own)
         self.host_uid = host_uid if self.as_root else None
@@ -163,11 +166,13 @@ class Sandbox:
         for name in _ETC_FROM_HOST:
             args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         args += ["--proc", "/proc", "--dev", "/dev",
-                 "--size", str(spec.limits.tmp_mb * MIB), "--tmpfs", "/tmp",
+                 "--size", str(spec.limits.tmp_mb * MIB), "--tmpfs", TMP,
                  "--bind-fd", str(ws_fd), INSIDE]
         for fd, mount in zip(mount_fds, spec.mounts, strict=True):
             args += ["--ro-bind-fd", str(fd), mount.target]
-        args += ["--chdir", INSIDE, "--cap-drop", "ALL"]
+        # bwrap's root is a tmpfs without a size: read-only, so only /tmp (sized) and the
+        # workspace (under quota) take writes
+        args += ["--remount-ro", "/", "--chdir", INSIDE, "--cap-drop", "ALL"]
         if info_fd is not None:
             args += ["--info-fd", str(info_fd)]
         if block_fd is not None:
@@ -197,6 +202,9 @@ class Sandbox:
             raise SandboxUnavailable(reason)
         limits = spec.limits
         wall = min(timeout or limits.timeout, limits.timeout)
+        if self.host_uid is not None:
+            for mount in spec.mounts:  # bwrap resolves bind sources by path, as that uid
+                grant_traverse(mount.source, self.host_uid)
         before = usage_bytes(spec.workspace)
         read_only = before > limits.workspace_mb * MIB
         fds: list[int] = []
@@ -237,10 +245,10 @@ class Sandbox:
             if helper is not None:
                 helper.kill()
                 helper.wait()
-            for fd in (info_r, block_w):
-                if fd is not None:
+            for ours in (info_r, block_w):
+                if ours is not None:
                     with contextlib.suppress(OSError):
-                        os.close(fd)
+                        os.close(ours)
         if result.exit_code is not None and result.exit_code < 0 and \
                 -result.exit_code == signal.SIGXFSZ:
             result.notes.append("a file reached the size limit")
@@ -287,7 +295,8 @@ def _kill(pid: int) -> None:
 
 
 def _open_dir(path: Path, fds: list[int]) -> int:
-    fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    # O_NOFOLLOW: a workspace (or a resolved mount) swapped for a symlink is refused
+    fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     fds.append(fd)
     return fd
 

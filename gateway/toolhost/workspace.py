@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.toolhost.reach import grant_traverse
 from memory_store.paths import group_dir
 
 WORKSPACE = "workspace"
@@ -28,12 +29,18 @@ class MountRefused(ValueError):
 
 
 def workspace_dir(data_dir: Path, group: str, owner: int | None = None) -> Path:
-    """The group's workspace, created if missing (and given to ``owner``, the sandbox's
-    host uid, when the host runs as root, so commands can write in it)."""
+    """The group's workspace, created if missing. With ``owner`` (the sandbox's host uid,
+    when the host runs as root) it is given to that uid, so commands can write in it,
+    and the directories above it are made traversable by it (``reach``). Raises
+    ``OSError`` (``reach.Unreachable``) when that cannot be done."""
     path = group_dir(data_dir, group) / WORKSPACE
     path.mkdir(parents=True, exist_ok=True)
-    if owner is not None and path.stat().st_uid != owner:
-        os.chown(path, owner, owner)
+    if owner is not None:
+        if path.is_symlink() or not path.is_dir():
+            raise NotADirectoryError(f"{path} is not a directory")
+        if path.stat().st_uid != owner:
+            os.chown(path, owner, owner, follow_symlinks=False)
+        grant_traverse(path, owner)
     return path
 
 

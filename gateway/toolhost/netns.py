@@ -32,15 +32,19 @@ def _read_all(fd: int) -> bytes:
     return data
 
 
-async def attach_network(info_r: int, block_w: int) -> subprocess.Popen[bytes]:
-    """Read the sandbox init's pid from bwrap's info pipe, start slirp4netns on its
-    network namespace, wait until it is ready, then let the command start. Returns the
-    slirp4netns process (the caller kills it when the command ends)."""
+async def child_pid(info_r: int) -> int:
+    """The sandbox init's pid (in the host's pid namespace), from bwrap's ``--info-fd``."""
     info = await asyncio.wait_for(asyncio.to_thread(_read_all, info_r), SETUP_TIMEOUT)
     try:
-        pid = int(json.loads(info)["child-pid"])
+        return int(json.loads(info)["child-pid"])
     except (ValueError, KeyError) as err:
         raise NetworkSetupFailed(f"bwrap gave no sandbox pid ({err})") from None
+
+
+async def attach_network(pid: int, block_w: int) -> subprocess.Popen[bytes]:
+    """Start slirp4netns on the network namespace of the sandbox whose init is ``pid``,
+    wait until it is ready, then let the command start. Returns the slirp4netns process
+    (the caller kills it when the command ends)."""
     # as root, slirp4netns enters the namespace with root's rights and then confines
     # itself (--enable-sandbox: its own mount namespace, no capabilities; seccomp); as
     # an ordinary user it must join the sandbox's user namespace to enter its network

@@ -33,18 +33,21 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.config.tools import SandboxLimits
-from gateway.toolhost.netns import attach_network
+from gateway.toolhost.netns import NetworkSetupFailed, attach_network, child_pid
 from gateway.toolhost.reach import grant_traverse
 from gateway.toolhost.workspace import INSIDE, Mount, usage_bytes
 
 #: the uid and gid inside the sandbox's user namespace
 INSIDE_UID = 1000
 MIB = 1024 * 1024
+#: seconds a killed sandbox gets to be reaped before bwrap's group is killed too
+STOP_WAIT = 5.0
 #: the sandbox's private /tmp (a tmpfs inside its own mount namespace)
 TMP = "/tmp"  # noqa: S108
 #: the environment of every sandboxed command: nothing inherited
@@ -124,7 +127,13 @@ class Sandbox:
         """One line saying why sandboxed tools are off here, or None when they work.
         Probed once (a real ``true`` in a sandbox); never raises."""
         if not self._probed:
-            self._reason, self._probed = self._probe(), True
+            # its own thread (and event loop): callable from inside a running loop too
+            found: list[str | None] = []
+            probe = threading.Thread(target=lambda: found.append(self._probe()),
+                                     name="sandbox probe")
+            probe.start()
+            probe.join()
+            self._reason, self._probed = found[0] if found else "sandbox: probe failed", True
         return self._reason
 
     def _probe(self) -> str | None:
@@ -148,7 +157,7 @@ class Sandbox:
     def _bwrap(self, spec: SandboxSpec, ws_fd: int, mount_fds: list[int],
                block_fd: int | None, info_fd: int | None) -> list[str]:
         args = ["bwrap", "--unshare-user", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
-                "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                 "--unshare-net", "--die-with-parent", "--new-session",
                 "--hostname", "sandbox", "--clearenv"]
         for key, value in ENV.items():
@@ -208,12 +217,12 @@ class Sandbox:
         before = usage_bytes(spec.workspace)
         read_only = before > limits.workspace_mb * MIB
         fds: list[int] = []
+        block_r = block_w = None
         try:
             ws_fd = _open_dir(spec.workspace, fds)
             mount_fds = [_open_dir(m.source, fds) for m in spec.mounts]
-            info_r = info_w = block_r = block_w = None
+            info_r, info_w = _pipe(fds)
             if spec.network:
-                info_r, info_w = _pipe(fds)
                 block_r, block_w = _pipe(fds)
             cmd = [*self._prlimit(limits, read_only=read_only),
                    *self._bwrap(spec, ws_fd, mount_fds, block_r, info_w), "--", *argv]
@@ -230,22 +239,27 @@ class Sandbox:
                     os.close(fd)
         result = RunResult(exit_code=None, read_only=read_only)
         helper: subprocess.Popen[bytes] | None = None
+        init: int | None = None
         try:
-            if info_r is not None and block_w is not None:
-                helper = await attach_network(info_r, block_w)
-            await asyncio.wait_for(self._collect(proc, stdin, limits.output_bytes, result),
-                                   wall)
+            try:
+                pid = await child_pid(info_r)
+                # a pidfd: the namespace's init is killed without any pid-reuse race
+                init = os.pidfd_open(pid)
+            except (OSError, NetworkSetupFailed):
+                init = None  # bwrap failed before its clone; its exit status says why
+            if block_w is not None and init is not None:
+                helper = await attach_network(pid, block_w)
+            await asyncio.wait_for(self._collect(proc, stdin, limits.output_bytes, result,
+                                                 init), wall)
         except TimeoutError:
             result.timed_out = True
             result.notes.append(f"stopped after {wall:.0f}s (the wall-clock limit)")
         finally:
-            _kill(proc.pid)
-            with contextlib.suppress(ProcessLookupError):
-                await proc.wait()
+            await _stop(proc, init)
             if helper is not None:
                 helper.kill()
                 helper.wait()
-            for ours in (info_r, block_w):
+            for ours in (info_r, block_w, init):
                 if ours is not None:
                     with contextlib.suppress(OSError):
                         os.close(ours)
@@ -259,39 +273,66 @@ class Sandbox:
         return result
 
     async def _collect(self, proc: asyncio.subprocess.Process, stdin: bytes, cap: int,
-                       result: RunResult) -> None:
+                       result: RunResult, init: int | None) -> None:
         assert proc.stdin and proc.stdout and proc.stderr
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             if stdin:
                 proc.stdin.write(stdin)
                 await proc.stdin.drain()
             proc.stdin.close()
-        out, err = await asyncio.gather(_capped(proc.stdout, cap), _capped(proc.stderr, cap))
+        def over_cap() -> None:  # the other stream may never end: stop the command now
+            _signal(proc, init)
+
+        out, err = await asyncio.gather(_capped(proc.stdout, cap, over_cap),
+                                        _capped(proc.stderr, cap, over_cap))
         (result.stdout, cut_out), (result.stderr, cut_err) = out, err
         if cut_out or cut_err:
             result.truncated = True
             result.notes.append(f"output cut at {cap} bytes; the command was stopped")
-            _kill(proc.pid)
             await proc.wait()
             return
         result.exit_code = await proc.wait()
 
 
-async def _capped(stream: asyncio.StreamReader, cap: int) -> tuple[bytes, bool]:
-    """At most ``cap`` bytes of ``stream``, and whether it had more."""
+async def _capped(stream: asyncio.StreamReader, cap: int, over: Callable[[], None]
+                  ) -> tuple[bytes, bool]:
+    """At most ``cap`` bytes of ``stream``, and whether it had more (then ``over()`` was
+    called, and the rest read to its end and dropped)."""
     data = bytearray()
     while chunk := await stream.read(65536):
-        data += chunk
-        if len(data) > cap:
-            return bytes(data[:cap]), True
-    return bytes(data), False
+        if len(data) <= cap:
+            data += chunk
+            if len(data) > cap:
+                over()
+    return bytes(data[:cap]), len(data) > cap
 
 
-def _kill(pid: int) -> None:
-    """SIGKILL bwrap's process group: its pid-namespace init dies with it
-    (``--die-with-parent``), and the kernel then kills every process in the namespace."""
+async def _stop(proc: asyncio.subprocess.Process, init: int | None) -> None:
+    """Kill the sandbox's pid-namespace init (its pidfd): the kernel kills every process
+    in the namespace, and the init's exit completes only once they are all gone; bwrap,
+    its parent, then exits. bwrap's process group is killed too, in case it never got
+    to the clone (its init would die with it anyway: ``--die-with-parent``)."""
+    _signal(proc, init, group=False)
+    if init is not None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), STOP_WAIT)
     with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)
+    # to the pipes' end (every writer is dead), so the transport closes with the loop
+    with contextlib.suppress(OSError, ValueError):
+        await proc.communicate()
+
+
+
+def _signal(proc: asyncio.subprocess.Process, init: int | None, *, group: bool = True
+            ) -> None:
+    """SIGKILL the namespace's init (by pidfd), else (or also) bwrap's process group."""
+    if init is not None:
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(init, signal.SIGKILL)
+    if group or init is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _open_dir(path: Path, fds: list[int]) -> int:

@@ -157,8 +157,10 @@ class Sandbox:
     def _bwrap(self, spec: SandboxSpec, ws_fd: int, mount_fds: list[int],
                block_fd: int | None, info_fd: int | None) -> list[str]:
         args = ["bwrap", "--unshare-user", "--uid", str(INSIDE_UID), "--gid", str(INSIDE_UID),
-                "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-                "--unshare-net", "--die-with-parent", "--new-session",
+                # the command is the namespace's pid 1: bwrap reaps it, so no zombie is
+                # left counting against the process limit, and its end ends them all
+                "--unshare-pid", "--as-pid-1", "--unshare-ipc", "--unshare-uts",
+                "--unshare-cgroup-try", "--unshare-net", "--die-with-parent", "--new-session",
                 "--hostname", "sandbox", "--clearenv"]
         for key, value in ENV.items():
             args += ["--setenv", key, value]

@@ -17,7 +17,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext, Tool
 
@@ -26,6 +26,9 @@ from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory, MemoryRecord
 from workers.attribution import attribute
 from workers.prompt import render_record
+
+if TYPE_CHECKING:
+    from workers.host_tools import HostLink
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,8 @@ class TurnDeps:
     #: Lowest trust of the memory records shown to the model this turn (1.0: none yet).
     #: Recalled text may carry instructions; what the model writes from it keeps its trust.
     read_trust: float = 1.0
+    #: The tool host, for the group's sandbox tools (``workers.host_tools``); None: none.
+    host: HostLink | None = None
 
     def saw(self, records: Sequence[MemoryRecord]) -> None:
         """Note that the model was shown ``records``."""

@@ -13,7 +13,7 @@ import pytest
 from gateway.config import load_config
 from gateway.queue.toolcalls import host_status
 from gateway.toolhost.process import tools_command, tools_env
-from tests.pipeline.conftest import ROOT, Stack, Valkey, valkey  # noqa: F401 (a fixture)
+from tests.pipeline.conftest import ROOT, Stack, Valkey
 
 
 @pytest.mark.asyncio

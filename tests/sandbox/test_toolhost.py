@@ -13,11 +13,14 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.config import load_config
+from gateway.config import Settings, load_config
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool, host_status
 from gateway.redis_server import start_valkey
+from gateway.toolhost.host import ToolHost
 from gateway.toolhost.process import tools_command, tools_env
+from gateway.toolhost.sandbox import Sandbox
+from gateway.toolhost.status import tools_line
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL_KEY = "sk-test-model-key-3b9c"
@@ -29,6 +32,7 @@ class Host:
     client: redis.Redis
     proc: subprocess.Popen[bytes]
     data: Path
+    settings: Settings
 
     def call(self, group: str, tool: str, args: dict[str, object], *, token: str,
              seconds: float = 20) -> ToolResult:
@@ -76,7 +80,7 @@ sandbox = false
             assert proc.poll() is None, "the tool host died at start"
             assert time.monotonic() < deadline, "the tool host did not come up"
             time.sleep(0.05)
-        yield Host(client, proc, tmp / "data")
+        yield Host(client, proc, tmp / "data", settings)
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -142,3 +146,17 @@ def test_a_hanging_tool_fails_within_the_turns_time(host: Host) -> None:
     after = host.call("local:ada", "run_command", {"command": "echo still here"},
                       token="tok-ada")
     assert after.ok and "still here" in after.output
+
+
+def test_status_says_when_the_sandbox_cannot_start(host: Host, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    assert tools_line(host.client, host.settings) == (True, "tool host running, sandbox on")
+    monkeypatch.setenv("PATH", str(tmp_path))  # a host without bubblewrap
+    broken = ToolHost(host.settings, host.client, sandbox=Sandbox(), keys=Keys("other:"))
+    try:
+        reason = broken.sandbox.unavailable()
+        assert reason == "sandbox: bubblewrap is not installed (apt-get install bubblewrap)"
+        broken.heartbeat()
+        assert host_status(host.client, Keys("other:")) == {"sandbox": reason}
+    finally:
+        broken.sandbox.close()

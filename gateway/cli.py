@@ -46,6 +46,8 @@ from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
 from gateway.smoke import check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
 from gateway.tasks_cli import tasks_app
+from gateway.toolhost.cli import tools_command as tools_cli
+from gateway.toolhost.process import tools_supervisor
 from gateway.usage_cli import usage_app
 from memory_store.cli import build_memory_app
 
@@ -66,7 +68,8 @@ WorkerClassOpt = Annotated[
 
 
 async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | None,
-                       embedded: EmbeddedRedis | None = None) -> None:
+                       embedded: EmbeddedRedis | None = None,
+                       tools: WorkerSupervisor | None = None) -> None:
     from gateway.app import Gateway
 
     stop = asyncio.Event()
@@ -88,6 +91,8 @@ async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | Non
                 await asyncio.to_thread(embedded.check)
             if sup is not None:
                 sup.poll()
+            if tools is not None:  # the tool host, restarted like a worker
+                tools.poll()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
     finally:
@@ -116,15 +121,20 @@ def run(
                                     log_level=log_level)
         sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url),
                                extra=[background] * background_workers(cfg))
+        tools = tools_supervisor(cfg, path, url, log_level)
         sup.start()
+        if tools is not None:
+            tools.start()
         try:
-            asyncio.run(_run_gateway(cfg, url, sup, embedded))
+            asyncio.run(_run_gateway(cfg, url, sup, embedded, tools))
         except ConfigError as err:
             raise fail(err) from None
         except ConfigExit as err:
             raise fail(str(err)) from None
         finally:
             sup.stop()
+            if tools is not None:
+                tools.stop()
 
 
 @app.command()
@@ -372,6 +382,7 @@ def _memory_settings(config: Path | None) -> tuple[Path, str, dict[str, Any]]:
 app.add_typer(build_memory_app(_memory_settings), name="memory",
               help="inspect and edit group memory")
 app.command()(opscli.status)
+app.command("tools")(tools_cli)
 app.add_typer(opscli.dead_app, name="dead")
 
 app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")

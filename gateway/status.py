@@ -51,6 +51,7 @@ class Check:
 def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
     """Every check for the config at ``path``, as they complete."""
     from gateway.app import build_channels, load_channel_class
+    from gateway.toolhost.status import tools_line
 
     try:
         cfg = load_config(path)
@@ -70,6 +71,8 @@ def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
     else:
         try:
             yield from _queue_checks(client, cfg)
+            if (tools := tools_line(client, cfg)) is not None:
+                yield Check("tools", *tools)
         finally:
             client.close()
     if model:

@@ -44,6 +44,7 @@ from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
 from workers.budget import fit_memory
 from workers.core_rules import core_tools
+from workers.host_tools import HostLink, host_tools
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
@@ -79,6 +80,8 @@ class TurnRequest:
     #: records from outside this chat's memory it may see, ranked first: the profiles
     #: members chose to share with groups (``workers.identity.shared_profiles``)
     shared: Sequence[MemoryRecord] = ()
+    #: the tool host for this group's sandbox tools (``workers.host_tools``); None: none
+    host: HostLink | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,8 @@ class TurnAgent:
             model,
             deps_type=TurnDeps,
             output_type=str,
-            tools=[*agent_tools(), *core_tools(), *task_tools()] if with_tools else [],
+            tools=([*agent_tools(), *core_tools(), *task_tools(), *host_tools()]
+                   if with_tools else []),
             retries=1,
             name="pynanoclaw",
         )
@@ -198,6 +202,7 @@ class TurnAgent:
             search_k=self.search_k,
             never_store=(secret,) if secret else (),
             tasks=self.tasks,
+            host=req.host,
         )
         deps.saw(results)
         result = await self._agent.run(

@@ -17,7 +17,7 @@ import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext, Tool
 
@@ -28,6 +28,9 @@ from memory_store.protocol import Memory, MemoryRecord
 from workers.attribution import attribute
 from workers.prompt import render_record
 from workers.retrieval import recall
+
+if TYPE_CHECKING:
+    from workers.host_tools import HostLink
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,8 @@ class TurnDeps:
     read_trust: float = 1.0
     #: ``[tasks]`` limits for the task tools (``None``: not offered; workers.tasktools)
     tasks: TasksConfig | None = None
+    #: The tool host, for the group's sandbox tools (``workers.host_tools``); None: none.
+    host: HostLink | None = None
 
     def saw(self, records: Sequence[MemoryRecord]) -> None:
         """Note that the model was shown ``records``."""

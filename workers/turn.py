@@ -28,6 +28,7 @@ from memory_store import GroupDirectory
 from memory_store.coreedits import notice as notice_core_edits
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.context import WorkerContext
+from workers.host_tools import deadline_after, host_link
 from workers.identity import memory_key, shared_profiles
 from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
 from workers.metering import REFLECTION, TURN, BudgetSpent, charging
@@ -154,6 +155,8 @@ class TurnRunner:
         #: the memory the last ``run`` opened: the group's, or a linked person's
         #: (``person:<id>``, for their DM: ``workers.identity``)
         self.opened: str | None = None
+        #: the drain job's end (it was started just now): no tool call waits past it
+        self.deadline = deadline_after(ctx.settings.worker.job_timeout)
 
     def _notes(self, gd: GroupDirectory) -> tuple[str, ...]:
         """System notes for the prompt: the group's previous reply failed for good
@@ -325,6 +328,8 @@ class TurnRunner:
                         engaged_ids=batch.engaged_ids, notes=self._notes(gd),
                         shared=shared_profiles(self._identities, self._settings.data_dir,
                                                batch.messages),
+                        host=host_link(gq.r, self._settings, batch.group, lock.token,
+                                       self.deadline),
                     ))
             except BudgetSpent as spent:
                 return self.park(batch, lock, spent)

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
 from gateway.config.tasks import TasksConfig
+from gateway.config.tools import ToolsConfig
 from gateway.config.usage import UsageConfig
 
 Provider = Literal["local", "anthropic", "openai", "function"]
@@ -285,6 +286,8 @@ class Settings(Section):
     worker: WorkerConfig = WorkerConfig()
     usage: UsageConfig = UsageConfig()
     tasks: TasksConfig = TasksConfig()
+    #: ``[tools]``: the sandbox per group and the tool host (``gateway.toolhost``)
+    tools: ToolsConfig = ToolsConfig()
     #: ``[identities.<name>]``: people whose accounts on several channels the operator
     #: linked (the ``/link`` flow adds links in Redis; these always hold)
     identities: dict[str, IdentityConfig] = Field(default_factory=dict)

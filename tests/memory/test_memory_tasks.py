@@ -100,7 +100,8 @@ def test_cap_and_files_are_audited(tmp_path: Path) -> None:
     store.delete("two", actor="test", why="cancelled")
     ops = [json.loads(line)["op"] for line in AuditLog(gd.path).path.read_text().splitlines()]
     # the core templates' creation is audited too (memory_store/coreedits.py)
-    assert [op for op in ops if op.startswith("task_")] == ["task_create", "task_create", "task_update", "task_delete"]
+    assert [op for op in ops if op.startswith("task_")] == [
+        "task_create", "task_create", "task_update", "task_delete"]
     # a paused task still counts; a deleted one does not
     store.create(_task(name="three", every="1h"), actor="test", cap=2)
 

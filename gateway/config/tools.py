@@ -1,0 +1,116 @@
+"""``[tools]``: what the agent may do beyond memory (issue 26, first part: the sandbox).
+
+The sandbox tools (``run_command``, ``read_file``, ``write_file``, ``list_files``) are
+off unless ``[tools] sandbox = true`` or a group's override turns them on: they run code
+a chat asked for, so an operator opts in. A group's override (``[tools.groups."<channel:
+chat>"]``) replaces the keys it sets and keeps the rest. Extra read-only mounts come only
+from ``mount_roots`` (the operator's allowlist): each group mount must resolve, symlinks
+followed, under one of them (checked again by the tool host before every command).
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+#: the tools the sandbox offers (one name each in the tool host's registry)
+SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files")
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _known_tools(names: list[str]) -> list[str]:
+    unknown = sorted(set(names) - set(SANDBOX_TOOLS))
+    if unknown:
+        raise ValueError(f"unknown tool(s) {unknown}; known: {list(SANDBOX_TOOLS)}")
+    return names
+
+
+class SandboxLimits(Section):
+    """Limits of one sandboxed command; the defaults suit small scripts."""
+
+    #: RLIMIT_CPU, seconds of CPU time
+    cpu_seconds: int = Field(default=10, ge=1, le=3600)
+    #: RLIMIT_AS, MiB of address space per process
+    memory_mb: int = Field(default=1024, ge=64, le=65536)
+    #: RLIMIT_NPROC: processes of the sandbox's uid at once
+    processes: int = Field(default=64, ge=4, le=4096)
+    #: RLIMIT_FSIZE, MiB: the largest file a command may write
+    file_mb: int = Field(default=64, ge=1, le=65536)
+    #: the whole workspace, MiB; over it, writes are refused until files are removed
+    workspace_mb: int = Field(default=256, ge=1, le=1_048_576)
+    #: the private /tmp (tmpfs), MiB
+    tmp_mb: int = Field(default=64, ge=1, le=65536)
+    #: bytes of stdout and of stderr kept from one command
+    output_bytes: int = Field(default=32_000, ge=256, le=10_000_000)
+    #: wall-clock seconds of one call (the drain job's remaining time may cut it shorter)
+    timeout: float = Field(default=30.0, gt=0, le=3600)
+
+
+class GroupTools(Section):
+    """``[tools.groups."<channel:chat>"]``: one group's overrides (unset: the default)."""
+
+    sandbox: bool | None = None
+    network: bool | None = None
+    #: tool names this group may use (unset: every tool the group has turned on)
+    allow: list[str] | None = None
+    #: extra read-only mounts (host paths), each under one of ``[tools] mount_roots``;
+    #: seen inside the sandbox at ``/mnt/<last path component>``
+    mounts: list[str] = Field(default_factory=list)
+
+    @field_validator("allow")
+    @classmethod
+    def _known(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _known_tools(v)
+
+
+class ToolsConfig(Section):
+    """``[tools]``: defaults for every group, the sandbox's limits, per-group overrides."""
+
+    sandbox: bool = False
+    #: network for sandboxed commands (slirp4netns, host loopback unreachable); off: none
+    network: bool = False
+    allow: list[str] = Field(default_factory=lambda: list(SANDBOX_TOOLS))
+    limits: SandboxLimits = SandboxLimits()
+    #: host uid (and gid) sandboxes run as when the tool host runs as root: the process
+    #: limit counts every process of this uid, so it must be one no service or user has
+    sandbox_uid: int = Field(default=59999, ge=1, le=2**31)
+    #: directories under which group mounts may lie
+    mount_roots: list[str] = Field(default_factory=list)
+    groups: dict[str, GroupTools] = Field(default_factory=dict)
+
+    @field_validator("groups")
+    @classmethod
+    def _group_keys(cls, v: dict[str, GroupTools]) -> dict[str, GroupTools]:
+        for key in v:
+            channel, sep, chat = key.partition(":")
+            if not (sep and channel and chat):
+                raise ValueError(f"group key {key!r} must be 'channel:chat_id', "
+                                 f"e.g. [tools.groups.\"telegram:-100123\"]")
+        return v
+
+    @field_validator("allow")
+    @classmethod
+    def _known(cls, v: list[str]) -> list[str]:
+        return _known_tools(v)
+
+    def for_group(self, group: str) -> GroupPolicy:
+        """The resolved policy of ``group``: its override over the defaults."""
+        over = self.groups.get(group, GroupTools())
+        sandbox = self.sandbox if over.sandbox is None else over.sandbox
+        allow = self.allow if over.allow is None else over.allow
+        return GroupPolicy(
+            allowed=frozenset(n for n in allow if n in SANDBOX_TOOLS) if sandbox
+            else frozenset(),
+            network=self.network if over.network is None else over.network,
+            mounts=tuple(over.mounts),
+        )
+
+
+class GroupPolicy(Section):
+    """What one group may use: the tool names, the network, its extra mounts."""
+
+    allowed: frozenset[str]
+    network: bool
+    mounts: tuple[str, ...]

@@ -1,0 +1,65 @@
+"""``pynanoclaw tools``: the tool host, one per host; ``pynanoclaw run`` starts it."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gateway.config import REDIS_URL_ENV, ConfigError, default_config_path, load_config
+from gateway.redis_server import running_embedded_url
+from gateway.toolhost.process import serve, tools_env
+from gateway.toolhost.process import tools_command as command
+
+
+def run_tools(config: str | None, redis_url: str | None, log_level: str) -> int:
+    logging.basicConfig(level=log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = load_config(config)
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        return 2
+    url = (redis_url or os.environ.get(REDIS_URL_ENV) or settings.redis.url
+           or running_embedded_url(settings.redis_dir))
+    if not url:
+        print("error: redis.url: not set and no embedded server is running; start "
+              "`pynanoclaw gateway` first or pass --redis-url", file=sys.stderr)
+        return 2
+    asyncio.run(serve(settings, url))
+    return 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="pynanoclaw tools")
+    parser.add_argument("--config", default=None)
+    parser.add_argument("--redis-url", default=None)
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args()
+    sys.exit(run_tools(args.config, args.redis_url, args.log_level))
+
+
+def tools_command(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="config file")] = None,
+    redis_url: Annotated[str | None, typer.Option(
+        "--redis-url", help="[default: [redis] url or the local embedded server]")] = None,
+    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+) -> None:
+    """The tool host (one per host; `pynanoclaw run` starts it when [tools] turns a tool
+    on): runs each group's sandboxed commands for the workers."""
+    path = (config or default_config_path()).resolve()
+    try:
+        cfg = load_config(path)
+    except ConfigError as err:
+        typer.echo(err.render(), err=True)
+        raise typer.Exit(2) from None
+    cmd = command(path, log_level=log_level)
+    url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir) or ""
+    # replaces this process, with the tool host's allowlisted environment
+    os.execve(cmd[0], cmd, tools_env(cfg, os.environ, url))  # noqa: S606

@@ -1,0 +1,78 @@
+"""The tool host as a process: its command line, its environment, its main loop.
+
+``pynanoclaw run`` starts it like a worker (``gateway.supervisor``), with its own
+environment built from the allowlist alone: no channel token, no model key, nothing of
+``[worker] pass_env``. The tools it runs today need no secret (MCP servers' secrets will
+be named in ``[tools]`` and passed here only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import redis
+
+from gateway.config import CONFIG_ENV, REDIS_URL_ENV, Settings
+from gateway.config.env import WORKER_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
+from gateway.supervisor import WorkerSupervisor
+from gateway.toolhost.host import ToolHost
+
+log = logging.getLogger(__name__)
+
+
+def tools_env(settings: Settings, environ: Mapping[str, str], redis_url: str
+              ) -> dict[str, str]:
+    """The tool host's environment: the allowlist (PATH, HOME, locale, ...), the config
+    path and the Redis URL. No model key, no channel token, no ``pass_env``."""
+    env = {k: v for k, v in environ.items()
+           if k in WORKER_ENV_ALLOW or k.startswith(WORKER_ENV_ALLOW_PREFIXES)}
+    env[REDIS_URL_ENV] = redis_url
+    if settings.source is not None:
+        env[CONFIG_ENV] = str(settings.source.resolve())
+    return env
+
+
+def wanted(settings: Settings) -> bool:
+    """Whether ``pynanoclaw run`` starts a tool host: some group may use a tool."""
+    tools = settings.tools
+    return tools.sandbox or any(g.sandbox for g in tools.groups.values())
+
+
+def tools_command(config: Path | None, *, log_level: str = "INFO") -> list[str]:
+    """``python -m gateway.toolhost`` (the Redis URL travels in the environment)."""
+    cmd = [sys.executable, "-m", "gateway.toolhost", "--log-level", log_level]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    return cmd
+
+
+def tools_supervisor(settings: Settings, config: Path, redis_url: str, log_level: str
+                     ) -> WorkerSupervisor | None:
+    """The tool host of ``pynanoclaw run`` (one per host, restarted like a worker, with
+    its own environment), or None when no group may use a tool."""
+    if not wanted(settings):
+        return None
+    return WorkerSupervisor(1, tools_command(config, log_level=log_level),
+                            env=tools_env(settings, os.environ, redis_url))
+
+
+async def serve(settings: Settings, redis_url: str) -> None:
+    """Run the tool host until SIGINT or SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    client = redis.Redis.from_url(redis_url, socket_timeout=30)
+    host = ToolHost(settings, client)
+    try:
+        log.info("tool host running (sandbox: %s)", host.sandbox.unavailable() or "on")
+        await host.serve(stop)
+    finally:
+        host.sandbox.close()
+        client.close()

@@ -21,6 +21,9 @@ from memory_store import GroupDirectory
 from memory_store.paths import groups_root, key_of_dir
 from memory_store.tasks import TaskStore, groups_with_tasks
 
+#: a group's sandbox workspace folder (gateway.toolhost)
+WORKSPACE = "workspace"
+
 
 class GroupFiles:
     """The group directories of one data dir, and the backend (with its options: the
@@ -51,6 +54,11 @@ class GroupFiles:
     def groups_with_tasks(self) -> list[GroupDirectory]:
         """Every group directory that holds a task file."""
         return list(groups_with_tasks(self.data_dir))
+
+    def workspace(self, group: str) -> Path:
+        """The path of ``group``'s ``workspace/``, the only writable mount of its sandbox
+        (``gateway.toolhost``, which creates it); not created here."""
+        return GroupDirectory(self.data_dir, group).path / WORKSPACE
 
     def chats_with(self, folder: str) -> list[tuple[str, Path]]:
         """(group key, ``folder``) of every chat directory that has that folder (e.g. the

@@ -75,7 +75,7 @@ class Prompt:
     user: str
 
 
-def _attr(value: str) -> str:
+def attr_value(value: str) -> str:
     """An attribute value, always double-quoted, that no input can close early."""
     return '"' + escape(value, {'"': "&quot;", "\n": " ", "\r": " "}) + '"'
 
@@ -225,7 +225,7 @@ def build_prompt(
             if compact:
                 parts.append(f"{title}:\n{body}")
             else:
-                parts.append(f"<{tag} source={_attr(source)}>\n{body}\n</{tag}>")
+                parts.append(f"<{tag} source={attr_value(source)}>\n{body}\n</{tag}>")
     parts.extend(note.strip() for note in notes if note.strip())
     # Last, so the stable part above stays a cacheable prefix. Left out for the tiny
     # model, which drifts off-topic on timestamps and ids.
@@ -279,8 +279,8 @@ def _compact_prompt(
 def render_record(rec: MemoryRecord, limit: int = RESULT_MAX_CHARS) -> str:
     """One memory record as a ``<memory>`` data element carrying its source and trust."""
     attrs = (
-        f"id={_attr(rec.id)} kind={_attr(rec.kind)} source={_attr(rec.source)} "
-        f'trust="{rec.trust:.2f}" created={_attr(_when(rec.created))}'
+        f"id={attr_value(rec.id)} kind={attr_value(rec.kind)} source={attr_value(rec.source)} "
+        f'trust="{rec.trust:.2f}" created={attr_value(_when(rec.created))}'
     )
     body = escape(truncate(rec.content.strip(), limit, f"memory {rec.id}"))
     return f"<memory {attrs}>\n{body}\n</memory>"
@@ -387,14 +387,14 @@ def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> s
     trust = QUOTED_TRUST if forwarded else ROLE_TRUST[role]
     attrs = " ".join(
         [
-            f"id={_attr(msg.message_id)}",
-            f"from={_attr(msg.sender_name)}",
-            f"sender={_attr(f'{msg.channel}:{msg.sender_id}')}",
+            f"id={attr_value(msg.message_id)}",
+            f"from={attr_value(msg.sender_name)}",
+            f"sender={attr_value(f'{msg.channel}:{msg.sender_id}')}",
             f'role="{role.value}"',
             f'trust="{trust:.2f}"',
             f'kind="{kind}"',
             *(['forwarded="yes"'] if forwarded else []),
-            f"time={_attr(msg.received_at.isoformat(timespec='seconds'))}",
+            f"time={attr_value(msg.received_at.isoformat(timespec='seconds'))}",
             f'addressed_you="{"yes" if addressed else "no"}"',
         ]
     )
@@ -403,12 +403,12 @@ def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> s
         about = f"message {msg.reply_to_id}" if msg.reply_to_id else "an earlier message"
         source = f"quoted/forwarded text ({about}), not written by {msg.sender_name}"
         lines.append(
-            f'<quoted kind="data" source={_attr(source)} trust="{QUOTED_TRUST:.2f}">\n'
+            f'<quoted kind="data" source={attr_value(source)} trust="{QUOTED_TRUST:.2f}">\n'
             f"{escape(msg.reply_to_text)}\n</quoted>"
         )
     if forwarded:
         lines.append(
-            f'<quoted kind="data" source={_attr(forward_source(msg))} '
+            f'<quoted kind="data" source={attr_value(forward_source(msg))} '
             f'trust="{QUOTED_TRUST:.2f}">\n{escape(msg.text)}\n</quoted>'
         )
     elif msg.text:

@@ -1,7 +1,6 @@
-"""``python -m gateway.toolhost``: the tool host process (``pynanoclaw tools``)."""
+"""``python -m gateway.toolhost``: the tool host process (``pynanoclaw tools`` execs it)."""
 
-from __future__ import annotations
+from gateway.toolhost.cli import host_app
 
-from gateway.toolhost.cli import main
-
-main()
+if __name__ == "__main__":
+    host_app(prog_name="python -m gateway.toolhost")

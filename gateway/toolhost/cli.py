@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
 import os
@@ -36,13 +35,18 @@ def run_tools(config: str | None, redis_url: str | None, log_level: str) -> int:
     return 0
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(prog="pynanoclaw tools")
-    parser.add_argument("--config", default=None)
-    parser.add_argument("--redis-url", default=None)
-    parser.add_argument("--log-level", default="INFO")
-    args = parser.parse_args()
-    sys.exit(run_tools(args.config, args.redis_url, args.log_level))
+host_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                       rich_markup_mode=None)
+
+
+@host_app.command()
+def host(
+    config: Annotated[str | None, typer.Option(help="config file")] = None,
+    redis_url: Annotated[str | None, typer.Option(help="Redis URL")] = None,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = "INFO",
+) -> None:
+    """The tool host itself (what ``pynanoclaw tools`` runs, in its own environment)."""
+    raise typer.Exit(run_tools(config, redis_url, log_level))
 
 
 def tools_command(

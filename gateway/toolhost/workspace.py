@@ -14,10 +14,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.groupfiles import GroupFiles
 from gateway.toolhost.reach import grant_traverse
-from memory_store.paths import group_dir
 
-WORKSPACE = "workspace"
 #: where the workspace appears inside the sandbox (also the command's working directory)
 INSIDE = "/workspace"
 #: extra mounts appear under this directory inside the sandbox
@@ -33,7 +32,7 @@ def workspace_dir(data_dir: Path, group: str, owner: int | None = None) -> Path:
     when the host runs as root) it is given to that uid, so commands can write in it,
     and the directories above it are made traversable by it (``reach``). Raises
     ``OSError`` (``reach.Unreachable``) when that cannot be done."""
-    path = group_dir(data_dir, group) / WORKSPACE
+    path = GroupFiles(data_dir).workspace(group)
     path.mkdir(parents=True, exist_ok=True)
     if owner is not None:
         if path.is_symlink() or not path.is_dir():

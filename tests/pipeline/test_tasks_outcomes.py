@@ -19,6 +19,7 @@ from gateway.config import load_config, load_worker_settings
 from gateway.queue import Keys
 from gateway.tasks_cli import tasks_app
 from memory_store import GroupDirectory
+from memory_store.audit import AuditLog
 from memory_store.tasks import TaskSpec, TaskStore, Where, validate
 from workers.context import WorkerContext
 from workers.redaction import redact_group
@@ -94,7 +95,7 @@ def test_forget_and_a_deletion_remove_the_tasks_holding_their_words(
     assert store.all() == []
     told = notices(r)
     assert sorted(told) == sorted(REMOVED_NOTICE.format(name=n) for n in ("weekly", "nightly"))
-    audit = (store.gd.path / "audit.jsonl").read_text()
+    audit = AuditLog(store.gd.path).path.read_text()
     assert audit.count("task_delete") == 2 and "zebra" not in audit and "pager" not in audit
 
 

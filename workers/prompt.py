@@ -80,7 +80,7 @@ def _attr(value: str) -> str:
 
 def role_of(msg: Inbound, admins: Collection[str] = ()) -> Role:
     """The sender's role: operator (``[policy] admins``) > DM owner / chat admin > member."""
-    if f"{msg.channel}:{msg.sender_id}" in admins:
+    if msg.sender_key in admins:
         return Role.OPERATOR
     if not msg.is_group:
         return Role.OWNER
@@ -376,7 +376,7 @@ def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> s
         [
             f"id={_attr(msg.message_id)}",
             f"from={_attr(msg.sender_name)}",
-            f"sender={_attr(f'{msg.channel}:{msg.sender_id}')}",
+            f"sender={_attr(msg.sender_key)}",
             f'role="{role.value}"',
             f'trust="{trust:.2f}"',
             f'kind="{kind}"',

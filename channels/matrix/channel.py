@@ -23,7 +23,7 @@ from channels.matrix.normalize import BotIdentity
 from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks, utf8_len
 from channels.matrix.session import Session, load_session, save_session
 from channels.matrix.settings import MatrixSettings
-from channels.matrix.syncer import Syncer
+from channels.matrix.syncer import SYNC_GRACE, Syncer
 from channels.models import Outbound
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class MatrixChannel(Channel):
             config=AsyncClientConfig(
                 max_limit_exceeded=0,  # 429s come back to us (RateLimited), never slept on
                 max_timeouts=0,  # network errors too: the outbox and sync loop retry
-                request_timeout=settings.sync_timeout + 30,
+                request_timeout=settings.sync_timeout + SYNC_GRACE,
                 encryption_enabled=self.encrypted,
                 store_sync_tokens=False,  # the cursor store owns next_batch
             ),

@@ -138,9 +138,10 @@ class PullLoop:
         try:
             async with asyncio.timeout(self._stall_after) as window:
                 batch = await self._fetch(self.cursor)
-        except TimeoutError:
-            if not window.expired():
-                return await self._failed(TimeoutError())
+        except TimeoutError as error:
+            if not window.expired():  # the client's own timeout, not the stall watchdog
+                await self._failed(error)
+                return None
             self.stalls += 1
             self._log.warning("%s: fetch stalled for %.0fs; fetching again", self._name,
                               self._stall_after or 0)
@@ -155,7 +156,8 @@ class PullLoop:
             self._log.error("%s: %s; receiving stopped", self._name, error)
             return None
         except Exception as error:
-            return await self._failed(error)
+            await self._failed(error)
+            return None
         self._backoff.reset()
         return batch
 

@@ -13,7 +13,7 @@ import discord
 from aiohttp import web
 from pydantic import SecretStr
 
-from channels.base import Channel, ChannelLimits, Chunk, InboundSink
+from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
 from channels.discord import endpoint
 from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, check_token, intents
@@ -111,7 +111,8 @@ class DiscordChannel(Channel):
         self._places = Places(self)
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         """Build from a ``[channels.discord]`` block; the token comes from ``env``."""
         settings = DiscordSettings.model_validate(block)
         token = env.get(settings.token_env, "").strip()

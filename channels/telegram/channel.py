@@ -16,7 +16,15 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.base import (
+    NO_CONTEXT,
+    Channel,
+    ChannelContext,
+    ChannelLimits,
+    Chunk,
+    CursorStore,
+    InboundSink,
+)
 from channels.errors import FormattingRejected, PermanentError
 from channels.models import Outbound
 from channels.pull import PullLoop
@@ -119,7 +127,8 @@ class TelegramChannel(Channel):
         return f"TelegramChannel(account={self.account!r}, mode={self.settings.mode!r})"
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = TelegramSettings.model_validate(block)
         token = env.get(settings.token_env, "").strip()
         if not token:

@@ -94,6 +94,8 @@ class PullLoop:
         self.fatal: str | None = None
         #: set once the first batch was handled and its cursor committed
         self.ready = asyncio.Event()
+        #: the message handed to the sink and not yet durable (None between messages)
+        self.held: Inbound | None = None
 
     @property
     def failures(self) -> int:
@@ -131,6 +133,7 @@ class PullLoop:
                 await self._backoff.sleep()
                 continue
             self._backoff.reset()
+            self.held = None
             return stored
 
     async def _pull(self) -> Batch | None:
@@ -167,13 +170,15 @@ class PullLoop:
             # aiohttp can turn a cancel that races its own timeout into an error;
             # swallowing it would keep a stopped loop running
             raise asyncio.CancelledError from None
-        self._log.warning("%s: fetch failed (%s); backing off", self._name,
-                          str(error) or type(error).__name__)
+        # one line per outage, not one per attempt
+        (self._log.debug if self._backoff.failures else self._log.warning)(
+            "%s: fetch failed (%s); backing off", self._name, str(error) or type(error).__name__)
         await self._backoff.sleep()
         return None
 
     async def _deliver(self, inbound: Inbound) -> None:
         """Hand ``inbound`` to the sink until it returns (it made it durable)."""
+        self.held = inbound
         while True:
             try:
                 await self._sink(inbound)
@@ -185,6 +190,7 @@ class PullLoop:
                 await self._backoff.sleep()
                 continue
             self._backoff.reset()
+            self.held = None
             return
 
     async def _commit(self, cursor: str) -> None:

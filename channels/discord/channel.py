@@ -120,8 +120,7 @@ class DiscordChannel(Channel):
             raise ValueError(
                 f"set {settings.token_env} to the Discord bot token "
                 f"(Developer Portal > your application > Bot > Reset Token), or point "
-                f"channels.discord.token_env at the variable that holds it"
-            )
+                f"channels.discord.token_env at the variable that holds it")
         return cls(settings, SecretStr(token), account=account)
 
     def web_routes(self) -> list[web.RouteDef]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from channels.models import Inbound, Outbound
@@ -66,6 +67,23 @@ class CursorStore(Protocol):
 
 
 @dataclass(frozen=True)
+class ChannelContext:
+    """What the gateway hands an adapter beside its account name, config block and
+    secrets (``gateway/app.py``, ``build_channels``). Adapters read no environment
+    variable of their own: this is how they learn where the gateway keeps its data
+    (``data_dir``: an adapter's files go under ``<data_dir>/<channel>/<account>``) and
+    which Redis the gateway uses (``redis_url``). The cursor store comes later, with
+    ``Channel.bind``: the gateway sizes its Redis pool from the adapters it built."""
+
+    data_dir: Path | None = None
+    redis_url: str | None = None
+
+
+#: the context of an adapter built outside the gateway (unit tests)
+NO_CONTEXT = ChannelContext()
+
+
+@dataclass(frozen=True)
 class ChannelLimits:
     """What a platform allows per message and per chat.
 
@@ -110,11 +128,13 @@ class Channel(abc.ABC):
     outcome_sink: OutcomeSink | None = None
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         """Build the adapter from its ``[channels.<name>]`` config block.
 
         Validates ``block`` (raise ``ValueError``/pydantic ``ValidationError`` naming the
-        key) and reads secrets from ``env``. Every adapter the gateway loads overrides it.
+        key), reads secrets from ``env`` (the variables the block names) and anything
+        else from ``context``. Every adapter the gateway loads overrides it.
         """
         raise NotImplementedError(f"{cls.__name__} cannot be built from a config block")
 

@@ -33,14 +33,13 @@ import redis.asyncio as aioredis
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from redis.exceptions import RedisError, WatchError
 
-from channels.base import Channel, ChannelLimits, Chunk, InboundSink
+from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
 from channels.models import Inbound, Outbound
 from channels.retry import Backoff
 from channels.split import split_text
 
 log = logging.getLogger(__name__)
 
-REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 MENTION = re.compile(r"(?<!\w)@bot\b", re.IGNORECASE)
 #: replies kept per chat stream for clients that read late
 STREAM_MAXLEN = 1000
@@ -108,12 +107,13 @@ class LocalChannel(Channel):
         self._stopping = asyncio.Event()
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = LocalSettings.model_validate(block)
-        url = env.get(REDIS_URL_ENV, "")
-        if not url:
-            raise ValueError(f"the local channel needs Redis: set {REDIS_URL_ENV}")
-        return cls(url, account=account, settings=settings)
+        if not context.redis_url:
+            raise ValueError("the local channel needs the gateway's Redis (its context has "
+                             "no redis_url)")
+        return cls(context.redis_url, account=account, settings=settings)
 
     @property
     def redis(self) -> aioredis.Redis:

@@ -96,6 +96,12 @@ class Inbound(BaseModel):
         return group_key(self.channel, self.chat_id)
 
     @property
+    def sender_key(self) -> str:
+        """``<channel>:<sender id>``: the sender as ``[policy] admins``, allowlists,
+        pairing and identity links name them (the same id on every account)."""
+        return f"{self.channel}:{self.sender_id}"
+
+    @property
     def dedupe_id(self) -> str:
         """Unique per platform message across accounts and chats."""
         return f"{self.channel}:{self.account}:{self.chat_id}:{self.message_id}"

@@ -21,11 +21,11 @@ import redis
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
-from channels.base import Channel
+from channels.base import Channel, ChannelContext
 from gateway import redispool
 from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
-from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, describe
+from gateway.config import ConfigError, GatewayConfig, describe
 from gateway.filedrop import FileDrop
 from gateway.health import degraded
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
@@ -90,15 +90,18 @@ def load_channel_class(name: str, where: Path | None = None) -> type[Channel]:
 
 
 def build_channels(
-    config: GatewayConfig, env: Mapping[str, str]
+    config: GatewayConfig, env: Mapping[str, str], *, redis_url: str | None = None
 ) -> dict[tuple[str, str], Channel]:
-    """One adapter per ``[channels.<name>]`` block, keyed by (name, account)."""
+    """One adapter per ``[channels.<name>]`` block, keyed by (name, account). Adapters
+    read their secrets from ``env`` and learn the data dir and ``redis_url`` (the local
+    channel's transport) from their ``ChannelContext``."""
+    context = ChannelContext(data_dir=config.data_dir, redis_url=redis_url)
     out: dict[tuple[str, str], Channel] = {}
     for name, block in config.channels.items():
         cls = load_channel_class(name, config.source)
         account = "default"
         try:
-            channel = cls.from_config(account, dict(block), env)
+            channel = cls.from_config(account, dict(block), env, context)
         except ValidationError as err:
             raise ConfigError(describe(err, prefix=f"channels.{name}."), config.source) from None
         except (ValueError, KeyError) as err:
@@ -151,8 +154,6 @@ class Gateway:
         self.redis_url = redis_url
         self.keys = Keys()
         self._env = dict(os.environ if env is None else env)
-        self._env[REDIS_URL_ENV] = redis_url
-        self._env["PYNANOCLAW_DATA_DIR"] = str(config.data_dir)  # where adapters keep files
         self._consumer = consumer
         self.channels: dict[tuple[str, str], Channel] = {}
         self._stop = asyncio.Event()
@@ -176,7 +177,7 @@ class Gateway:
         return self._web.port if self._web else None
 
     async def start(self) -> None:
-        self.channels = build_channels(self.config, self._env)
+        self.channels = build_channels(self.config, self._env, redis_url=self.redis_url)
         # strings in, strings out: RQ (which needs bytes) has its own sync client; the
         # pool is sized from the webhook concurrency and waits when busy (redispool)
         self.r = redispool.connect(self.redis_url, self.channels.values())

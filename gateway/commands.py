@@ -37,7 +37,7 @@ from typing import Protocol
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
-from gateway.identity import IdentityStore, sender
+from gateway.identity import IdentityStore
 from gateway.tasks import tasks_command
 from gateway.usage import UsageDesk, parse_usd
 
@@ -144,7 +144,7 @@ def parse(msg: Inbound) -> ParsedCommand | None:
 
 def roles_of(msg: Inbound, config: GatewayConfig) -> frozenset[Role]:
     roles = {Role.MEMBER}
-    if f"{msg.channel}:{msg.sender_id}" in config.policy.admins:
+    if msg.sender_key in config.policy.admins:
         roles.add(Role.OPERATOR)
     if msg.is_group and msg.is_admin:
         roles.add(Role.CHAT_ADMIN)
@@ -246,9 +246,9 @@ def _help(call: Invocation) -> str:
 def _whoami(call: Invocation) -> str | Awaitable[str]:
     msg = call.msg
     roles = ", ".join(sorted(r.value for r in call.roles))
-    base = (f"You are {msg.sender_name} ({msg.channel}:{msg.sender_id}) in {msg.group}; "
+    base = (f"You are {msg.sender_name} ({msg.sender_key}) in {msg.group}; "
             f"your roles here: {roles}.")
-    me = sender(msg)
+    me = msg.sender_key
     if msg.is_group:  # which other accounts a person has is theirs to see, in a DM
         return base
     if call.identities is None:
@@ -312,7 +312,7 @@ def _share(call: Invocation) -> str | Awaitable[str]:
     on = words[1] == "on"
 
     async def sharing() -> str:
-        person = await store.person_of(sender(call.msg))
+        person = await store.person_of(call.msg.sender_key)
         if person is None:
             return ("You have no personal memory to share yet: link your accounts first "
                     "(/link), or ask the operator to list you in [identities].")
@@ -354,7 +354,7 @@ def _forget(call: Invocation) -> str:
         return f"/forget is not available: {_NO_MEMORY}; nothing was deleted."
     msg = call.msg
     return call.memory.forget(msg.group, unconfirmed_args(call.command),
-                              f"{msg.channel}:{msg.sender_id}")
+                              msg.sender_key)
 
 
 _USAGE_CAP = ("Usage: /usage cap day|month <USD>|none|default: this chat's cap (none lifts "
@@ -373,7 +373,7 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
         store = call.identities
 
         async def showing() -> str:
-            me = sender(msg)
+            me = msg.sender_key
             person = (await store.person_of(me) if store is not None else None) or me
             return await desk.summary(msg.group, person)
 
@@ -404,7 +404,7 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
 
 def _tasks(call: Invocation) -> str:
     msg = call.msg
-    return tasks_command(call.config, msg.group, call.command.args, by=sender(msg),
+    return tasks_command(call.config, msg.group, call.command.args, by=msg.sender_key,
                          may_any=bool(call.roles & {Role.OPERATOR, *_OWNERS}))
 
 

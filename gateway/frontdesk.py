@@ -26,7 +26,7 @@ from gateway import commands
 from gateway.config import GatewayConfig
 from gateway.identity import IdentityStore
 from gateway.memorydesk import MemoryDesk
-from gateway.pairing import CODE_TTL, PairingStore, user_key
+from gateway.pairing import CODE_TTL, PairingStore
 from gateway.queue import Keys, events
 from gateway.router import Disposition, Route, Router
 from gateway.usage import UsageDesk
@@ -69,7 +69,7 @@ class FrontDesk:
         if self._cfg.policy.dm == "pairing" and not msg.is_group and not router.allowed(msg):
             # the router alone would drop an ungated channel's DM: treat it as paired
             paired = msg.channel in self.ungated or \
-                await self.pairing.is_approved(user_key(msg))
+                await self.pairing.is_approved(msg.sender_key)
             if msg.kind != "message":  # a stranger's edit gets no pairing code
                 return router.route(msg, paired)
             if not msg.authenticated:

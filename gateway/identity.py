@@ -32,7 +32,7 @@ from gateway.config import Settings
 from gateway.config.sections import LINKED_PREFIX
 from gateway.pairing import ALPHABET, CODE_LENGTH, normalize_code
 from gateway.queue import Keys
-from gateway.queue.identity import SHARE_PROFILE, resolve, user_key
+from gateway.queue.identity import SHARE_PROFILE, resolve
 
 #: how long a ``/link`` code is valid: enough to open the other app, short enough that a
 #: code seen over a shoulder is soon worthless
@@ -44,10 +44,6 @@ class LinkOutcome:
     ok: bool
     text: str
     person: str | None = None
-
-
-def sender(msg: Inbound) -> str:
-    return user_key(msg.channel, msg.sender_id)
 
 
 def _s(value: object) -> str:
@@ -80,7 +76,7 @@ class IdentityStore:
 
     async def issue_code(self, msg: Inbound) -> str:
         """A fresh one-time code for the sender; their previous live code stops working."""
-        user = sender(msg)
+        user = msg.sender_key
         code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
         old = await self._r.get(self._keys.link_pending(user))
         entry = json.dumps({"user": user, "name": msg.sender_name})
@@ -103,11 +99,11 @@ class IdentityStore:
                     "was linked. Send /link in your other DM for a new one.")
         asked = json.loads(_s(raw))
         asker, name = str(asked["user"]), str(asked.get("name") or "")
-        if asker == sender(msg):
+        if asker == msg.sender_key:
             return ("That code was made for this account: send it from your DM on the "
                     "other channel. Nothing was linked.")
         named = f"{asker} ({name})" if name else asker
-        return (f"This would join your account here ({sender(msg)}) with {named} as one "
+        return (f"This would join your account here ({msg.sender_key}) with {named} as one "
                 f"person: whoever uses {asker} will read what you tell me in either DM. "
                 f"Only if that account is yours, send /link {normalize_code(code)} confirm")
 
@@ -121,7 +117,7 @@ class IdentityStore:
                                       "other DM for a new one.")
         asker = str(json.loads(_s(raw))["user"])
         await self._r.delete(self._keys.link_pending(asker))
-        me = sender(msg)
+        me = msg.sender_key
         if asker == me:
             return LinkOutcome(False, "That code was made for this account: send it from "
                                       "your DM on the other channel. Nothing was linked; "
@@ -148,7 +144,7 @@ class IdentityStore:
 
     async def unlink_preview(self, msg: Inbound) -> str:
         """What ``/link off confirm`` would do, changing nothing."""
-        person = await self.person_of(sender(msg))
+        person = await self.person_of(msg.sender_key)
         chat = await self._chat_links(person) if person else []
         if person is None or not chat:
             return self._nothing_to_unlink(person)
@@ -163,7 +159,7 @@ class IdentityStore:
         link made by mistake (or by someone who had the other phone) must be undone from
         either side, and the joint memory then belongs to nobody's DM. The config's
         ``[identities]`` stay; only the operator changes those."""
-        person = await self.person_of(sender(msg))
+        person = await self.person_of(msg.sender_key)
         chat = await self._chat_links(person) if person else []
         if person is None or not chat:
             return LinkOutcome(False, self._nothing_to_unlink(person), person)

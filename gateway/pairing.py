@@ -51,10 +51,6 @@ class PairRequest:
     created: float
 
 
-def user_key(msg: Inbound) -> str:
-    return f"{msg.channel}:{msg.sender_id}"
-
-
 def normalize_code(code: str) -> str:
     return code.strip().upper().replace("-", "").replace(" ", "")
 
@@ -92,7 +88,7 @@ class PairingStore:
     async def request(self, msg: Inbound) -> str | None:
         """The sender's pairing code: their live one, or a new one. None when they were
         denied recently (the caller then answers nothing)."""
-        user = user_key(msg)
+        user = msg.sender_key
         if await self._r.exists(self._denied(user)):
             return None
         code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))

@@ -61,9 +61,6 @@ class Router:
         self._allow = frozenset(config.policy.allow)
         self._admins = frozenset(config.policy.admins)
 
-    def user_key(self, msg: Inbound) -> str:
-        return f"{msg.channel}:{msg.sender_id}"
-
     def allowed(self, msg: Inbound, paired: bool = False) -> bool:
         """``paired``: the pairing store approved this sender (only it can know)."""
         policy = self._cfg.policy
@@ -73,7 +70,7 @@ class Router:
         if not msg.is_group:
             if policy.dm == "open":
                 return True
-            user = self.user_key(msg)
+            user = msg.sender_key
             listed = user in self._admins or user in self._allow or group in self._allow
             return listed or (policy.dm == "pairing" and paired)
         return policy.groups == "open" or group in self._allow

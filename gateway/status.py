@@ -26,7 +26,7 @@ from rq.worker import BaseWorker
 
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
-from gateway.config import REDIS_URL_ENV, ConfigError, GatewayConfig, load_config
+from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.deadletters import list_skipped
 from gateway.pressure import disk_problem, free_mb, redis_problems
 from gateway.queue import Budget, DeadLetters, Keys, background_queue, job_queue, period_ids
@@ -79,8 +79,8 @@ def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
         problem = check_model(path)
         yield Check("model", problem is None,
                     "answered a one-token test" if problem is None else problem)
-    try:  # channels read their secrets (and the local one Redis's URL) from the env
-        channels = build_channels(cfg, {**os.environ, REDIS_URL_ENV: url or ""})
+    try:  # channels read their secrets from the env; the local one needs Redis's URL
+        channels = build_channels(cfg, os.environ, redis_url=url or None)
     except ConfigError as err:
         yield Check("channels", False, " ".join(err.render().split()))
         return

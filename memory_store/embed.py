@@ -40,7 +40,7 @@ class MiniLMEmbedder:
     """all-MiniLM-L6-v2 int8 through onnxruntime; thread-safe."""
 
     def __init__(self, model_path: Path | None = None, vocab_path: Path = VOCAB_PATH,
-                 *, threads: int | None = None, max_tokens: int = MAX_TOKENS,
+                 *, threads: int = 1, max_tokens: int = MAX_TOKENS,
                  batch_size: int = 32) -> None:
         import onnxruntime as ort
         from tokenizers.implementations.bert_wordpiece import BertWordPieceTokenizer
@@ -55,8 +55,9 @@ class MiniLMEmbedder:
         self.dim = DIM
         self.batch_size = batch_size
         opts = ort.SessionOptions()
-        # Small by default: the bot shares its cores with workers and the gateway.
-        opts.intra_op_num_threads = threads or int(os.environ.get("PNC_EMBED_THREADS", "1"))
+        # Small by default: the bot shares its cores with workers and the gateway (the
+        # worker passes $PNC_EMBED_THREADS, read by gateway/config/env.py).
+        opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
         self._session: Any = ort.InferenceSession(str(model_path), sess_options=opts,
                                                   providers=["CPUExecutionProvider"])
@@ -111,7 +112,12 @@ def _relock(ref: weakref.ref[MiniLMEmbedder]) -> None:
         obj._lock = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1)
-def default_embedder() -> MiniLMEmbedder:
-    """The process-wide MiniLM embedder (loading the model once costs ~0.3 s)."""
-    return MiniLMEmbedder()
+def default_embedder(threads: int = 1) -> MiniLMEmbedder:
+    """The process-wide MiniLM embedder (loading the model once costs ~0.3 s), on
+    ``threads`` onnxruntime threads."""
+    return _embedder(threads)
+
+
+@functools.lru_cache(maxsize=2)
+def _embedder(threads: int) -> MiniLMEmbedder:
+    return MiniLMEmbedder(threads=threads)

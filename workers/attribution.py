@@ -98,7 +98,7 @@ def attribute(
     trust = min(content_trust(m, admins) for m in pool)
     # The source names where the words are (the cited message, or the whole batch).
     ids = [m.message_id for m in origin]
-    participants = sorted({f"{m.channel}:{m.sender_id}" for m in origin})
+    participants = sorted({m.sender_key for m in origin})
     return Attribution(
         source=f"{group}:msg/{','.join(ids)}",
         message_ids=ids,

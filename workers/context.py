@@ -21,8 +21,10 @@ from typing import Any, TypeVar
 import redis
 
 from gateway.config import REDIS_URL_ENV, WorkerSettings, load_worker_settings
+from gateway.config.env import embed_threads as read_embed_threads
 from memory_store import BaseMemory, GroupDirectory, make_inotify
 from memory_store.cache import MemoryCache
+from memory_store.embed import default_embedder
 
 T = TypeVar("T")
 
@@ -34,15 +36,22 @@ MEMORY_CACHE_SIZE = 16
 class WorkerContext:
     """Settings, Redis, open memories and the event loop of one worker process."""
 
-    def __init__(self, settings: WorkerSettings, client: redis.Redis) -> None:
+    def __init__(self, settings: WorkerSettings, client: redis.Redis, *,
+                 embed_threads: int | None = None) -> None:
         self.settings = settings
         self.redis = client
         self.pid = os.getpid()
+        #: onnxruntime threads of the embedder (vector/hybrid); default $PNC_EMBED_THREADS
+        self.embed_threads = read_embed_threads(os.environ) if embed_threads is None \
+            else embed_threads
+        options: dict[str, Any] = {}
+        if settings.memory.backend != "file":  # the file backend embeds nothing
+            options["embedder"] = default_embedder(self.embed_threads)
         # one instance for every open group: the kernel allows 128 per user by default
         # (fs.inotify.max_user_instances), across all of that user's processes
         self.inotify = make_inotify()
         self.memories = MemoryCache(max_groups=MEMORY_CACHE_SIZE, inotify=self.inotify,
-                                    **settings.memory.backend_options())
+                                    **options, **settings.memory.backend_options())
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @classmethod
@@ -107,5 +116,6 @@ def current(redis_url: str | None = None) -> WorkerContext:
         kwargs = _installed.redis.connection_pool.connection_kwargs
         pool = redis.ConnectionPool(connection_class=_installed.redis.connection_pool
                                     .connection_class, **kwargs)
-        _installed = WorkerContext(_installed.settings, redis.Redis(connection_pool=pool))
+        _installed = WorkerContext(_installed.settings, redis.Redis(connection_pool=pool),
+                                   embed_threads=_installed.embed_threads)
     return _installed

@@ -51,7 +51,7 @@ def is_self_statement(msg: Inbound, about: str) -> bool:
     wanted = " ".join(about.split()).casefold()
     return wanted in {
         " ".join(msg.sender_name.split()).casefold(),
-        f"{msg.channel}:{msg.sender_id}".casefold(),
+        msg.sender_key.casefold(),
     }
 
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from channels.models import Inbound
-from gateway.queue.identity import Identities, user_key
+from gateway.queue.identity import Identities
 from memory_store import GroupDirectory, person_key
 from memory_store.group import PROFILE_FILE
 from memory_store.protocol import MemoryRecord
@@ -40,7 +40,7 @@ def dm_owner(messages: Sequence[Inbound]) -> str | None:
     """The user key of the one person a DM batch is from; None for a group batch."""
     if not messages or any(m.is_group for m in messages):
         return None
-    owners = {user_key(m.channel, m.sender_id) for m in messages}
+    owners = {m.sender_key for m in messages}
     return owners.pop() if len(owners) == 1 else None
 
 
@@ -60,7 +60,7 @@ def shared_profiles(identities: Identities, data_dir: Path, messages: Sequence[I
     found: list[MemoryRecord] = []
     seen: set[str] = set()
     for m in messages:
-        user = user_key(m.channel, m.sender_id)
+        user = m.sender_key
         person = identities.person_of(user)
         if person is None or person in seen or not identities.shares_profile(person):
             continue

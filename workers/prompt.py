@@ -85,7 +85,7 @@ def role_of(msg: Inbound, admins: Collection[str] = ()) -> Role:
     A scheduled task's run is a member, whoever made it and wherever it runs."""
     if msg.sender_id.startswith(TASK_SENDER_PREFIX):
         return Role.MEMBER
-    if f"{msg.channel}:{msg.sender_id}" in admins:
+    if msg.sender_key in admins:
         return Role.OPERATOR
     if not msg.is_group:
         return Role.OWNER
@@ -389,7 +389,7 @@ def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> s
         [
             f"id={attr_value(msg.message_id)}",
             f"from={attr_value(msg.sender_name)}",
-            f"sender={attr_value(f'{msg.channel}:{msg.sender_id}')}",
+            f"sender={attr_value(msg.sender_key)}",
             f'role="{role.value}"',
             f'trust="{trust:.2f}"',
             f'kind="{kind}"',

@@ -23,7 +23,7 @@ import redis
 
 from channels.models import Inbound, Outbound
 from gateway.queue import Budget, GroupQueue, Keys, events, parse_entry
-from gateway.queue.identity import Configured, Identities, user_key
+from gateway.queue.identity import Configured, Identities
 from memory_store import GroupDirectory
 from memory_store.coreedits import notice as notice_core_edits
 from workers.agent import TurnError, TurnRequest, build_agent
@@ -214,7 +214,7 @@ class TurnRunner:
         """Who pays for the turn besides the group: the sender of the message it answers
         (the last engaged one), as their linked identity when they have one."""
         anchor = batch.anchor
-        user = user_key(anchor.channel, anchor.sender_id)
+        user = anchor.sender_key
         return self._identities.person_of(user) or user
 
     def park(self, batch: Batch, lock: GroupLock, spent: BudgetSpent) -> str:
@@ -366,7 +366,7 @@ class TurnRunner:
                     "id": batch.turn_id,
                     "source": f"{batch.group}:msg/" + ",".join(ids),
                     "message_ids": ids,
-                    "participants": sorted({f"{m.sender_name} ({m.channel}:{m.sender_id})"
+                    "participants": sorted({f"{m.sender_name} ({m.sender_key})"
                                             for m in batch.messages}),
                     "trust": episode_trust(batch.messages, self._settings.admins,
                                            reply=reply_text, read_trust=read_trust),

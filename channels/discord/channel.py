@@ -14,7 +14,7 @@ from aiohttp import web
 from pydantic import SecretStr
 
 import channels.discord.endpoint as endpoint
-from channels.base import Channel, ChannelLimits, Chunk, InboundSink
+from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
 from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, check_token, intents
 from channels.discord.cursors import LastSeen
@@ -111,7 +111,8 @@ class DiscordChannel(Channel):
         self._places = Places(self)
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         """Build from a ``[channels.discord]`` block; the token comes from ``env``."""
         settings = DiscordSettings.model_validate(block)
         token = env.get(settings.token_env, "").strip()
@@ -119,8 +120,7 @@ class DiscordChannel(Channel):
             raise ValueError(
                 f"set {settings.token_env} to the Discord bot token "
                 f"(Developer Portal > your application > Bot > Reset Token), or point "
-                f"channels.discord.token_env at the variable that holds it"
-            )
+                f"channels.discord.token_env at the variable that holds it")
         return cls(settings, SecretStr(token), account=account)
 
     def web_routes(self) -> list[web.RouteDef]:

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
-from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.base import (
+    NO_CONTEXT,
+    Channel,
+    ChannelContext,
+    ChannelLimits,
+    Chunk,
+    CursorStore,
+    InboundSink,
+)
 from channels.email.imap import ImapSession, TokenSource
 from channels.email.oauth import TokenManager
 from channels.email.outgoing import Outgoing
@@ -75,7 +83,8 @@ class EmailChannel(Channel):
         return f"EmailChannel(account={self.account!r}, address={self.settings.address!r})"
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = EmailSettings.model_validate(block)
         if settings.auth == "oauth2":
             secret = env.get(settings.client_secret_env, "").strip()

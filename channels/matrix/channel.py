@@ -16,23 +16,28 @@ from nio.crypto import ENCRYPTION_ENABLED
 from nio.exceptions import LocalProtocolError, SendRetryError
 from pydantic import SecretStr
 
-from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.base import (
+    NO_CONTEXT,
+    Channel,
+    ChannelContext,
+    ChannelLimits,
+    Chunk,
+    CursorStore,
+    InboundSink,
+)
 from channels.errors import PermanentError, TransientError
 from channels.matrix.errors import map_error, network_error
 from channels.matrix.normalize import BotIdentity
 from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks, utf8_len
 from channels.matrix.session import Session, load_session, save_session
 from channels.matrix.settings import MatrixSettings
-from channels.matrix.syncer import Syncer
+from channels.matrix.syncer import SYNC_GRACE, Syncer
 from channels.models import Outbound
 
 if TYPE_CHECKING:
     from typing import Self
 
 log = logging.getLogger(__name__)
-
-#: the gateway's data dir, which the gateway puts in the adapters' environment
-DATA_DIR_ENV = "PYNANOCLAW_DATA_DIR"
 
 #: Matrix has no published per-room send limit; Synapse's default ``rc_message`` is
 #: 0.2 messages/s with a burst of 10 per user, and its ``retry_after_ms`` covers the rest.
@@ -91,7 +96,7 @@ class MatrixChannel(Channel):
             config=AsyncClientConfig(
                 max_limit_exceeded=0,  # 429s come back to us (RateLimited), never slept on
                 max_timeouts=0,  # network errors too: the outbox and sync loop retry
-                request_timeout=settings.sync_timeout + 30,
+                request_timeout=settings.sync_timeout + SYNC_GRACE,
                 encryption_enabled=self.encrypted,
                 store_sync_tokens=False,  # the cursor store owns next_batch
             ),
@@ -104,17 +109,17 @@ class MatrixChannel(Channel):
         return f"MatrixChannel(account={self.account!r}, user={self.settings.user_id!r})"
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = MatrixSettings.model_validate(block)
         token = env.get(settings.access_token_env, "").strip()
         password = env.get(settings.password_env, "").strip()
         store_dir = settings.store_dir
         if store_dir is None:
-            data_dir = env.get(DATA_DIR_ENV, "").strip()
-            if not data_dir:
+            if context.data_dir is None:
                 raise ValueError("channels.matrix: set store_dir (where the bot's device and "
                                  "keys are kept)")
-            store_dir = Path(data_dir) / "matrix" / account
+            store_dir = context.data_dir / "matrix" / account
         if not token and not password and load_session(
             store_dir, settings.homeserver, settings.user_id
         ) is None:

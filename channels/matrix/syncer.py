@@ -1,12 +1,10 @@
-"""The /sync loop: sync, handle invites and kicks, normalize, sink, then move the token.
+"""Matrix's /sync as the fetch of the shared receive loop (``channels.pull``: sink,
+then the token; backoff; stall watchdog): sync, handle invites and kicks, normalize.
 
-Promises:
+Promises, beyond the loop's:
 
-* ``next_batch`` is persisted through the cursor store only after every message of that
-  sync went through the sink, so a restart resumes exactly there: nothing lost, nothing
-  replayed (at most one sync whose token write was lost, which the inbox dedupes).
-  When the sink raises, the loop backs off and syncs again from the same token: the
-  homeserver sends the same events again.
+* ``next_batch`` is the cursor of the whole sync: committed only after every message
+  of that sync went through the sink, so a restart resumes exactly there.
 * First start (no stored token): one initial sync whose timeline is ignored, so the
   room history is not replayed as new messages. A room the bot just joined starts after
   the bot's own join event, for the same reason.
@@ -19,15 +17,14 @@ Promises:
 * An encrypted message that cannot be decrypted (no E2E support, or no key) is reported
   once per room and skipped: it can never become readable by waiting, so it must not
   hold the token.
-* Errors back off with jittered exponential delay (capped); ``M_LIMIT_EXCEEDED`` waits
-  what the homeserver asked; a refused token stops the loop with one clear log line.
+* ``M_LIMIT_EXCEEDED`` waits what the homeserver asked; a refused token stops the
+  loop with one clear log line; other refusals back off.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from typing import Any
 
 from aiohttp import ClientError
@@ -38,16 +35,24 @@ from channels.errors import PermanentError, RateLimited
 from channels.matrix.errors import map_error
 from channels.matrix.normalize import ADMIN_POWER, BotIdentity, RoomView, normalize_event
 from channels.matrix.settings import MatrixSettings
+from channels.pull import Batch, Item, PullLoop
+from channels.retry import Backoff
 
 log = logging.getLogger(__name__)
 
 TOKEN_KEY = "next_batch"  # noqa: S105 (a cursor name)
 #: read-back bound after a long absence: pages of ``timeline_limit`` events per room
 MAX_BACKFILL_PAGES = 50
+#: seconds a sync may take beyond its long-poll timeout (nio's request timeout, too)
+SYNC_GRACE = 30
 
 
 class BackfillFailed(Exception):
     """/messages refused while reading back a room's missed events."""
+
+
+class SyncRefused(Exception):
+    """The homeserver answered /sync with an error that a retry may cure."""
 
 
 def room_view(client: AsyncClient, room_id: str) -> RoomView:
@@ -83,7 +88,7 @@ def _joined_at(events: list[Any], user_id: str) -> int:
 
 
 class Syncer:
-    """Runs the /sync loop for one bot account until cancelled."""
+    """The /sync fetch of one bot account, and its receive loop (``run``)."""
 
     def __init__(
         self,
@@ -97,17 +102,29 @@ class Syncer:
         self._client = client
         self._settings = settings
         self._identity = identity
-        self._sink = sink
-        self._cursors = cursors
         self._account = account
-        self.token: str | None = None
-        self.failures = 0
-        #: set when the homeserver refused the bot for good; the loop has stopped
-        self.fatal: str | None = None
         #: rooms already reported as unreadable (encrypted without keys or support)
         self.reported: set[str] = set()
+        self.loop = PullLoop(
+            self._fetch, sink, cursors, TOKEN_KEY,
+            backoff=Backoff(settings.backoff_initial, settings.backoff_max),
+            stall_after=settings.sync_timeout + SYNC_GRACE, log=log, name="matrix",
+        )
         #: set once the first sync (initial or resumed) went through
-        self.ready = asyncio.Event()
+        self.ready = self.loop.ready
+
+    @property
+    def token(self) -> str | None:
+        return self.loop.cursor
+
+    @property
+    def failures(self) -> int:
+        return self.loop.failures
+
+    @property
+    def fatal(self) -> str | None:
+        """Set when the homeserver refused the bot for good; the loop has stopped."""
+        return self.loop.fatal
 
     def __repr__(self) -> str:
         return f"Syncer(account={self._account!r}, failures={self.failures})"
@@ -116,84 +133,46 @@ class Syncer:
         return {"room": {"timeline": {"limit": self._settings.timeline_limit}}}
 
     async def run(self) -> None:
-        self.token = await self._load_token()
-        full_state = True
-        while self.fatal is None:
-            first = not self.ready.is_set()
-            response = await self._sync(0 if first else self._settings.sync_timeout * 1000,
-                                        full_state)
-            if response is None:
-                continue
-            await self._membership(response)
-            history = first and self.token is None  # the initial sync is not news
-            if not history and not await self._deliver(response):
-                continue
-            self.token = response.next_batch
-            full_state = False
-            await self._save_token(self.token)
-            self.ready.set()
-            await self._e2e_housekeeping()
+        await self.loop.run()
 
-    async def _load_token(self) -> str | None:
-        if self._cursors is None:
-            return None
-        while True:  # without the stored token the first sync would skip messages
-            try:
-                return await self._cursors.get(TOKEN_KEY)
-            except Exception as error:
-                log.warning("matrix: cursor store unavailable (%s); retrying",
-                            type(error).__name__)
-                await self._backoff()
+    async def _fetch(self, token: str | None) -> Batch:
+        """One sync after ``token``: membership handled, its messages as one batch."""
+        first = not self.ready.is_set()
+        if not first:
+            await self._e2e_housekeeping()  # between syncs, as nio's sync_forever does
+        response = await self._sync(token, first)
+        await self._membership(response)
+        if first and token is None:  # the initial sync is history, not news
+            return Batch(cursor=response.next_batch)
+        return Batch(await self._items(response, token), cursor=response.next_batch)
 
-    async def _sync(self, timeout_ms: int, full_state: bool) -> SyncResponse | None:
-        # nio skips a response whose next_batch it has seen (a redelivery after a sink
-        # failure would then not be decrypted): let it see our cursor as its position
-        self._client.next_batch = self.token
-        try:
-            response = await self._client.sync(
-                timeout=timeout_ms, since=self.token, full_state=full_state or None,
-                sync_filter=self.sync_filter(),
-            )
-        except (ClientError, TimeoutError, OSError) as error:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                # aiohttp can turn a cancel that races its own timeout into a
-                # TimeoutError; swallowing it would keep a stopped loop running
-                raise asyncio.CancelledError from None
-            log.warning("matrix: sync failed (%s); backing off", type(error).__name__)
-            await self._backoff()
-            return None
+    async def _sync(self, token: str | None, first: bool) -> SyncResponse:
+        # nio skips a response whose next_batch it has seen (a re-sync after a failure
+        # would then not be decrypted): let it see our cursor as its position
+        self._client.next_batch = token
+        response = await self._client.sync(
+            timeout=0 if first else self._settings.sync_timeout * 1000, since=token,
+            # a restart rebuilds room state (members, names are not kept between runs)
+            full_state=first or None, sync_filter=self.sync_filter(),
+        )
         if isinstance(response, SyncResponse):
-            self.failures = 0
             return response
         refused = map_error(response) if isinstance(response, SyncError) else None
         if isinstance(refused, RateLimited):
-            log.warning("matrix: sync rate limited; waiting %.1fs as asked", refused.retry_after)
-            await asyncio.sleep(refused.retry_after)
-        elif isinstance(refused, PermanentError) and refused.reason == "unauthorized":
-            self.fatal = refused.reason
-            log.error("matrix: the homeserver refused the access token; sync stopped. "
-                      "Log in again (delete the session file) or set a new token.")
-        else:
-            log.warning("matrix: sync failed (%s); backing off",
-                        refused or type(response).__name__)
-            await self._backoff()
-        return None
+            raise refused
+        if isinstance(refused, PermanentError) and refused.reason == "unauthorized":
+            raise PermanentError("unauthorized", "the homeserver refused the access token. "
+                                 "Log in again (delete the session file) or set a new token.")
+        raise SyncRefused(str(refused or type(response).__name__))
 
-    async def _deliver(self, response: SyncResponse) -> bool:
-        """Sink every message of the sync in order; False (after backing off) when the
-        sink failed, so the same sync is fetched again."""
+    async def _items(self, response: SyncResponse, token: str | None) -> list[Item]:
+        """Every message of the sync in order (rooms read back where it was ``limited``)."""
+        items: list[Item] = []
         for room_id, info in response.rooms.join.items():
             events = list(info.timeline.events)
             start = _joined_at(events, self._identity.user_id)
-            if info.timeline.limited and self.token is not None and start == 0:
-                try:
-                    events = await self._backfill(room_id, info.timeline.prev_batch) + events
-                except (ClientError, TimeoutError, OSError, BackfillFailed) as error:
-                    log.warning("matrix: reading back %s failed (%s); the sync will be fetched "
-                                "again", room_id, error or type(error).__name__)
-                    await self._backoff()
-                    return False
+            if info.timeline.limited and token is not None and start == 0:
+                events = await self._backfill(room_id, info.timeline.prev_batch, token) + events
             view = room_view(self._client, room_id)
             for event in events[start:]:
                 if isinstance(event, MegolmEvent):
@@ -211,18 +190,11 @@ class Syncer:
                     log.exception("matrix: event %s in %s could not be normalized; skipped",
                                   source.get("event_id"), room_id)
                     continue
-                if inbound is None:
-                    continue
-                try:
-                    await self._sink(inbound)
-                except Exception as error:
-                    log.warning("matrix: inbox unavailable (%s); the sync will be fetched again",
-                                type(error).__name__)
-                    await self._backoff()
-                    return False
-        return True
+                if inbound is not None:
+                    items.append(Item(inbound))
+        return items
 
-    async def _backfill(self, room_id: str, prev_batch: str | None) -> list[Any]:
+    async def _backfill(self, room_id: str, prev_batch: str | None, token: str) -> list[Any]:
         """The events between the stored token and the start of a ``limited`` timeline
         (more arrived than one sync carries), oldest first, read back with /messages."""
         older: list[Any] = []
@@ -231,7 +203,7 @@ class Syncer:
             if cursor is None:
                 break
             page = await self._client.room_messages(
-                room_id, start=cursor, end=self.token, limit=self._settings.timeline_limit
+                room_id, start=cursor, end=token, limit=self._settings.timeline_limit
             )
             if not isinstance(page, RoomMessagesResponse):
                 raise BackfillFailed(str(map_error(page)))
@@ -334,19 +306,3 @@ class Syncer:
         except (ClientError, TimeoutError, OSError) as error:
             log.warning("matrix: key exchange failed (%s); retried after the next sync",
                         type(error).__name__)
-
-    async def _save_token(self, token: str) -> None:
-        if self._cursors is None:
-            return
-        try:
-            await self._cursors.set(TOKEN_KEY, token)
-        except Exception as error:
-            # The messages are durable already; if this write is lost a restart syncs
-            # from the older token and the inbox dedupes. Not worth stopping for.
-            log.warning("matrix: could not persist the sync token (%s)", type(error).__name__)
-
-    async def _backoff(self) -> None:
-        self.failures += 1
-        ceiling = min(self._settings.backoff_max,
-                      self._settings.backoff_initial * 2 ** min(self.failures - 1, 30))
-        await asyncio.sleep(ceiling * random.uniform(0.5, 1.0))

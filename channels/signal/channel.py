@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from pydantic import SecretStr
 
-from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.base import (
+    NO_CONTEXT,
+    Channel,
+    ChannelContext,
+    ChannelLimits,
+    Chunk,
+    CursorStore,
+    InboundSink,
+)
 from channels.errors import FormattingRejected
 from channels.models import Outbound
 from channels.pools import aiohttp_connector
@@ -78,7 +86,8 @@ class SignalChannel(Channel):
         return f"SignalChannel(account={self.account!r}, url={self.settings.url!r})"
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = SignalSettings.model_validate(block)
         auth: SecretStr | None = None
         if settings.auth_env is not None:

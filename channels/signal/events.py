@@ -6,18 +6,20 @@ receives from the Signal server is written as ``event:receive`` + ``data:<json>`
 every connected events client, with no event id; a ``:`` keep-alive comment goes out
 every 15 s. It acknowledges the message to the Signal server itself, before and
 regardless of us, and keeps no backlog: there is no ``Last-Event-ID`` to resume from.
-So, promises:
+So the stream is the fetch of the shared receive loop (``channels.pull``): each read
+of the stream is a batch, each message carries its cursor (``last``: its message id).
+Promises, beyond the loop's:
 
-* A message is passed to the sink and held (the stream is not read further, which
-  backs signal-cli's writes up) until the sink returned; sink failures are retried
-  with backoff. Only then is the cursor (``last``: its message id) stored.
+* A message is held by the loop (the stream is not read further, which backs
+  signal-cli's writes up) until the sink returned; signal-cli will not send it again.
 * ``alive`` (the last time the stream was known to be open) is stored as it goes. When
   the stream breaks, or at start after a previous run, the adapter reconnects and, with
   ``receive_mode = "on-start"``, reports the window between the last sign of life and
   the reconnection as a gap (``SignalHealth.gap``): signal-cli may have received and
   dropped messages in it. With ``on-connection`` signal-cli only receives while a
   client listens, so a break leaves messages on the Signal server and is no gap.
-* A silent dead connection is noticed after ``idle_timeout`` without a byte.
+* A silent dead connection is the loop's stall: no byte (a keep-alive comes every 15 s)
+  within ``idle_timeout``; the stream is then reopened.
 * Stopping while a message is held (the inbox down) loses it, and says so: signal-cli
   has acknowledged it already.
 """
@@ -27,15 +29,15 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import aiohttp
-from tenacity import AsyncRetrying
 
 from channels.base import CursorStore, InboundSink
 from channels.models import Inbound
-from channels.retry import Backoff, retrying
+from channels.pull import Batch, Item, PullLoop
+from channels.retry import Backoff
 from channels.signal.errors import UNTRUSTED_IDENTITY, Problem
 from channels.signal.health import SignalHealth
 from channels.signal.normalize import BotIdentity, normalize_event
@@ -68,7 +70,7 @@ def _reason(error: BaseException) -> str:
 
 
 class EventStream:
-    """Reads one account's events stream until cancelled."""
+    """Reads one account's events stream until cancelled: the fetch of its receive loop."""
 
     def __init__(
         self,
@@ -85,89 +87,121 @@ class EventStream:
         self._session = session
         self._settings = settings
         self._bot = bot
-        self._sink = sink
         self._cursors = cursors
         self._health = health
         self._account = account
         self._headers = dict(headers or {})
         self.connected = asyncio.Event()
-        #: reconnect backoff (``channels.retry``); reset once a stream is open again
-        self._backoff = Backoff(settings.backoff_initial, settings.backoff_max)
         #: last moment the stream was known open; None before the first connection
         self.alive_at: datetime | None = None
         self._saved_alive = 0.0
-        self._held: Inbound | None = None
+        self._loaded = False
+        #: where a gap would start and why (the previous run's last sign of life first)
+        self._lost_at: datetime | None = None
+        self._why = "the gateway was not listening (restart)"
+        self._response: aiohttp.ClientResponse | None = None
+        self._parser = SseParser()
+        self.loop = PullLoop(
+            self._fetch, sink, cursors, LAST_KEY,
+            backoff=Backoff(settings.backoff_initial, settings.backoff_max),
+            # signal-cli sends a keep-alive every 15 s: silence means a dead connection
+            stall_after=settings.idle_timeout, log=log, name=f"signal ({account})",
+        )
 
     @property
     def failures(self) -> int:
-        """Consecutive failed connections since the stream was last open."""
-        return self._backoff.failures
+        """Consecutive failed connections (or sink calls) since the last success."""
+        return self.loop.failures
 
     def __repr__(self) -> str:
         return f"EventStream(connected={self.connected.is_set()}, failures={self.failures})"
 
     async def run(self) -> None:
-        previous = await self._load_alive()
-        lost_at, why = previous, "the gateway was not listening (restart)"
         try:
-            while True:
-                try:
-                    await self._read(lost_at, why)
-                    error: BaseException = ConnectionResetError("stream ended")
-                except (aiohttp.ClientError, TimeoutError, OSError, ValueError,
-                        StreamRefused) as caught:
-                    error = caught
-                reason = _reason(error)
-                if self.connected.is_set():  # the gap starts at this break, for this reason
-                    lost_at, why = self.alive_at, reason
-                    self.connected.clear()
-                self._health.stream_down(reason)
-                await self._backoff.sleep()
+            await self.loop.run()
         finally:
-            if self._held is not None:
+            if self.loop.held is not None:
                 log.error("signal (%s): message %s was never made durable and is lost "
                           "(signal-cli had acknowledged it already)",
-                          self._account, self._held.message_id)
+                          self._account, self.loop.held.message_id)
             if self.connected.is_set():  # open until now: a restart's gap starts here
                 self.alive_at = _now()
+            self._close()
             await self._save_alive(force=True)
 
-    async def _read(self, lost_at: datetime | None, why: str) -> None:
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.request_timeout,
-                                        sock_read=self._settings.idle_timeout)
+    async def _fetch(self, cursor: str | None) -> Batch:
+        """The messages of the next bytes of the stream (opened first if it is not)."""
+        if not self._loaded:
+            # without it a gap across the restart would go unreported: the loop retries
+            self._lost_at = await self._load_alive()
+            self._loaded = True
+        if self._response is None and self.connected.is_set():
+            self._broken(TimeoutError())  # the loop cancelled a silent read: a stall
+        try:
+            if self._response is None:
+                await self._open()
+            assert self._response is not None
+            chunk = await self._response.content.readany()
+            if not chunk:
+                raise ConnectionResetError("stream ended")
+            events = self._parser.feed(chunk)
+        except asyncio.CancelledError:
+            self._close()  # a stall or a stop; the next fetch (if any) reports it
+            raise
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError, StreamRefused) as error:
+            self._broken(error)
+            raise
+        self.alive_at = _now()
+        items = []
+        for event in events:
+            inbound = self._inbound(event.data) if event.event == "receive" else None
+            if inbound is not None:
+                items.append(Item(inbound, inbound.message_id))
+        await self._save_alive()
+        return Batch(items)
+
+    async def _open(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.request_timeout)
         url = self._settings.url + EVENTS_PATH
         params = {"account": self._settings.number}  # multi-account mode: this account only
-        async with self._session.get(url, params=params, headers=self._headers,
-                                     timeout=timeout) as resp:
-            kind = resp.headers.get("Content-Type", "")
-            if resp.status != 200 or not kind.startswith("text/event-stream"):
-                raise StreamRefused(f"signal-cli answered HTTP {resp.status} {kind}".strip())
-            now = _now()
-            if lost_at is not None and self._settings.receive_mode == "on-start":
-                self._health.gap(lost_at, now, why)
-            self.alive_at = now
-            self._backoff.reset()
-            self.connected.set()
-            self._health.stream_up()
-            await self._save_alive(force=True)
-            parser = SseParser()
-            async for chunk in resp.content.iter_any():
-                self.alive_at = _now()
-                for event in parser.feed(chunk):
-                    if event.event == "receive":
-                        await self._handle(event.data)
-                await self._save_alive()
+        resp = await self._session.get(url, params=params, headers=self._headers,
+                                       timeout=timeout)
+        kind = resp.headers.get("Content-Type", "")
+        if resp.status != 200 or not kind.startswith("text/event-stream"):
+            resp.release()
+            raise StreamRefused(f"signal-cli answered HTTP {resp.status} {kind}".strip())
+        self._response, self._parser = resp, SseParser()
+        now = _now()
+        if self._lost_at is not None and self._settings.receive_mode == "on-start":
+            self._health.gap(self._lost_at, now, self._why)
+        self.alive_at = now
+        self.connected.set()
+        self._health.stream_up()
+        await self._save_alive(force=True)
 
-    async def _handle(self, data: str) -> None:
+    def _broken(self, error: BaseException) -> None:
+        reason = _reason(error)
+        if self.connected.is_set():  # the gap starts at this break, for this reason
+            self._lost_at, self._why = self.alive_at, reason
+            self.connected.clear()
+        self._health.stream_down(reason)
+        self._close()
+
+    def _close(self) -> None:
+        if self._response is not None:
+            self._response.close()
+            self._response = None
+
+    def _inbound(self, data: str) -> Inbound | None:
         try:
             event = json.loads(data)
             if not isinstance(event, dict):
                 raise ValueError("not an object")
         except ValueError:
             log.warning("signal (%s): malformed event skipped", self._account)
-            return
+            return None
         if event.get("account") not in (None, self._settings.number):
-            return  # another account of a multi-account daemon
+            return None  # another account of a multi-account daemon
         exception = event.get("exception")
         if isinstance(exception, dict) and exception.get("type") == "UntrustedIdentityException":
             self._health.report(Problem(
@@ -176,44 +210,15 @@ class EventStream:
                 f"it, then run: signal-cli -a {self._settings.number} trust <sender>",
             ))
         try:
-            inbound = normalize_event(event, self._bot, self._account)
+            return normalize_event(event, self._bot, self._account)
         except (ValueError, TypeError, KeyError) as error:
             log.warning("signal (%s): event not understood, skipped (%s)", self._account, error)
-            return
-        if inbound is None:
-            return
-        await self._deliver(inbound)
-        await self._set(LAST_KEY, inbound.message_id)
-
-    async def _deliver(self, inbound: Inbound) -> None:
-        """Sink it, retrying until it is durable: signal-cli will not send it again."""
-        self._held = inbound
-        retries = 0
-
-        def note(error: BaseException, delay: float) -> None:
-            nonlocal retries
-            retries += 1
-            (log.warning if retries == 1 else log.debug)(
-                "signal (%s): inbox unavailable (%s); holding message %s and retrying",
-                self._account, type(error).__name__, inbound.message_id)
-
-        async for attempt in self._retrying(note):
-            with attempt:
-                await self._sink(inbound)
-        self._held = None
+            return None
 
     async def _load_alive(self) -> datetime | None:
         if self._cursors is None:
             return None
-        def note(error: BaseException, delay: float) -> None:
-            log.warning("signal (%s): cursor store unavailable (%s); retrying",
-                        self._account, type(error).__name__)
-
-        stored: str | None = None
-        # without it a gap across the restart would go unreported: retried until it answers
-        async for attempt in self._retrying(note):
-            with attempt:
-                stored = await self._cursors.get(ALIVE_KEY)
+        stored = await self._cursors.get(ALIVE_KEY)
         try:
             return datetime.fromisoformat(stored) if stored else None
         except ValueError:
@@ -226,20 +231,11 @@ class EventStream:
         if self.alive_at is None or (not force and loop.time() - self._saved_alive < every):
             return
         self._saved_alive = loop.time()
-        await self._set(ALIVE_KEY, self.alive_at.isoformat())
-
-    async def _set(self, key: str, value: str) -> None:
         if self._cursors is None:
             return
         try:
-            await self._cursors.set(key, value)
+            await self._cursors.set(ALIVE_KEY, self.alive_at.isoformat())
         except Exception as error:
-            # the message is durable already; a lost cursor write only blurs a gap report
-            log.warning("signal (%s): could not store %s (%s)", self._account, key,
+            # the message is durable already; a lost write only blurs a gap report
+            log.warning("signal (%s): could not store %s (%s)", self._account, ALIVE_KEY,
                         type(error).__name__)
-
-    def _retrying(self, on_retry: Callable[[BaseException, float], None]) -> AsyncRetrying:
-        """Retry a call (any ``Exception``) until it works, on the adapters' one policy."""
-        return retrying(initial=self._settings.backoff_initial,
-                        maximum=self._settings.backoff_max,
-                        retry_if=lambda error: isinstance(error, Exception), on_retry=on_retry)

@@ -19,7 +19,7 @@ from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.base import Channel, ChannelLimits, Chunk, InboundSink
+from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
 from channels.errors import FormattingRejected
 from channels.models import Inbound, Outbound
 from channels.slack.bolt_app import build_app
@@ -120,7 +120,8 @@ class SlackChannel(Channel):
         return f"SlackChannel(account={self.account!r}, mode={self.settings.mode!r})"
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = parse_block(block)
         return cls(settings, load_secrets(settings, env), account=account)
 

@@ -16,15 +16,24 @@ from telegram.constants import ChatAction, ParseMode
 from telegram.error import TelegramError
 from telegram.request import HTTPXRequest
 
-from channels.base import Channel, ChannelLimits, Chunk, CursorStore, InboundSink
+from channels.base import (
+    NO_CONTEXT,
+    Channel,
+    ChannelContext,
+    ChannelLimits,
+    Chunk,
+    CursorStore,
+    InboundSink,
+)
 from channels.errors import FormattingRejected, PermanentError
 from channels.models import Outbound
 from channels.pools import httpx_limits, httpx_transport
+from channels.pull import PullLoop
 from channels.redact import protect
 from channels.split import utf16_len
 from channels.telegram.errors import map_error
 from channels.telegram.normalize import BotIdentity
-from channels.telegram.poller import Poller
+from channels.telegram.poller import poll_loop
 from channels.telegram.render import TELEGRAM_TEXT_LIMIT, render_chunks
 from channels.telegram.settings import TelegramSettings
 from channels.telegram.webhook import WebhookEndpoint
@@ -123,14 +132,15 @@ class TelegramChannel(Channel):
             else None
         )
         self.identity: BotIdentity | None = None
-        self.poller: Poller | None = None
+        self.poller: PullLoop | None = None
         self._task: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"TelegramChannel(account={self.account!r}, mode={self.settings.mode!r})"
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = TelegramSettings.model_validate(block)
         token = env.get(settings.token_env, "").strip()
         if not token:
@@ -186,7 +196,7 @@ class TelegramChannel(Channel):
             await self._bot.delete_webhook(drop_pending_updates=False)
         except TelegramError as error:
             raise map_error(error, self._secrets()) from None
-        self.poller = Poller(
+        self.poller = poll_loop(
             self._bot, self.settings, self.identity, sink, self.cursor_store, self.account
         )
         self._task = asyncio.create_task(self.poller.run(), name=f"telegram-poll-{self.account}")

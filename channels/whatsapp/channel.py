@@ -22,7 +22,9 @@ from pywa.types.templates import TemplateLanguage
 from pywa_async.client import WhatsApp
 
 from channels.base import (
+    NO_CONTEXT,
     Channel,
+    ChannelContext,
     ChannelLimits,
     Chunk,
     CursorStore,
@@ -108,7 +110,8 @@ class WhatsAppChannel(Channel):
                 f"phone_number_id={self.settings.phone_number_id!r})")
 
     @classmethod
-    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str]) -> Self:
+    def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
+                    context: ChannelContext = NO_CONTEXT) -> Self:
         settings = parse_block(block)
         return cls(settings, load_secrets(settings, env), account=account)
 

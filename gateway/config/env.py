@@ -6,6 +6,7 @@ Secrets are not listed here: the config file *names* the variables that hold the
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 #: path of the config file when ``--config`` is not given
@@ -14,6 +15,9 @@ CONFIG_ENV = "PYNANOCLAW_CONFIG"
 REDIS_URL_ENV = "PYNANOCLAW_REDIS_URL"
 #: the outbox consumer name of this gateway (default: the host name)
 GATEWAY_NAME_ENV = "PYNANOCLAW_GATEWAY_NAME"
+#: onnxruntime threads of the local embedder (vector and hybrid memory) in a worker;
+#: default 1: the bot shares its cores with the other workers and the gateway
+EMBED_THREADS_ENV = "PNC_EMBED_THREADS"
 #: where the config file is looked for when neither ``--config`` nor ``$PYNANOCLAW_CONFIG``
 DEFAULT_CONFIG_PATH = Path("data/pynanoclaw.toml")
 
@@ -39,3 +43,17 @@ WORKER_ENV_ALLOW_PREFIXES = ("LC_",)
 #: secret, and Valkey copies its environment into its heap (to rewrite its process
 #: title), where an inherited token would sit readable in ``/proc/<pid>/mem``
 REDIS_ENV_ALLOW = frozenset({"PATH", "HOME", "TZ", "LANG", "LANGUAGE"})
+
+
+def embed_threads(env: Mapping[str, str]) -> int:
+    """``$PNC_EMBED_THREADS`` as a count (default 1; 0: onnxruntime's choice);
+    ``ValueError`` naming the variable when it is not a whole number."""
+    value = env.get(EMBED_THREADS_ENV, "").strip() or "1"
+    try:
+        threads = int(value)
+    except ValueError:
+        raise ValueError(f"{EMBED_THREADS_ENV} must be a whole number of threads, "
+                         f"not {value!r}") from None
+    if threads < 0:  # 0: onnxruntime's own choice (every core)
+        raise ValueError(f"{EMBED_THREADS_ENV} must not be negative, not {threads}")
+    return threads

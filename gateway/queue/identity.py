@@ -42,10 +42,6 @@ def resolve(configured: Configured, user: str, linked: object) -> str | None:
     return configured(user) or _s(linked)
 
 
-def user_key(channel: str, sender_id: str) -> str:
-    return f"{channel}:{sender_id}"
-
-
 class Identities:
     """Synchronous reads for a worker (its Redis client is synchronous)."""
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
+from channels.base import ChannelContext
 from channels.errors import PermanentError, RateLimited
 from channels.matrix import MatrixChannel, MatrixSettings, transaction_id
 from channels.matrix.normalize import BotIdentity, RoomView, normalize_event, strip_reply_fallback
@@ -121,7 +122,7 @@ def test_config_errors_name_the_key_and_the_fix(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="homeserver"):
         MatrixSettings.model_validate({**base, "homeserver": "matrix.example.org"})
     channel = MatrixChannel.from_config(
-        "default", base, {"MATRIX_PASSWORD": "pw-Zq81", "PYNANOCLAW_DATA_DIR": str(tmp_path)}
+        "default", base, {"MATRIX_PASSWORD": "pw-Zq81"}, ChannelContext(data_dir=tmp_path)
     )
     assert channel.store_dir == tmp_path / "matrix" / "default"
     assert "pw-Zq81" not in repr(channel) and "pw-Zq81" not in repr(vars(channel))

@@ -88,9 +88,9 @@ def test_cli_missing_config_file(tmp_path: Path) -> None:
 def test_adapters_are_built_from_their_blocks_and_errors_name_the_key() -> None:
     from gateway.app import build_channels
 
-    env = {"TELEGRAM_BOT_TOKEN": "123:abc", "PYNANOCLAW_REDIS_URL": "redis://127.0.0.1:1"}
+    env = {"TELEGRAM_BOT_TOKEN": "123:abc"}
     chans = build_channels(parse_config({"channels": {"telegram": {}, "local": {}}}, env={}),
-                           env)
+                           env, redis_url="redis://127.0.0.1:1")
     assert sorted(chans) == [("local", "default"), ("telegram", "default")]
     with pytest.raises(ConfigError) as info:
         build_channels(parse_config({"channels": {"telegram": {"tokn_env": "X"}}}, env={}), env)
@@ -147,3 +147,12 @@ def test_identities_map_user_keys_to_people() -> None:
     c = parse_config({"identities": {"ada": {"members": ["telegram:42", "slack:U0123"]}}},
                      env={})
     assert c.person_of("slack:U0123") == "ada" and c.person_of("slack:U9") is None
+
+
+def test_embed_threads_is_read_by_the_config_layer() -> None:
+    from gateway.config.env import EMBED_THREADS_ENV, embed_threads
+
+    assert embed_threads({}) == 1
+    assert embed_threads({EMBED_THREADS_ENV: " 3 "}) == 3
+    with pytest.raises(ValueError, match=EMBED_THREADS_ENV):
+        embed_threads({EMBED_THREADS_ENV: "many"})

@@ -42,7 +42,7 @@ def forget_tasks(client: redis.Redis, keys: Keys, settings: WorkerSettings, grou
             channel=task.channel, account=task.account, chat_id=task.chat_id,
             thread_id=task.thread_id, text=text,
             reply_id=f"task-{task.id}-forgotten-{int(task.created.timestamp())}",
-        ).model_dump_json())
+        ))
         log.info("redaction in %s removed a scheduled task", group)
         removed += 1
     return removed

@@ -85,5 +85,5 @@ def _tell(client: redis.Redis, keys: Keys, task: Task, failures: int) -> None:
                       thread_id=task.thread_id,
                       text=PAUSED_NOTICE.format(name=task.name, n=failures, id=task.id),
                       reply_id=f"task-{task.id}-paused-{int(task.updated.timestamp())}")
-    publish_notice(client, keys, notice.model_dump_json())
+    publish_notice(client, keys, notice)
     log.warning("task %s in %s paused after %d failed runs", task.id, task.group, failures)

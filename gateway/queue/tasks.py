@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 
+from gateway.queue.events import ReplyModel, reply
 from gateway.queue.keys import Keys
 from gateway.queue.scripts import Scripts, as_str
 
@@ -102,7 +103,7 @@ class TaskTimes:
         return [split_member(m) for m in self.r.zrange(due_key(self.keys), 0, -1)]
 
 
-def publish_notice(client: redis.Redis, keys: Keys, outbound_json: str) -> None:
-    """Put a notice (an ``Outbound``'s JSON, with its own reply id) on the outbox: a
-    chat is told its task was paused or removed. The outbox sends each reply id once."""
-    client.xadd(keys.outbox, {"type": "reply", "data": outbound_json})
+def publish_notice(client: redis.Redis, keys: Keys, notice: ReplyModel) -> None:
+    """Put a notice (an ``Outbound``, with its own reply id) on the outbox: a chat is told
+    its task was paused or removed. The outbox sends each reply id once."""
+    client.xadd(keys.outbox, reply(notice).fields())  # type: ignore[arg-type]

@@ -46,5 +46,5 @@ def pause_for_creator(client: redis.Redis, keys: Keys, store: TaskStore, task: T
     publish_notice(client, keys, Outbound(
         channel=task.channel, account=task.account, chat_id=task.chat_id,
         thread_id=task.thread_id, text=NOTICE.format(name=task.name, id=task.id),
-        reply_id=f"task-{task.id}-creator-{int(task.updated.timestamp())}").model_dump_json())
+        reply_id=f"task-{task.id}-creator-{int(task.updated.timestamp())}"))
     log.warning("task %s in %s paused: its creator is no longer allowed", task.id, task.group)

@@ -5,6 +5,7 @@ the outbox's reader reads it back, against a real Valkey."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 import redis
@@ -96,6 +97,17 @@ def test_no_script_spells_an_event_itself() -> None:
             if re.search(r"'XADD',\s*KEYS\[\d+\],\s*'\*'", line):
                 assert "unpack(cjson.decode(ARGV[" in line, (name, line)
                 assert not re.search(r"'(type|data|typing|reply|done)'", line), (name, line)
+
+
+def test_no_module_spells_an_event_itself() -> None:
+    """Python writers put ``OutboxEvent.fields()`` on the outbox, never a dict of their
+    own (gateway/queue/events.py is the one place that names the fields)."""
+    root = Path(__file__).resolve().parents[2]
+    spelled = [f"{path.relative_to(root)}:{n}" for pkg in ("gateway", "workers")
+               for path in sorted((root / pkg).rglob("*.py"))
+               for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+               if re.search(r"xadd\([^)]*\{", line)]
+    assert spelled == []
 
 
 @pytest.mark.parametrize("fields", [

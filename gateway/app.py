@@ -287,13 +287,10 @@ class Gateway:
                 await asyncio.wait_for(self._stop.wait(), timeout=HEARTBEAT_TTL / 3)
 
     async def stop(self) -> None:
-        """Stop receiving first, then let the outbox finish, then close Redis."""
-        for st in reversed(list(self.starters.values())):
-            try:
-                await st.stop()
-            except Exception:
-                log.exception("stopping channel %s failed", st.label)
-        self.starters.clear()
+        """Stop taking webhooks, then the gateway's own tasks (the outbox finishes the
+        sends in flight: a channel stopped under one would fail it, and the send would
+        count as ambiguous), then the channels, then close Redis. A polling channel may
+        still receive meanwhile: what it gets is made durable as usual."""
         if self._web is not None:
             await self._web.stop()
             self._web = None
@@ -303,6 +300,12 @@ class Gateway:
             for t in pending:
                 t.cancel()
             self._tasks.clear()
+        for st in reversed(list(self.starters.values())):
+            try:
+                await st.stop()
+            except Exception:
+                log.exception("stopping channel %s failed", st.label)
+        self.starters.clear()
         if self.r is not None:
             with contextlib.suppress(redis.RedisError, OSError):
                 await self.r.delete(self.keys.gateway_alive)

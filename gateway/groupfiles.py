@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig
-from memory_store import GroupDirectory, InvalidGroupKey, is_person_key
+from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
 from memory_store.paths import groups_root, key_of_dir
 from memory_store.tasks import TaskStore, groups_with_tasks
 
@@ -48,18 +48,22 @@ class GroupFiles:
         gd = GroupDirectory(self.data_dir, group)
         return gd if gd.path.is_dir() else None
 
-    def memories(self, group: str, persons: Iterable[str] = ()
+    def memories(self, group: str, persons: Iterable[str] = (), linked: str | None = None
                  ) -> list[tuple[str, GroupDirectory]]:
         """(key, directory) of every existing directory holding chat ``group``'s memory:
-        its own, then the linked persons' (keys ``person:<id>``) its DM's turns write to
-        (``workers.identity.memory_key``). The caller decides which persons: never a
-        group chat's. Never creates a directory; a person key that is not one, or would
-        leave the data dir, is skipped (it came from Redis, not from the operator)."""
+        its own, then the linked persons' its DM's turns write to
+        (``workers.identity.memory_key``): ``persons`` as keys (``person:<id>``),
+        ``linked`` as a person id. The caller decides which persons: never a group
+        chat's. Never creates a directory; a person key that is not one, or would leave
+        the data dir, is skipped (it came from Redis, not from the operator)."""
         found: list[tuple[str, GroupDirectory]] = []
         own = self.existing(group)
         if own is not None:
             found.append((group, own))
-        for key in sorted(set(persons)):
+        wanted = set(persons)
+        if linked:  # an unsafe id is refused by ``existing`` below
+            wanted.add(person_key(linked))
+        for key in sorted(wanted):
             if not is_person_key(key):
                 continue
             try:

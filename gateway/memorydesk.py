@@ -22,7 +22,7 @@ from gateway.config import GatewayConfig
 from gateway.groupfiles import GroupFiles
 from gateway.queue import REDACT_JOB, Keys, enqueue_group_job
 from gateway.queue.identity import Identities
-from memory_store import GroupDirectory, is_person_key, person_key
+from memory_store import GroupDirectory, is_person_key
 from memory_store.atomic import read_regular
 from memory_store.coresection import CoreSectionError, entries
 from memory_store.fileformat import now_utc, parse
@@ -65,11 +65,6 @@ def _unquoted(phrase: str) -> str:
     return f"your words ({_n(len(phrase.split()), 'word')}, {_n(len(phrase), 'character')})"
 
 
-def _where(person: str) -> str:
-    """Where a person's memory (key ``person:<id>``) lives, as a reply names it."""
-    return f"persons/{person.partition(':')[2]}/"
-
-
 class MemoryDesk:
     """``/memory`` and ``/forget`` for the groups of one gateway."""
 
@@ -95,9 +90,8 @@ class MemoryDesk:
                 person = Identities(self._cfg.person_of, r, self._keys).person_of(dm_owner)
             else:  # a desk without Redis (reads only): the config's identities
                 person = self._cfg.person_of(dm_owner)
-            if person:
-                persons.add(person_key(person))
-        return self._files.memories(group, persons)
+            return self._files.memories(group, persons, person)
+        return self._files.memories(group)
 
     # -- /memory ---------------------------------------------------------------------
 
@@ -111,7 +105,7 @@ class MemoryDesk:
         for key, gd in found:
             listing = self._listing(gd)
             if is_person_key(key):
-                lines.append(f"Personal memory ({_where(key)}, shared by your linked DMs):")
+                lines.append(f"Personal memory ({self._where(gd)}, shared by your linked DMs):")
                 listing = listing or ["- nothing yet"]
             lines += listing
         lines.append("/forget <words> removes words from all of it.")
@@ -163,6 +157,10 @@ class MemoryDesk:
                 lines.append(f"... and {len(facts) - SHOW} more")
         return lines
 
+    def _where(self, gd: GroupDirectory) -> str:
+        """A directory as a reply names it: its path under the data dir."""
+        return gd.path.relative_to(self._files.data_dir).as_posix() + "/"
+
     def _records(self, gd: GroupDirectory) -> list[MemoryRecord]:
         out = []
         for path in gd.memory_files(d for d in MEMORY_DIRS if d != EPISODES_DIR):
@@ -183,7 +181,7 @@ class MemoryDesk:
             phrase = check_phrase(phrase)
         except ValueError as err:
             return f"/forget: {err}, e.g. /forget my old address"
-        hits = [(key, h) for key, gd in self._memories(group, dm_owner)
+        hits = [(key, gd, h) for key, gd in self._memories(group, dm_owner)
                 for h in find_phrase(gd, phrase)]
         words = _unquoted(phrase)
         confirm = ("send the same /forget again with the word confirm at the end "
@@ -191,8 +189,8 @@ class MemoryDesk:
         if not hits:
             return (f"Nothing in the memory of {group} holds {words}. To remove them from "
                     f"messages still waiting anyway, {confirm}.")
-        total = sum(h.count for _, h in hits)
-        personal = sum(1 for key, _ in hits if is_person_key(key))
+        total = sum(h.count for _, _, h in hits)
+        personal = sum(1 for key, _, _ in hits if is_person_key(key))
         mine = f", {personal} of them in your personal memory" if personal else ""
         lines = [f"{words[:1].upper()}{words[1:]} appear {_n(total, 'time')} in "
                  f"{_n(len(hits), 'memory', 'memories')} of {group}{mine}; I would replace "
@@ -203,9 +201,9 @@ class MemoryDesk:
                                        if len(w) >= PHRASE_MIN_CHARS)])
         assert pat is not None  # check_phrase passed: never empty
         lines += [scrub_value(f"- {h.kind} {h.id} ("
-                              f"{_where(key) + ': ' if is_person_key(key) else ''}{h.path}; "
+                              f"{self._where(gd) + ': ' if is_person_key(key) else ''}{h.path}; "
                               f"from {h.source}, trust {h.trust:.2f})", pat, MASK)
-                  for key, h in hits[:SHOW]]
+                  for key, gd, h in hits[:SHOW]]
         if len(hits) > SHOW:
             lines.append(f"... and {len(hits) - SHOW} more")
         lines.append(f"To do it, {confirm}.")

@@ -64,11 +64,13 @@ class MemoryServices(Protocol):
     """What ``/memory`` and ``/forget`` may ask of a group's memory
     (``gateway.memorydesk.MemoryDesk``); blocking calls."""
 
-    def view(self, group: str) -> str: ...
+    def view(self, group: str, dm_owner: str | None = None) -> str: ...
 
-    def forget_preview(self, group: str, phrase: str) -> str: ...
+    def forget_preview(self, group: str, phrase: str, dm_owner: str | None = None
+                       ) -> str: ...
 
-    def forget(self, group: str, phrase: str, by: str) -> str: ...
+    def forget(self, group: str, phrase: str, by: str, dm_owner: str | None = None
+               ) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -337,16 +339,23 @@ def _status(call: Invocation) -> str:
 _NO_MEMORY = "memory is not reachable from here (the gateway's memory desk is off)"
 
 
+def _dm_owner(msg: Inbound) -> str | None:
+    """Whose DM this is (their memory may live in ``persons/<id>/``); None in a group,
+    which never sees a person's memory."""
+    return None if msg.is_group else msg.sender_key
+
+
 def _memory(call: Invocation) -> str:
     if call.memory is None:
         return f"/memory is not available: {_NO_MEMORY}."
-    return call.memory.view(call.msg.group)
+    return call.memory.view(call.msg.group, _dm_owner(call.msg))
 
 
 def _forget_preview(call: Invocation) -> str:
     if call.memory is None:
         return f"/forget is not available: {_NO_MEMORY}; nothing was deleted."
-    return call.memory.forget_preview(call.msg.group, unconfirmed_args(call.command))
+    return call.memory.forget_preview(call.msg.group, unconfirmed_args(call.command),
+                                      _dm_owner(call.msg))
 
 
 def _forget(call: Invocation) -> str:
@@ -354,7 +363,7 @@ def _forget(call: Invocation) -> str:
         return f"/forget is not available: {_NO_MEMORY}; nothing was deleted."
     msg = call.msg
     return call.memory.forget(msg.group, unconfirmed_args(call.command),
-                              msg.sender_key)
+                              msg.sender_key, _dm_owner(msg))
 
 
 _USAGE_CAP = ("Usage: /usage cap day|month <USD>|none|default: this chat's cap (none lifts "

@@ -13,11 +13,12 @@ audited, under the group's file lock.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig
-from memory_store import GroupDirectory
+from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
 from memory_store.paths import groups_root, key_of_dir
 from memory_store.tasks import TaskStore, groups_with_tasks
 
@@ -46,6 +47,32 @@ class GroupFiles:
         would leave the data dir."""
         gd = GroupDirectory(self.data_dir, group)
         return gd if gd.path.is_dir() else None
+
+    def memories(self, group: str, persons: Iterable[str] = (), linked: str | None = None
+                 ) -> list[tuple[str, GroupDirectory]]:
+        """(key, directory) of every existing directory holding chat ``group``'s memory:
+        its own, then the linked persons' its DM's turns write to
+        (``workers.identity.memory_key``): ``persons`` as keys (``person:<id>``),
+        ``linked`` as a person id. The caller decides which persons: never a group
+        chat's. Never creates a directory; a person key that is not one, or would leave
+        the data dir, is skipped (it came from Redis, not from the operator)."""
+        found: list[tuple[str, GroupDirectory]] = []
+        own = self.existing(group)
+        if own is not None:
+            found.append((group, own))
+        wanted = set(persons)
+        if linked:  # an unsafe id is refused by ``existing`` below
+            wanted.add(person_key(linked))
+        for key in sorted(wanted):
+            if not is_person_key(key):
+                continue
+            try:
+                gd = self.existing(key)
+            except InvalidGroupKey:
+                continue
+            if gd is not None:
+                found.append((key, gd))
+        return found
 
     def tasks(self, group: str) -> TaskStore:
         """The scheduled tasks of ``group`` (``tasks/`` in its directory)."""

@@ -21,7 +21,8 @@ from rq import Queue
 from gateway.config import GatewayConfig
 from gateway.groupfiles import GroupFiles
 from gateway.queue import REDACT_JOB, Keys, enqueue_group_job
-from memory_store import GroupDirectory
+from gateway.queue.identity import Identities
+from memory_store import GroupDirectory, is_person_key
 from memory_store.atomic import read_regular
 from memory_store.coresection import CoreSectionError, entries
 from memory_store.fileformat import now_utc, parse
@@ -73,17 +74,46 @@ class MemoryDesk:
         self._queue = queue
         self._keys = keys
 
-    def _dir(self, group: str) -> GroupDirectory | None:
-        return self._files.existing(group)
+    def _memories(self, group: str, dm_owner: str | None
+                  ) -> list[tuple[str, GroupDirectory]]:
+        """The existing directories holding ``group``'s memory. A DM linked to a person
+        writes to ``persons/<id>/`` (``workers.identity.memory_key``): those its turns
+        wrote to (``Keys.person_memories``, what the redaction job reaches) and, should
+        that set be gone with a Redis wipe, the person its owner is linked to now. A
+        group chat (no ``dm_owner``) never shows a person's memory."""
+        persons: set[str] = set()
+        if dm_owner is not None:
+            r = self._queue.connection if self._queue is not None else None
+            if r is not None:
+                persons |= {m.decode() if isinstance(m, bytes) else str(m)
+                            for m in r.smembers(self._keys.person_memories(group))}
+                person = Identities(self._cfg.person_of, r, self._keys).person_of(dm_owner)
+            else:  # a desk without Redis (reads only): the config's identities
+                person = self._cfg.person_of(dm_owner)
+            return self._files.memories(group, persons, person)
+        return self._files.memories(group)
 
     # -- /memory ---------------------------------------------------------------------
 
-    def view(self, group: str) -> str:
-        """A short listing of what the bot keeps about ``group``, with sources."""
-        gd = self._dir(group)
-        if gd is None:
+    def view(self, group: str, dm_owner: str | None = None) -> str:
+        """A short listing of what the bot keeps about ``group``, with sources; for a
+        DM (``dm_owner``, the sender) linked to a person, their personal memory too."""
+        found = self._memories(group, dm_owner)
+        if not found:
             return f"I keep nothing about {group} yet."
         lines = [f"What I keep about {group}:"]
+        for key, gd in found:
+            listing = self._listing(gd)
+            if is_person_key(key):
+                lines.append(f"Personal memory ({self._where(gd)}, shared by your linked DMs):")
+                listing = listing or ["- nothing yet"]
+            lines += listing
+        lines.append("/forget <words> removes words from all of it.")
+        return "\n".join(lines)
+
+    def _listing(self, gd: GroupDirectory) -> list[str]:
+        """The core files, the counts and the recent facts of one directory."""
+        lines: list[str] = []
         core = []
         for name in (CORE_FILE, PROFILE_FILE):
             try:
@@ -125,8 +155,11 @@ class MemoryDesk:
                 lines.append(f"- {text} (from {rec.source}, trust {rec.trust:.2f})")
             if len(facts) > SHOW:
                 lines.append(f"... and {len(facts) - SHOW} more")
-        lines.append("/forget <words> removes words from all of it.")
-        return "\n".join(lines)
+        return lines
+
+    def _where(self, gd: GroupDirectory) -> str:
+        """A directory as a reply names it: its path under the data dir."""
+        return gd.path.relative_to(self._files.data_dir).as_posix() + "/"
 
     def _records(self, gd: GroupDirectory) -> list[MemoryRecord]:
         out = []
@@ -141,37 +174,42 @@ class MemoryDesk:
 
     # -- /forget ---------------------------------------------------------------------
 
-    def forget_preview(self, group: str, phrase: str) -> str:
-        """What ``/forget phrase confirm`` would remove, and how to confirm."""
+    def forget_preview(self, group: str, phrase: str, dm_owner: str | None = None) -> str:
+        """What ``/forget phrase confirm`` would remove, and how to confirm; in a DM
+        (``dm_owner``) linked to a person, from their personal memory too."""
         try:
             phrase = check_phrase(phrase)
         except ValueError as err:
             return f"/forget: {err}, e.g. /forget my old address"
-        gd = self._dir(group)
-        hits = find_phrase(gd, phrase) if gd is not None else []
+        hits = [(key, gd, h) for key, gd in self._memories(group, dm_owner)
+                for h in find_phrase(gd, phrase)]
         words = _unquoted(phrase)
         confirm = ("send the same /forget again with the word confirm at the end "
                    "(/forget <your words> confirm)")
         if not hits:
             return (f"Nothing in the memory of {group} holds {words}. To remove them from "
                     f"messages still waiting anyway, {confirm}.")
-        total = sum(h.count for h in hits)
+        total = sum(h.count for _, _, h in hits)
+        personal = sum(1 for key, _, _ in hits if is_person_key(key))
+        mine = f", {personal} of them in your personal memory" if personal else ""
         lines = [f"{words[:1].upper()}{words[1:]} appear {_n(total, 'time')} in "
-                 f"{_n(len(hits), 'memory', 'memories')} of {group}; I would replace them "
-                 f"with [redacted] (facts holding them are retired):"]
+                 f"{_n(len(hits), 'memory', 'memories')} of {group}{mine}; I would replace "
+                 f"them with [redacted] (facts holding them are retired):"]
         # an id or a path can hold the words too (an entity file named after one); each
         # word is masked, shorter ones than a phrase may be ("my", "at") tell nothing
         pat = words_pattern([phrase, *(w for w in phrase.split()
                                        if len(w) >= PHRASE_MIN_CHARS)])
         assert pat is not None  # check_phrase passed: never empty
-        lines += [scrub_value(f"- {h.kind} {h.id} ({h.path}; from {h.source}, trust "
-                              f"{h.trust:.2f})", pat, MASK) for h in hits[:SHOW]]
+        lines += [scrub_value(f"- {h.kind} {h.id} ("
+                              f"{self._where(gd) + ': ' if is_person_key(key) else ''}{h.path}; "
+                              f"from {h.source}, trust {h.trust:.2f})", pat, MASK)
+                  for key, gd, h in hits[:SHOW]]
         if len(hits) > SHOW:
             lines.append(f"... and {len(hits) - SHOW} more")
         lines.append(f"To do it, {confirm}.")
         return "\n".join(lines)
 
-    def forget(self, group: str, phrase: str, by: str) -> str:
+    def forget(self, group: str, phrase: str, by: str, dm_owner: str | None = None) -> str:
         """Queue the redaction of ``phrase`` in ``group`` (a request and a job)."""
         try:
             phrase = check_phrase(phrase)
@@ -180,6 +218,11 @@ class MemoryDesk:
         request = {"id": f"forget-{secrets.token_hex(8)}", "phrase": phrase, "by": by,
                    "at": time.time()}
         r = self._queue.connection
+        # the redaction job reaches the persons in this set: the preview's fallback (the
+        # owner's person, when a Redis wipe lost the set) must be in it too
+        persons = [key for key, _ in self._memories(group, dm_owner) if is_person_key(key)]
+        if persons:
+            r.sadd(self._keys.person_memories(group), *persons)
         r.rpush(self._keys.forget(group), json.dumps(request, separators=(",", ":")))
         self.request_redaction(group)
         log.info("forget request %s for %s by %s queued", request["id"], group, by)

@@ -72,3 +72,17 @@ def test_existing_reads_and_never_creates(tmp_path: Path) -> None:
     assert gd is not None and gd.path == tmp_path / "groups" / "telegram" / "-100"
     with pytest.raises(InvalidGroupKey):
         files.existing("../etc")
+
+
+def test_memories_are_the_chats_and_its_persons_read_only(tmp_path: Path) -> None:
+    files = GroupFiles(tmp_path)
+    assert files.memories("local:ann", ["person:ada"], "bob") == []
+    assert not (tmp_path / "groups").exists() and not (tmp_path / "persons").exists()
+    for folder in ("groups/local/ann", "persons/ada", "persons/bob"):
+        (tmp_path / folder).mkdir(parents=True)
+    # not a person key, or one leaving the data dir: skipped, never read
+    found = files.memories("local:ann", ["person:ada", "local:crew", "person:../x"], "bob")
+    assert [(k, gd.path.relative_to(tmp_path).as_posix()) for k, gd in found] == [
+        ("local:ann", "groups/local/ann"), ("person:ada", "persons/ada"),
+        ("person:bob", "persons/bob")]
+    assert [k for k, _ in files.memories("local:ann")] == ["local:ann"]

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from gateway.config import load_config
 from tests.fakes.telegram_api import BOT_TOKEN, FakeTelegram
@@ -41,6 +42,24 @@ async def telegram() -> AsyncIterator[FakeTelegram]:
         yield fake
     finally:
         await fake.stop()
+
+
+@pytest.fixture
+async def ollama() -> AsyncIterator[str]:
+    """Ollama's model list (``GET /api/tags``, as its API docs show it) on a free port."""
+    async def tags(_: web.Request) -> web.Response:
+        return web.json_response({"models": [{"name": "llama3.2:latest",
+                                              "model": "llama3.2:latest"}]})
+    app = web.Application()
+    app.router.add_get("/api/tags", tags)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
+    finally:
+        await runner.cleanup()
 
 
 class Terminal:
@@ -93,11 +112,11 @@ class Terminal:
 
 
 async def _interview(tmp_path: Path, fake: FakeTelegram, token_answers: list[str],
-                     *extra: str) -> tuple[int, str]:
+                     *extra: str, ollama_url: str = NO_OLLAMA) -> tuple[int, str]:
     """Run init in a terminal answering: local model; local + telegram; the token
     variable (each of ``token_answers`` in turn); DM open; admin telegram:42."""
     term = await Terminal.start(
-        _argv("-o", "bot.toml", "--ollama-url", NO_OLLAMA,
+        _argv("-o", "bot.toml", "--ollama-url", ollama_url,
               "--set", f"telegram.base_url={fake.base_url}", *extra),
         _env(TG_TOKEN=BOT_TOKEN), tmp_path)
     try:
@@ -120,9 +139,12 @@ async def _interview(tmp_path: Path, fake: FakeTelegram, token_answers: list[str
 
 
 async def test_init_in_a_terminal_writes_a_config_without_the_secret(
-        tmp_path: Path, telegram: FakeTelegram) -> None:
-    code, output = await _interview(tmp_path, telegram, ["TG_TOKEN"])
+        tmp_path: Path, telegram: FakeTelegram, ollama: str) -> None:
+    code, output = await _interview(tmp_path, telegram, ["TG_TOKEN"], ollama_url=ollama)
     assert code == 0, output
+    # Ollama answered on its port: said, and offered as the default model
+    assert f"Ollama answers at {ollama} (1 model(s) pulled)" in output
+    assert "[local/anthropic/openai/compatible] [compatible]:" in output
     written = tmp_path / "bot.toml"
     text = written.read_text()
     cfg = load_config(written)
@@ -141,6 +163,7 @@ async def test_init_refuses_a_pasted_token_and_asks_again(
     code, output = await _interview(tmp_path, telegram, [BOT_TOKEN, "TG_TOKEN"],
                                     "--no-check")
     assert code == 0, output
+    assert "[local/anthropic/openai/compatible] [local]:" in output  # no Ollama there
     assert "refused: that looks like a secret" in output
     text = (tmp_path / "bot.toml").read_text()
     assert load_config(tmp_path / "bot.toml").channels["telegram"]["token_env"] == "TG_TOKEN"
@@ -163,15 +186,18 @@ async def test_init_from_flags_and_a_failed_check_is_reported(
              "--token-env", "telegram=TG_TOKEN", "--token-env", "discord=DISCORD_UNSET",
              "--set", f"telegram.base_url={telegram.base_url}",
              "--dm", "allowlist", "--admin", "telegram:42", "--admin", "discord:7",
-             "--model", "local", "--output", "conf/bot.toml", "--yes")
+             "--model", "anthropic", "--token-env", "model=ANTHROPIC_UNSET",
+             "--output", "conf/bot.toml", "--yes")
     code, output = await _script(tmp_path, *flags, TG_TOKEN=wrong)
     assert code == 0, output
     # each failure on its own line, the setup went on and wrote the file
     assert "FAIL channel telegram:default: credentials refused" in output
     assert "FAIL channel discord: " in output and "DISCORD_UNSET" in output
-    assert "2 check(s) failed" in output
+    assert "FAIL model: ANTHROPIC_UNSET is not set" in output  # before any request
+    assert "3 check(s) failed" in output
     written = tmp_path / "conf" / "bot.toml"
     cfg = load_config(written)
+    assert (cfg.model.provider, cfg.model.api_key_env) == ("anthropic", "ANTHROPIC_UNSET")
     assert cfg.channels["discord"]["token_env"] == "DISCORD_UNSET"
     assert cfg.policy.dm == "allowlist" and cfg.policy.admins == ["telegram:42", "discord:7"]
     assert wrong not in output and wrong not in written.read_text()

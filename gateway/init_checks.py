@@ -15,7 +15,7 @@ import httpx
 
 from gateway.config import ConfigError, GatewayConfig
 from gateway.smoke import check_model
-from gateway.status import Check, _channel_check
+from gateway.status import Check, channel_check
 
 #: a probe of a local port: anything listening answers well within this
 PROBE_TIMEOUT = 0.5
@@ -51,7 +51,7 @@ def live_checks(path: Path, cfg: GatewayConfig) -> Iterator[Check]:
             yield Check(f"channel {name}", False, " ".join(str(err).split()))
             continue
         for (cname, account), channel in channels.items():
-            yield asyncio.run(_channel_check(f"channel {cname}:{account}", channel))
+            yield asyncio.run(channel_check(f"channel {cname}:{account}", channel))
 
 
 def _model_check(path: Path, cfg: GatewayConfig) -> Check:

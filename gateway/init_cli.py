@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from gateway.cliparts import config_file, fail
-from gateway.config import ConfigError, default_config_path, load_config
+from gateway.config import ConfigError, PolicyConfig, default_config_path, load_config
 from gateway.init_toml import (
     CHANNELS,
     DM_CHOICES,
@@ -28,6 +29,9 @@ from gateway.init_toml import (
     name_problem,
     render,
 )
+
+#: keys of a channel block that hold a secret when they do not end in ``_env``
+_SECRET_WORDS = ("token", "secret", "password", "key")
 
 
 def init_command(
@@ -72,9 +76,12 @@ def init_command(
             raise fail(f"--token-env {key}=...: {problem}")
     answers = Answers()
     _ask_model(answers, model, model_name, envs.get("model", ""), ask, ollama_url)
-    names = channel or (_ask_list("channels", ", ".join(CHANNELS), "local") if ask
-                        else ["local"])
+    names = channel or (_ask_channels() if ask else ["local"])
     sets = _pairs(setting or [], "--set")
+    stray = sorted({k.partition(".")[0] for k in [*envs, *sets]} - {*names, "model"})
+    if stray:
+        raise fail(f"--token-env/--set name {', '.join(stray)}, not among the channels "
+                   "(add --channel)")
     for name in names:
         answers.channels[name] = _ask_channel(name, envs, sets, ask)
     answers.dm = dm or (_choose("DM policy: pairing (a stranger's first DM gets a code "
@@ -83,7 +90,7 @@ def init_command(
     if admin is None and ask:
         typer.echo("Admins are user keys like telegram:42. To learn yours, start the bot "
                    "and send it /whoami in a DM; you can add it to [policy] admins later.")
-        admin = _ask_list("admins", "channel:id", "")
+        admin = _ask_admins()
     answers.admins = admin or []
     _write(path, render(answers), check=not no_check)
 
@@ -109,6 +116,27 @@ def _choose(question: str, choices: tuple[str, ...], default: str) -> str:
 def _ask_list(what: str, hint: str, default: str) -> list[str]:
     text = str(typer.prompt(f"{what} (comma-separated: {hint})", default=default))
     return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _ask_channels() -> list[str]:
+    while True:
+        names = _ask_list("channels", ", ".join(CHANNELS), "local")
+        unknown = [n for n in names if n not in CHANNELS]
+        if names and not unknown:
+            return names
+        typer.echo(f"  unknown: {', '.join(unknown) or '(none given)'}; choose from "
+                   f"{', '.join(CHANNELS)}")
+
+
+def _ask_admins() -> list[str]:
+    """User keys, checked by ``[policy]``'s own validation and asked again if wrong."""
+    while True:
+        admins = _ask_list("admins", "channel:id", "")
+        try:
+            PolicyConfig(admins=admins)
+            return admins
+        except ValidationError as err:
+            typer.echo(f"  {err.errors()[0]['msg'].removeprefix('Value error, ')}")
 
 
 def _ask_var(question: str, default: str) -> str:
@@ -175,8 +203,18 @@ def _ask_channel(name: str, envs: dict[str, str], sets: dict[str, str],
             raise fail(f"channels.{name}.{item.key}: pass --set {name}.{item.key}=VALUE")
     for key, value in sets.items():  # any other plain setting the flags give
         chan, _, sub = key.partition(".")
-        if chan == name and sub and sub not in block:
-            block[sub] = value
+        if chan != name or not sub:
+            continue
+        if sub.endswith("_env") and (problem := name_problem(value)) is not None:
+            raise fail(f"--set {key}=...: {problem}")
+        if not sub.endswith("_env") and any(w in sub for w in _SECRET_WORDS):
+            raise fail(f"--set {key}=...: a secret never goes in the file; export it "
+                       f"and name its variable with --token-env {name}.{sub}_env=VAR")
+        block.setdefault(sub, value)
+    for key, var in envs.items():  # a variable for a key the questions do not cover
+        chan, _, sub = key.partition(".")
+        if chan == name and sub.endswith("_env"):
+            block.setdefault(sub, var)
     return block
 
 

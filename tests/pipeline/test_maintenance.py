@@ -382,7 +382,7 @@ def test_drain_schedules_consolidation_after_n_episodes(env: Env) -> None:
     for i in range(3):
         assert q.count == 0
         push(env.r, [f"m{i}"])
-        assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+        assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
     assert int(env.r.get(counter_key("pnc:", GROUP)) or 0) == 3
     assert [j.func_name for j in q.jobs] == [CONSOLIDATE_JOB]
     push(env.r, ["m3"])

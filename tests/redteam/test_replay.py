@@ -31,7 +31,7 @@ def test_a_replayed_reply_is_recorded_at_quoted_trust(worker_env: Path,  # noqa:
 
     sync = redis.Redis.from_url(valkey.url)
     _push(sync, "c1", ["a", "b"])
-    assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
     turn = turn_id_for("local:c1", [inbound(m).dedupe_id for m in ("a", "b")])
     episodes = worker_env / "groups" / "local" / "c1" / "episodes"
     [episode] = episodes.rglob(f"{turn}.md")  # in its month's folder
@@ -42,7 +42,7 @@ def test_a_replayed_reply_is_recorded_at_quoted_trust(worker_env: Path,  # noqa:
     sync.hdel(K.turn(turn), "written")
     _push(sync, "c1", ["a", "b"])
     sync.rename(K.mailbox("local:c1"), K.processing("local:c1"))
-    assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=1, lease_ttl=1)["turns"] == 1
+    assert drain_group("local:c1", redis_url=valkey.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
     [episode] = episodes.rglob(f"{turn}.md")
     assert _episode_trust(episode) == QUOTED_TRUST
     sync.close()

@@ -47,10 +47,19 @@ def worker_env(settings: Settings, environ: Mapping[str, str], redis_url: str) -
     """The environment of a worker process: the allowlist (PATH, HOME, locale, proxies,
     ...), ``[worker] pass_env``, the model key variable named in the config, the config
     path and the Redis URL. Nothing else of ``environ`` is passed on."""
-    allowed = set(WORKER_ENV_ALLOW) | set(settings.worker.pass_env)
+    allowed = set(settings.worker.pass_env)
     model_key = key_env_name(settings.model)
     if model_key:
         allowed.add(model_key)
+    return child_env(settings, environ, redis_url, allowed)
+
+
+def child_env(settings: Settings, environ: Mapping[str, str], redis_url: str,
+              also: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """The environment of a process ``pynanoclaw run`` starts: the allowlist (PATH, HOME,
+    locale, proxies, ...), the variables named in ``also``, the config path and the
+    Redis URL. Nothing else of ``environ`` is passed on."""
+    allowed = set(WORKER_ENV_ALLOW) | set(also)
     env = {k: v for k, v in environ.items()
            if k in allowed or k.startswith(WORKER_ENV_ALLOW_PREFIXES)}
     env[REDIS_URL_ENV] = redis_url

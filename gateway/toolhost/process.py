@@ -18,9 +18,8 @@ from pathlib import Path
 
 import redis
 
-from gateway.config import CONFIG_ENV, REDIS_URL_ENV, Settings
-from gateway.config.env import WORKER_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
-from gateway.supervisor import WorkerSupervisor
+from gateway.config import Settings
+from gateway.supervisor import WorkerSupervisor, child_env
 from gateway.toolhost.host import ToolHost
 
 log = logging.getLogger(__name__)
@@ -30,12 +29,7 @@ def tools_env(settings: Settings, environ: Mapping[str, str], redis_url: str
               ) -> dict[str, str]:
     """The tool host's environment: the allowlist (PATH, HOME, locale, ...), the config
     path and the Redis URL. No model key, no channel token, no ``pass_env``."""
-    env = {k: v for k, v in environ.items()
-           if k in WORKER_ENV_ALLOW or k.startswith(WORKER_ENV_ALLOW_PREFIXES)}
-    env[REDIS_URL_ENV] = redis_url
-    if settings.source is not None:
-        env[CONFIG_ENV] = str(settings.source.resolve())
-    return env
+    return child_env(settings, environ, redis_url)
 
 
 def wanted(settings: Settings) -> bool:

@@ -106,6 +106,20 @@ class MemoryCursorStore:
         self.writes.append((key, value))
 
 
+class FlakyCursors(MemoryCursorStore):
+    """A cursor store whose first ``failures`` reads fail (Redis down at start)."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+
+    async def get(self, key: str) -> str | None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionError("redis down")
+        return await super().get(key)
+
+
 @dataclass(frozen=True)
 class Sent:
     """One message as the fake platform received it, in our terms.

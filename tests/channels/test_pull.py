@@ -15,7 +15,7 @@ from channels.errors import PermanentError, RateLimited
 from channels.models import Inbound
 from channels.pull import Batch, Item, PullLoop
 from channels.retry import Backoff
-from tests.channels.kit import WAIT, MemoryCursorStore, RecordingSink
+from tests.channels.kit import WAIT, FlakyCursors, MemoryCursorStore, RecordingSink
 
 KEY = "offset"
 Step = Callable[[], Awaitable[Batch]]
@@ -164,18 +164,6 @@ async def test_a_stalled_fetch_is_cancelled_and_fetched_again() -> None:
     assert loop.stalls >= 1
     assert fetch.calls[:2] == [("7", 0), ("7", 0)]
     assert [i.message_id for i in sink.received] == ["7"]
-
-
-class FlakyCursors(MemoryCursorStore):
-    def __init__(self, failures: int) -> None:
-        super().__init__()
-        self.failures = failures
-
-    async def get(self, key: str) -> str | None:
-        if self.failures > 0:
-            self.failures -= 1
-            raise ConnectionError("redis down")
-        return await super().get(key)
 
 
 async def test_the_stored_cursor_is_waited_for_rather_than_fetching_without_it() -> None:

@@ -31,6 +31,7 @@ from tests.channels.harness_telegram import (
     telegram_harness,
 )
 from tests.channels.kit import (
+    FlakyCursors,
     MemoryCursorStore,
     RecordingSink,
     eventually,
@@ -157,18 +158,6 @@ async def test_malformed_update_is_skipped_and_the_rest_delivered(
 
     await eventually(past_both)
     assert any(f"malformed update {bad_id} skipped" in r.getMessage() for r in caplog.records)
-
-
-class FlakyCursors(MemoryCursorStore):
-    def __init__(self, failures: int) -> None:
-        super().__init__()
-        self.failures = failures
-
-    async def get(self, key: str) -> str | None:
-        if self.failures > 0:
-            self.failures -= 1
-            raise ConnectionError("redis down")
-        return await super().get(key)
 
 
 async def test_start_waits_for_the_cursor_store_instead_of_replaying() -> None:

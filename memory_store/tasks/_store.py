@@ -27,6 +27,7 @@ from memory_store.audit import AuditLog
 from memory_store.fileformat import content_hash, split_front_matter
 from memory_store.group import GroupDirectory
 from memory_store.paths import groups_root
+from memory_store.schema import SCHEMA_VERSION
 from memory_store.tasks._model import Task, TaskError
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,10 @@ class TaskStore:
         if head is None or head.get("kind") != "task":
             log.warning("%s: not a task file (no front matter with kind: task); ignored", path)
             return None
+        version = head.get("schema")
+        if isinstance(version, int) and version > SCHEMA_VERSION:
+            log.warning("%s has schema version %d; this version reads up to %d", path,
+                        version, SCHEMA_VERSION)
         try:
             task = Task.from_dict({**head, "kind": head.get("schedule_kind"),
                                    "text": body.strip()})
@@ -146,6 +151,7 @@ class TaskStore:
         head = {"id": task.id, "kind": "task", "source": task.creator,
                 "created": data.pop("created"), "updated": data.pop("updated"),
                 "trust": TASK_TRUST, "schedule_kind": data.pop("kind"),
+                "schema": SCHEMA_VERSION,
                 **{k: v for k, v in data.items() if k != "id"}}
         body = "---\n" + yaml.safe_dump(head, sort_keys=False, allow_unicode=True) + \
             f"---\n{text}\n"

@@ -99,6 +99,7 @@ def test_cap_and_files_are_audited(tmp_path: Path) -> None:
     store.update("one", actor="test", state="paused", why="x")
     store.delete("two", actor="test", why="cancelled")
     ops = [json.loads(line)["op"] for line in AuditLog(gd.path).path.read_text().splitlines()]
+    assert "\nschema: 2\n" in (gd.path / "tasks" / "one.md").read_text()  # versioned
     # the core templates' creation is audited too (memory_store/coreedits.py)
     assert [op for op in ops if op.startswith("task_")] == [
         "task_create", "task_create", "task_update", "task_delete"]

@@ -225,13 +225,6 @@ async def answer(msg: Inbound, config: GatewayConfig, identities: IdentityStore,
 # ---------------------------------------------------------------------- handlers
 
 
-def _not_yet(what: str) -> Handler:
-    def handler(call: Invocation) -> str:
-        return f"/{call.command.name} is not available yet: {what}."
-
-    return handler
-
-
 def _listing(roles: frozenset[Role], where: Where) -> str:
     lines = [
         f"/{spec.name}: {spec.summary}"

@@ -1,13 +1,14 @@
 """The gateway's one way to the group directories under the data dir.
 
-Every gateway module that reads a group's files (``/memory`` and ``/forget`` in
-``gateway.memorydesk``, the ``pynanoclaw memory`` commands) asks ``GroupFiles``; none
-builds a group path itself (``tests/structure/test_groupfiles.py`` checks the source), so
-a console, attachments or a sharded layout change this module only. The gateway never
-writes memory (workers do, under the group lock): what it is handed here is for reading,
-and ``existing`` never creates a directory. The one exception is a chat's scheduled
-tasks (``tasks``): the scheduler and ``/tasks`` write those files, atomically and
-audited, under the group's file lock.
+Every gateway-side module that touches a group's files asks ``GroupFiles``: ``/memory``
+and ``/forget`` (``gateway.memorydesk``), the ``pynanoclaw memory`` commands, scheduled
+tasks (``gateway.tasks``), the operator's file drop (``gateway.filedrop``) and the
+sandbox's workspace (``gateway.toolhost``). None builds a group path itself
+(``tests/structure/test_groupfiles.py`` checks the source), so a console, attachments or
+a sharded layout change this module only. Memory is written by workers alone, under the
+group lock: ``existing`` and ``memories`` only read, and never create a directory. The
+gateway side writes two things of its own: a chat's scheduled tasks (``tasks``,
+atomically and audited, under the group's file lock) and the sandbox's ``workspace/``.
 """
 
 from __future__ import annotations

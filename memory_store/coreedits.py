@@ -33,12 +33,6 @@ WATCHED = (CORE_FILE, PROFILE_FILE)
 _EPISODES = "episodes/"
 
 
-#: group path -> the core files' hashes last found audited, in this process: a turn
-#: whose files still hash so reads no audit log (a core file is written rarely, and its
-#: last audited write may lie far back in a long log); any other hash reads it
-_audited: dict[str, dict[str, str | None]] = {}
-
-
 @dataclass(frozen=True)
 class CoreEdit:
     """One operator edit of a core file: which, and when (the file's mtime then)."""
@@ -63,9 +57,10 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
     audit = audit or AuditLog(gd.path)
     with gd.lock():
         now = {name: _current(gd, name) for name in WATCHED}
-        key = str(gd.path)
-        if _audited.get(key) == {n: d for n, (d, _) in now.items()}:
-            return  # the files hash as last audited: no need to read the log back
+        # a core file is written rarely and its last audited write may lie far back in
+        # a long log: while the files hash as last audited, the log is not read back
+        if gd.core_audited == {n: d for n, (d, _) in now.items()}:
+            return
         last: dict[str, str | None] = {}
         for entry in audit.newest_first():
             path = entry.get("path")
@@ -87,7 +82,7 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
             audit.append(actor=OPERATOR, op=EDIT_OP, memory_id=name, path=name,
                          old_hash=last[name], new_hash=digest,
                          edited_at=None if edited is None else edited.isoformat())
-        _audited[key] = {n: d for n, (d, _) in now.items()}
+        gd.core_audited = {n: d for n, (d, _) in now.items()}
 
 
 def notice(gd: GroupDirectory) -> list[CoreEdit]:

@@ -75,6 +75,9 @@ class GroupDirectory:
         self.path = group_dir(self.data_dir, group)
         self._lock = FileLock(self.path / LOCK_FILE, timeout=LOCK_TIMEOUT, poll_interval=0.002)
         self._core: tuple[tuple[object, ...], CoreMemory] | None = None
+        #: the core files' hashes last found audited (``memory_store.coreedits``): a
+        #: turn whose files still hash so reads no audit log back; None: not yet known
+        self.core_audited: dict[str, str | None] | None = None
 
     def __repr__(self) -> str:
         return f"GroupDirectory({self.group!r})"

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from channels.models import Inbound, Outbound
+from channels.errors import PermanentError
+from channels.models import Attachment, Inbound, Outbound
 
 if TYPE_CHECKING:
     from typing import Self
@@ -181,6 +182,15 @@ class Channel(abc.ABC):
         Default ``None``: this platform cannot look a sent message up (the outbox re-sends;
         a platform idempotency key, where the adapter sends one, dedupes that re-send)."""
         return None
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """Download one attachment this adapter put on an ``Inbound`` (from its ``id``/
+        ``url``, with the adapter's own token). Called on the gateway side after the
+        message is durable, never before the ack. Reads at most ``max_bytes`` and raises
+        ``AttachmentTooLarge`` past it (without reading the rest); ``PermanentError`` when
+        the platform says the file is gone or refused; ``TransientError`` to try again.
+        Default: this platform's files cannot be downloaded."""
+        raise PermanentError("not downloadable", f"{self.name} has no file download")
 
     async def check(self) -> str | None:
         """Ask the platform whether this channel's credentials are accepted (Telegram

@@ -51,3 +51,12 @@ class PermanentError(ChannelError):
 
 class FormattingRejected(ChannelError):
     """The platform refused the formatted text; resend the chunk as plain text."""
+
+
+class AttachmentTooLarge(PermanentError):
+    """An attachment is bigger than the cap it was fetched with; the adapter stopped
+    reading at the cap (``Channel.fetch_attachment``)."""
+
+    def __init__(self, limit: int, message: str = "") -> None:
+        super().__init__("attachment too large", message or f"over {limit} bytes")
+        self.limit = limit

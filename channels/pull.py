@@ -1,6 +1,6 @@
 """The one receive loop of the adapters that pull: Telegram's getUpdates, Matrix's
-/sync (and any later poller). The adapter supplies ``fetch``; the loop owns the
-cursor, the sink, the backoff and stall detection.
+/sync, Signal's event stream and email's IMAP IDLE (and any later poller). The adapter
+supplies ``fetch``; the loop owns the cursor, the sink, the backoff and stall detection.
 
 Contract:
 
@@ -62,6 +62,19 @@ class Batch:
 Fetch = Callable[[str | None], Awaitable[Batch]]
 
 
+def raise_if_cancelling() -> None:
+    """Raise ``CancelledError`` when the running task was asked to stop.
+
+    Python 3.11's ``asyncio.wait_for`` (used inside client libraries, aioimaplib's
+    commands among them) can swallow a cancel that lands as its inner future completes;
+    the task then runs on with ``cancelling()`` set and would enter its next long wait
+    (a long poll, IMAP IDLE) never to return. The loop checks before each fetch, and a
+    fetch should check before it starts such a wait."""
+    current = asyncio.current_task()
+    if current is not None and current.cancelling():
+        raise asyncio.CancelledError
+
+
 class PullLoop:
     """Runs ``fetch`` -> sink -> commit for one adapter account until cancelled (or a
     ``PermanentError``)."""
@@ -109,6 +122,7 @@ class PullLoop:
     async def run(self) -> None:
         self.cursor = await self._load()
         while self.fatal is None:
+            raise_if_cancelling()
             batch = await self._pull()
             if batch is None:
                 continue
@@ -165,11 +179,9 @@ class PullLoop:
         return batch
 
     async def _failed(self, error: Exception) -> None:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            # aiohttp can turn a cancel that races its own timeout into an error;
-            # swallowing it would keep a stopped loop running
-            raise asyncio.CancelledError from None
+        # aiohttp can turn a cancel that races its own timeout into an error;
+        # swallowing it would keep a stopped loop running
+        raise_if_cancelling()
         # one line per outage, not one per attempt
         (self._log.debug if self._backoff.failures else self._log.warning)(
             "%s: fetch failed (%s); backing off", self._name, str(error) or type(error).__name__)

@@ -1,6 +1,7 @@
-"""The receive loop: IMAP IDLE (or polling), each new mail to the sink, then the cursor.
+"""Email's side of the shared receive loop (``channels.pull``): IMAP IDLE (or polling),
+each new mail to the sink, then the cursor.
 
-State machine of one mailbox::
+State machine of one mailbox (the loop owns the sink, the cursor writes and the backoff)::
 
     connect+login -> SELECT folder -> (cursor absent: start at UIDNEXT, no backfill)
       -> deliver every UID above the cursor, in order:
@@ -41,6 +42,7 @@ from channels.email.parse import BadMail, ParsedMail, parse, stand_in_id
 from channels.email.settings import EmailSettings
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
+from channels.pull import Batch, Item, PullLoop, raise_if_cancelling
 from channels.retry import Backoff
 
 log = logging.getLogger(__name__)
@@ -81,12 +83,28 @@ def _imap_date(iso_day: str) -> str:
     return f"{day.day}-{_IMAP_MONTHS[day.month - 1]}-{day.year}"
 
 
-class _SinkFailed(Exception):
-    """The sink could not make a message durable; retry it later."""
+class _Memory:
+    """The cursor store of a receiver built without one (unit tests): in memory."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    async def set(self, key: str, value: str) -> None:
+        self.values[key] = value
 
 
 class Receiver:
-    """Runs until cancelled; ``PermanentError`` (refused login) ends it."""
+    """Runs until cancelled; ``PermanentError`` (refused login) ends it.
+
+    The shared pull loop (``channels.pull``) owns the sink, the cursor commits and the
+    backoff; ``_fetch`` is this mailbox's side of it. It hands over one mail per fetch
+    (a mailbox may hold many big mails; only one body is in memory at a time) with the
+    cursor after it, and otherwise waits for news. Any failure closes the connection, so
+    the loop's next fetch reconnects from the committed cursor.
+    """
 
     def __init__(
         self,
@@ -99,119 +117,107 @@ class Receiver:
         self.settings = settings
         self._new_session = new_session
         self._sink = sink
-        self._cursors = cursors
+        self._store: CursorStore = cursors if cursors is not None else _Memory()
         self._account = account
-        self._memory: dict[str, str] = {}  # without a store (unit tests): in memory
-        self.idling = asyncio.Event()  # set while waiting in IDLE/poll (tests wait on it)
-        self._served = False  # this connection got as far as waiting for new mail
+        #: set while caught up and waiting for new mail in IDLE/poll (tests wait on it)
+        self.idling = asyncio.Event()
         #: the recorded dead letters (read at each connect, kept as they are added)
         self.skipped: list[dict[str, object]] = []
-
-    async def _get(self, key: str) -> str | None:
-        if self._cursors is None:
-            return self._memory.get(key)
-        return await self._cursors.get(key)
-
-    async def _set(self, key: str, value: str) -> None:
-        if self._cursors is None:
-            self._memory[key] = value
-        else:
-            await self._cursors.set(key, value)
+        self._session: ImapSession | None = None
+        self._fresh = False  # connected, not yet SELECTed
+        self._cursor: Cursor | None = None  # where this connection has read up to
+        self._pending: list[int] = []  # UIDs listed and not yet handed over
+        self._resync: Cursor | None = None  # stored once the re-read mail is all queued
 
     async def run(self, first: ImapSession | None = None) -> None:
-        backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)
-        session = first
-        while True:
-            problem = "connection ended"
-            try:
-                if session is None:
-                    session = self._new_session()
-                    await session.connect()
-                await self._serve(session)
-            except PermanentError:
-                raise  # a refused login or revoked token: the operator must act
-            except (NetworkError, _SinkFailed) as err:
-                problem = str(err)
-            except Exception as err:  # e.g. the cursor store (Redis) is unreachable
-                problem = f"receive loop error {type(err).__name__}: {err}"
-            finally:
-                self.idling.clear()
-                if session is not None:
-                    await session.close()
-                    session = None
-            if self._served:  # the last connection worked: start the backoff afresh
-                backoff.reset()
-                self._served = False
-            delay = backoff.next_delay()
-            log.warning("email[%s]: %s; retrying in %.1fs", self._account, problem, delay)
-            await asyncio.sleep(delay)
+        self._session, self._fresh = first, first is not None
+        loop = PullLoop(self._fetch, self._sink, self._store, CURSOR_KEY,
+                        backoff=Backoff(self.settings.backoff_initial,
+                                        self.settings.backoff_max),
+                        stall_after=None, log=log, name=f"email[{self._account}]")
+        try:
+            await loop.run()
+        finally:
+            self.idling.clear()
+            await self._drop()
+        # the loop ends only for a refused login or revoked token: the operator must act
+        raise PermanentError(loop.fatal or "receiving stopped")
 
-    async def _start_cursor(self, session: ImapSession) -> tuple[Cursor, list[int]]:
-        """The cursor to continue from, and UIDs to re-deliver after a UIDVALIDITY change."""
+    async def _drop(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+        self._session, self._fresh, self._pending = None, False, []
+
+    async def _fetch(self, committed: str | None) -> Batch:
+        try:
+            return await self._next(committed)
+        except BaseException:
+            self.idling.clear()
+            await self._drop()
+            raise
+
+    async def _next(self, committed: str | None) -> Batch:
+        if self._session is None:
+            self._session = self._new_session()
+            await self._session.connect()
+            self._fresh = True
+        session = self._session
+        if self._fresh:
+            self._fresh = False
+            self.skipped = await self._dead_letters()
+            self._cursor, self._pending, self._resync = await self._start_cursor(
+                session, Cursor.decode(committed) if committed else None)
+            if self._cursor.encode() != committed and self._resync is None:
+                return Batch(cursor=self._cursor.encode())  # a first start: from now on
+        assert self._cursor is not None
+        if not self._pending:
+            if self._resync is not None:
+                # a re-sync is all or nothing: its cursor is stored once every re-read
+                # mail is queued (a failure midway re-reads them all; the inbox dedupes)
+                self._cursor, self._resync = self._resync, None
+                return Batch(cursor=self._cursor.encode())
+            self._pending = await session.uids_after(self._cursor.uid)
+            if not self._pending:
+                await self._wait(session)
+                self._pending = await session.uids_after(self._cursor.uid)
+        if not self._pending:
+            return Batch()
+        self.idling.clear()
+        uid = self._pending.pop(0)
+        inbound = await self._read(session, self._cursor.uidvalidity, uid)
+        if self._resync is not None:
+            return Batch([Item(inbound)])
+        self._cursor = Cursor(self._cursor.uidvalidity, max(self._cursor.uid, uid), _today())
+        return Batch([Item(inbound, self._cursor.encode())])
+
+    async def _wait(self, session: ImapSession) -> None:
+        """Caught up: wait until the server announces mail (or ``poll_interval``)."""
+        raise_if_cancelling()
+        self.idling.set()
+        if self.settings.idle and session.client.has_capability("IDLE"):
+            await session.wait_for_news(self.settings.idle_timeout)
+        else:
+            await asyncio.sleep(self.settings.poll_interval)
+            await session.noop()
+
+    async def _start_cursor(self, session: ImapSession, stored: Cursor | None
+                            ) -> tuple[Cursor, list[int], Cursor | None]:
+        """The cursor to continue from, the UIDs to read first, and, after a UIDVALIDITY
+        change, the cursor to store once those are all queued."""
         selected = await session.select(self.settings.folder)
-        stored = await self._get(CURSOR_KEY)
-        cursor = Cursor.decode(stored) if stored else None
-        if cursor is None:
-            cursor = Cursor(selected.uidvalidity, selected.uidnext - 1, _today())
-            await self._set(CURSOR_KEY, cursor.encode())
-            return cursor, []
-        if cursor.uidvalidity == selected.uidvalidity:
-            return cursor, []
+        if stored is None:
+            return Cursor(selected.uidvalidity, selected.uidnext - 1, _today()), [], None
+        if stored.uidvalidity == selected.uidvalidity:
+            return stored, [], None
         log.warning(
             "email[%s]: UIDVALIDITY of %s changed (%d -> %d); re-reading mail since %s",
-            self._account, self.settings.folder, cursor.uidvalidity, selected.uidvalidity,
-            cursor.day,
+            self._account, self.settings.folder, stored.uidvalidity, selected.uidvalidity,
+            stored.day,
         )
-        again = sorted(await session.search("SINCE", _imap_date(cursor.day)))
+        again = sorted(await session.search("SINCE", _imap_date(stored.day)))
         top = max([selected.uidnext - 1, *again])
-        return Cursor(selected.uidvalidity, top, cursor.day), again
-
-    async def _serve(self, session: ImapSession) -> None:
-        self.skipped = await self._dead_letters()
-        cursor, again = await self._start_cursor(session)
-        if again:
-            # a re-sync is all or nothing: the new cursor is stored once every re-read
-            # mail is queued (a failure midway re-reads them all; the inbox dedupes)
-            for uid in again:
-                await self._deliver(session, cursor, uid, persist=False)
-            cursor = Cursor(cursor.uidvalidity, cursor.uid, _today())
-            await self._set(CURSOR_KEY, cursor.encode())
-        backoff = Backoff(self.settings.backoff_initial, self.settings.backoff_max)
-        idle = self.settings.idle and session.client.has_capability("IDLE")
-        while True:
-            try:
-                for uid in await session.uids_after(cursor.uid):
-                    cursor = await self._deliver(session, cursor, uid)
-            except _SinkFailed as err:
-                delay = backoff.next_delay()
-                log.warning("email[%s]: %s; retrying in %.2fs", self._account, err, delay)
-                await asyncio.sleep(delay)
-                continue
-            backoff.reset()
-            self._served = True
-            self.idling.set()
-            if idle:
-                await session.wait_for_news(self.settings.idle_timeout)
-            else:
-                await asyncio.sleep(self.settings.poll_interval)
-                await session.noop()
-            self.idling.clear()
-
-    async def _deliver(
-        self, session: ImapSession, cursor: Cursor, uid: int, *, persist: bool = True
-    ) -> Cursor:
-        inbound = await self._read(session, cursor.uidvalidity, uid)
-        if inbound is not None:
-            try:
-                await self._sink(inbound)
-            except asyncio.CancelledError:
-                raise
-            except Exception as err:  # not durable: keep the cursor, retry this UID
-                raise _SinkFailed(f"uid {uid} not queued ({type(err).__name__})") from err
-        moved = Cursor(cursor.uidvalidity, max(cursor.uid, uid), _today())
-        if persist:
-            await self._set(CURSOR_KEY, moved.encode())
-        return moved
+        return (Cursor(selected.uidvalidity, top, stored.day), again,
+                Cursor(selected.uidvalidity, top, _today()))
 
     async def _read(self, session: ImapSession, uidvalidity: int, uid: int) -> Inbound | None:
         """The message as an Inbound, or None (gone, dropped or dead-lettered)."""
@@ -277,11 +283,11 @@ class Receiver:
         records = await self._dead_letters()
         records.append({"uidvalidity": uidvalidity, "uid": uid, "folder": self.settings.folder,
                         "reason": reason, "at": datetime.now(UTC).isoformat(timespec="seconds")})
-        await self._set(DEAD_LETTER_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
+        await self._store.set(DEAD_LETTER_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
         self.skipped = records[-DEAD_LETTER_KEEP:]
 
     async def _dead_letters(self) -> list[dict[str, object]]:
-        stored = await self._get(DEAD_LETTER_KEY)
+        stored = await self._store.get(DEAD_LETTER_KEY)
         try:
             records = json.loads(stored) if stored else []
         except ValueError:

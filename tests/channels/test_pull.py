@@ -174,3 +174,30 @@ async def test_the_stored_cursor_is_waited_for_rather_than_fetching_without_it()
     await _run_until_fetched_out(loop, fetch)
     assert fetch.calls == [("42", 0)]
     assert cursors.failures == 0
+
+
+async def test_a_cancel_swallowed_inside_a_fetch_still_stops_the_loop() -> None:
+    """Python 3.11's ``asyncio.wait_for`` inside a client library can swallow a cancel
+    that lands as its inner future completes; the fetch then returns normally with the
+    task still cancelling. The loop must stop at its next turn, not fetch (and wait in a
+    long poll) for ever."""
+    fetched = asyncio.Event()
+    swallowed: list[bool] = []
+
+    async def swallowing(cursor: str | None) -> Batch:
+        fetched.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            if swallowed:
+                raise
+            swallowed.append(True)  # what the library bug does, once
+        return Batch()
+
+    loop = PullLoop(swallowing, RecordingSink(), None, KEY, backoff=Backoff(0.01, 0.05),
+                    stall_after=None, log=logging.getLogger("test"), name="test")
+    task = asyncio.create_task(loop.run())
+    await asyncio.wait_for(fetched.wait(), WAIT)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, WAIT)

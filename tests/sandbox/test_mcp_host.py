@@ -33,9 +33,9 @@ class Host:
         client.set(Keys().lock(GROUP), "tok")
 
     async def call(self, tool: str, args: dict[str, Any] | None = None,
-                   token: str = "tok") -> ToolResult:
+                   token: str = "tok", left: float = 60) -> ToolResult:
         return await self.host.handle(ToolCall(GROUP, "turn-1", token, tool, args or {},
-                                               time.time() + 60))
+                                               time.time() + left))
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -74,6 +74,9 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(host: Host) 
     # the hanging tool and a sampling request run while the rest goes on
     started = time.monotonic()
     hanging = asyncio.ensure_future(host.call("t.hang"))
+    # the drain job's deadline cuts shorter than the server's timeout (the host keeps
+    # MARGIN = 1 s for the reply)
+    cut = asyncio.ensure_future(host.call("t.hang", left=TIMEOUT))
     sampled = await host.call("t.ask_model")
     assert sampled.ok and sampled.output.startswith("sampling refused")
     assert sampled.output.endswith("advertised=False")
@@ -97,7 +100,8 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(host: Host) 
         assert SECRET_ENV in env
         assert set(env) <= {SECRET_ENV, "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER",
                             "LC_CTYPE"}
-    hung = await hanging
+    hung, short = await hanging, await cut
+    assert not short.ok and "did not finish within 1s" in short.error
     assert not hung.ok and f"did not finish within {TIMEOUT}s" in hung.error
     assert time.monotonic() - started < 30
     # the session survived it

@@ -12,6 +12,7 @@ from gateway.config import parse_config
 from gateway.config.tools import ToolsConfig
 from gateway.supervisor import worker_env
 from gateway.toolhost.process import tools_env, wanted
+from gateway.toolhost.status import mcp_note
 
 SERVER = {"command": "mcp-crm", "env": ["CRM_TOKEN"]}
 
@@ -54,3 +55,10 @@ def test_only_the_tool_host_gets_the_named_secrets() -> None:
     assert env["CRM_TOKEN"] == "crm-secret"
     assert "OTHER_KEY" not in env and "UNNAMED" not in env
     assert "CRM_TOKEN" not in worker_env(settings, environ, "redis://127.0.0.1:1")
+
+
+def test_status_counts_the_mcp_tools_and_names_a_server_down() -> None:
+    settings = parse_config({"tools": {"mcp": {"crm": SERVER, "wiki": SERVER}}})
+    status = {"sandbox": None, "mcp": [{"server": "crm", "name": "crm.search"}]}
+    assert mcp_note(status, settings) == "; MCP: 1 tool(s), down: wiki"
+    assert mcp_note({"sandbox": None}, parse_config({})) == ""

@@ -86,6 +86,8 @@ def die() -> str:
 
 
 def _http(port: int) -> None:
+    import logging
+
     import uvicorn
     from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -102,6 +104,8 @@ def _http(port: int) -> None:
             await inner(scope, receive, send)
         return call
 
+    # the SDK logs a traceback when a client ends its session (the host stopping): noise
+    logging.getLogger("mcp.server.streamable_http").setLevel(logging.CRITICAL)
     uvicorn.run(guarded(app), host="127.0.0.1", port=port, log_level="warning",
                 lifespan="on")
 

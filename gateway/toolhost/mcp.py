@@ -12,8 +12,10 @@ The host holds no model key: the session keeps the SDK's default callbacks, whic
 advertise neither sampling nor elicitation and answer any such request from a server
 with an error. Secrets: a server's ``env`` values live here and in its child only; every
 error and every output of a server's tools is scrubbed of them before it goes anywhere
-(the model, a log line). A call gets min(the server's ``timeout``, the time left before
-the drain job's deadline) and the host's output cap; a failure is a failed result.
+(the model), and so is every log record of the process (``logscrub``), the child's
+stderr included (relayed line by line). A call gets min(the server's ``timeout``, the
+time left before the drain job's deadline) and the host's output cap; a failure is a
+failed result.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -38,9 +41,12 @@ from channels.redact import redact
 from gateway.config.mcp import ENV_REF, McpServer, allows
 from gateway.config.tools import GroupPolicy
 from gateway.queue.toolcalls import ToolCall, ToolResult
+from gateway.toolhost.logscrub import scrub_logs
 from gateway.toolhost.mcp_content import model_name, render_result
 
 log = logging.getLogger(__name__)
+#: what stdio servers write on their stderr, line by line, scrubbed of their secrets
+server_log = logging.getLogger(f"{__name__}.stderr")
 
 #: seconds a server has to start and answer ``initialize`` and ``tools/list``
 CONNECT_TIMEOUT = 20.0
@@ -84,6 +90,9 @@ class McpLink:
         self.tried = asyncio.Event()  # the first connection attempt ended (either way)
         self._dead = asyncio.Event()
 
+    def secrets(self) -> list[str]:
+        return list(self._env.values())
+
     def scrub(self, text: str) -> str:
         """``text`` without this server's secret values."""
         return redact(text, *self._env.values())
@@ -93,8 +102,18 @@ class McpLink:
         cfg = self.config
         if cfg.command is not None:
             params = StdioServerParameters(command=cfg.command, args=cfg.args, env=self._env)
-            async with stdio_client(params) as (read, write):
-                yield read, write
+            # the child's stderr goes through us, not straight to the host's: a server
+            # may print its own secret, and the host's log must not carry it
+            read_fd, write_fd = os.pipe()
+            relay = asyncio.create_task(self._relay(read_fd))
+            try:
+                with os.fdopen(write_fd, "w") as errlog:
+                    async with stdio_client(params, errlog=errlog) as (read, write):
+                        yield read, write
+            finally:
+                with contextlib.suppress(TimeoutError):  # EOF once the child is gone
+                    await asyncio.wait_for(asyncio.shield(relay), 2)
+                relay.cancel()
             return
         assert cfg.url is not None
         headers = {k: ENV_REF.sub(lambda m: self._env.get(m.group(1), ""), v)
@@ -103,6 +122,18 @@ class McpLink:
         async with (create_mcp_http_client(headers=headers, timeout=timeout) as http,
                     streamable_http_client(cfg.url, http_client=http) as (read, write, _)):
             yield read, write
+
+    async def _relay(self, fd: int) -> None:
+        """Log each line the child writes on its stderr, scrubbed."""
+        reader = asyncio.StreamReader()
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(fd, "rb", 0))
+        try:
+            while line := await reader.readline():
+                server_log.info("MCP server %s: %s", self.name,
+                                self.scrub(line.decode(errors="replace").rstrip()))
+        finally:
+            transport.close()
 
     async def run(self, stop: asyncio.Event) -> None:
         backoff = BACKOFF_MIN
@@ -208,6 +239,7 @@ class McpHub:
 
     def __init__(self, servers: Mapping[str, McpServer], environ: Mapping[str, str]) -> None:
         self.links = {name: McpLink(name, cfg, environ) for name, cfg in servers.items()}
+        scrub_logs(v for link in self.links.values() for v in link.secrets())
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 

@@ -42,6 +42,8 @@ def secret_hash() -> str:
 @server.tool()
 def leak() -> str:
     """Returns the secret itself (a misbehaving server)."""
+    print(f"debug: my token is {os.environ.get(SECRET_ENV, '')}", file=sys.stderr,
+          flush=True)
     return f"the token is {os.environ.get(SECRET_ENV, '')}"
 
 

@@ -5,6 +5,7 @@ sampling, and a server that dies."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -60,8 +61,10 @@ async def host(request: pytest.FixtureRequest, tmp_path: Path, valkey: Valkey,
             client.close()
 
 
-async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(host: Host) -> None:
+async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(
+        host: Host, caplog: pytest.LogCaptureFixture) -> None:
     """One test per transport (each server start costs seconds of CI)."""
+    caplog.set_level(logging.DEBUG)
     secret: str = host.secret  # type: ignore[attr-defined]
     # published with their schemas; a group is offered only its allowlist
     status = host.host.status()
@@ -94,6 +97,11 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(host: Host) 
     leaked = await host.call("t.leak")
     assert leaked.ok and secret not in leaked.output and "***" in leaked.output
     if host.transport == "stdio":  # type: ignore[attr-defined]
+        # what the server printed on its stderr reaches the host's log, scrubbed
+        deadline = time.monotonic() + 10
+        while "debug: my token is ***" not in caplog.text:
+            assert time.monotonic() < deadline, "the server's stderr was not relayed"
+            await asyncio.sleep(0.05)
         env = (await host.call("t.env_keys")).output.split()
         # the named secret and the SDK's minimum, nothing else of the host's environment
         # (LC_CTYPE: Python's own locale coercion in the child, PEP 538)
@@ -101,6 +109,7 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(host: Host) 
         assert set(env) <= {SECRET_ENV, "HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER",
                             "LC_CTYPE"}
     hung, short = await hanging, await cut
+    assert secret not in caplog.text
     assert not short.ok and "did not finish within 1s" in short.error
     assert not hung.ok and f"did not finish within {TIMEOUT}s" in hung.error
     assert time.monotonic() - started < 30

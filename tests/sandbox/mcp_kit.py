@@ -38,8 +38,10 @@ def mcp_server(transport: str, secret: str) -> Iterator[str]:
                f'env = ["{SECRET_ENV}"]\ntimeout = {TIMEOUT}\n')
         return
     port = _free_port()
+    # its stderr is the remote server's own (its ``leak`` prints the secret there), not
+    # a log of ours: kept out of the output the tests search for the secret
     proc = subprocess.Popen([sys.executable, "-m", "tests.sandbox.mcp_server", "http",
-                             str(port)], cwd=ROOT,
+                             str(port)], cwd=ROOT, stderr=subprocess.DEVNULL,
                             env={**os.environ, "PYTHONPATH": str(ROOT), SECRET_ENV: secret})
     try:
         deadline = time.monotonic() + 30

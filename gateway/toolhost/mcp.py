@@ -50,6 +50,9 @@ server_log = logging.getLogger(f"{__name__}.stderr")
 
 #: seconds a server has to start and answer ``initialize`` and ``tools/list``
 CONNECT_TIMEOUT = 20.0
+#: seconds the host's start waits for the servers' first listing (a slow one joins the
+#: heartbeat later; the host serves calls meanwhile)
+START_WAIT = 5.0
 #: seconds between liveness pings of a connected server, and how long one may take
 PING_EVERY = 5.0
 PING_TIMEOUT = 5.0
@@ -243,7 +246,7 @@ class McpHub:
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def start(self, wait: float = CONNECT_TIMEOUT) -> None:
+    async def start(self, wait: float = START_WAIT) -> None:
         """Start every server's session; wait (at most ``wait`` s) for each first try,
         so the host's first heartbeat already lists the tools."""
         for link in self.links.values():

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from gateway.config import parse_config
+from gateway.config import ConfigError, parse_config
 from gateway.config.tools import ToolsConfig
 from gateway.supervisor import worker_env
 from gateway.toolhost.process import tools_env, wanted
@@ -24,9 +24,9 @@ def tools(**raw: Any) -> ToolsConfig:
 def test_a_server_is_a_command_or_a_url_and_its_secrets_are_names() -> None:
     with pytest.raises(ValidationError, match="either command"):
         tools(mcp={"crm": {"command": "x", "url": "http://h/mcp"}})
-    with pytest.raises(ValidationError, match="not names") as err:
-        tools(mcp={"crm": {"command": "x", "env": ["sk-live-abc123!"]}})
-    assert "sk-live-abc123" not in str(err.value.errors(include_input=False))
+    with pytest.raises(ConfigError) as err:  # a value pasted where a name goes
+        parse_config({"tools": {"mcp": {"crm": {"command": "x", "env": ["sk-live-abc1!"]}}}})
+    assert "not names" in str(err.value) and "sk-live-abc1" not in str(err.value)
     with pytest.raises(ValidationError, match="not named in env"):
         tools(mcp={"crm": {"url": "http://h/mcp", "headers": {"Authorization":
                                                               "Bearer ${CRM_TOKEN}"}}})

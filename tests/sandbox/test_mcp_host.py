@@ -18,6 +18,7 @@ from gateway.config import load_config
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, ToolResult
 from gateway.toolhost.host import ToolHost
+from gateway.toolhost.mcp import CONNECT_TIMEOUT
 from tests.pipeline.conftest import Valkey, write_config
 from tests.sandbox.mcp_kit import TIMEOUT, mcp_server, new_secret
 from tests.sandbox.mcp_server import SECRET_ENV, secret_digest
@@ -50,7 +51,7 @@ async def host(request: pytest.FixtureRequest, tmp_path: Path, valkey: Valkey,
         client = redis.Redis.from_url(valkey.url)
         th = ToolHost(settings, client)
         assert th.mcp is not None
-        await th.mcp.start()
+        await th.mcp.start(wait=CONNECT_TIMEOUT)  # robust on a busy CI machine
         try:
             h = Host(th, client)
             h.secret = secret  # type: ignore[attr-defined]

@@ -6,6 +6,8 @@ a chat asked for, so an operator opts in. A group's override (``[tools.groups."<
 chat>"]``) replaces the keys it sets and keeps the rest. Extra read-only mounts come only
 from ``mount_roots`` (the operator's allowlist): each group mount must resolve, symlinks
 followed, under one of them (checked again by the tool host before every command).
+MCP servers are ``[tools.mcp.<name>]`` (``gateway.config.mcp``); no group may use one
+until ``mcp_allow`` or the group's ``mcp`` names it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ holds now, so only the worker running that group's turn can act for it), then th
 group's allowlist (``[tools]``), then the time left (never past the drain job's deadline,
 never past the sandbox's own timeout). A tool that fails, raises or hangs comes back as a
 failed result; the host goes on. It holds no channel token and no model key
-(``gateway.toolhost.process`` builds its environment).
+(``gateway.toolhost.process`` builds its environment). A ``server.tool`` call goes, after
+the claim, to the MCP servers' hub (``gateway.toolhost.mcp``), which checks the group's
+``mcp`` allowlist and its own timeout.
 """
 
 from __future__ import annotations

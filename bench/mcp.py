@@ -41,7 +41,7 @@ from gateway.queue.toolcalls import host_status
 from gateway.redis_server import start_valkey
 from gateway.toolhost.process import tools_command, tools_env
 from memory_store import open_memory
-from tests.sandbox.mcp_kit import mcp_server, new_secret
+from tests.sandbox.mcp_kit import SERVER_SCRIPT, mcp_server, new_secret
 from tests.sandbox.mcp_server import SECRET_ENV
 from workers.agent import TurnRequest, build_agent
 from workers.host_tools import deadline_after, host_link
@@ -96,8 +96,7 @@ async def _turns(n: int, cfg: Path, client: redis.Redis) -> dict[str, list[float
 
 
 def _config(tmp: Path, url: str, http_table: str) -> Path:
-    stdio = (f'[tools.mcp.s]\ncommand = "{sys.executable}"\nargs = ["-m", '
-             '"tests.sandbox.mcp_server", "stdio"]\n')
+    stdio = f'[tools.mcp.s]\ncommand = "{sys.executable}"\nargs = ["{SERVER_SCRIPT}", "stdio"]\n'
     cfg = tmp / "pynanoclaw.toml"
     cfg.write_text(f'data_dir = "data"\n[redis]\nurl = "{url}"\n[model]\nprovider = '
                    '"function"\nfunction = "bench.mcp:model"\n[memory]\nsearch_k = 0\n'

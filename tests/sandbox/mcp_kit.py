@@ -17,6 +17,8 @@ from tests.sandbox.mcp_server import SECRET_ENV
 
 #: the server's timeout in the tests: what the hanging tool is cut at
 TIMEOUT = 2
+#: run by path: a stdio server gets no PYTHONPATH and the host's working directory
+SERVER_SCRIPT = ROOT / "tests" / "sandbox" / "mcp_server.py"
 
 
 def new_secret() -> str:
@@ -34,7 +36,7 @@ def mcp_server(transport: str, secret: str) -> Iterator[str]:
     """The ``[tools.mcp.t]`` table of a running server (stdio: started by the host)."""
     if transport == "stdio":
         yield (f'[tools.mcp.t]\ncommand = "{sys.executable}"\n'
-               f'args = ["-m", "tests.sandbox.mcp_server", "stdio"]\n'
+               f'args = ["{SERVER_SCRIPT}", "stdio"]\n'
                f'env = ["{SECRET_ENV}"]\ntimeout = {TIMEOUT}\n')
         return
     port = _free_port()

@@ -5,8 +5,9 @@ streamable-HTTP client), each in its own task: connect, list the tools, then pin
 every ``PING_EVERY`` seconds; a server that dies or stops answering is reconnected with
 a capped backoff, and offers no tool while it is down. Its tools are registered as
 ``server.tool`` (the name on the wire and in the allowlists; the model sees
-``mcp_content.model_name``) and published in the host's heartbeat with their input
-schemas, which is how workers learn what to offer.
+``mcp_content.model_name``), listed again when the server says they changed, and
+published in the host's heartbeat with their input schemas, which is how workers learn
+what to offer.
 
 The host holds no model key: the session keeps the SDK's default callbacks, which
 advertise neither sampling nor elicitation and answer any such request from a server
@@ -92,6 +93,7 @@ class McpLink:
         self.tools: dict[str, McpTool] = {}
         self.tried = asyncio.Event()  # the first connection attempt ended (either way)
         self._dead = asyncio.Event()
+        self._changed = asyncio.Event()  # the server said its tool list changed
 
     def secrets(self) -> list[str]:
         return list(self._env.values())
@@ -165,22 +167,35 @@ class McpLink:
             backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _session(self, stop: asyncio.Event) -> None:
-        async with self._streams() as (read, write), ClientSession(read, write) as session:
+        async with (self._streams() as (read, write),
+                    ClientSession(read, write, message_handler=self._notified) as session):
+            await asyncio.wait_for(session.initialize(), CONNECT_TIMEOUT)
             await asyncio.wait_for(self._list(session), CONNECT_TIMEOUT)
             self._dead.clear()
             self.session = session
             log.info("MCP server %s: %d tool(s)", self.name, len(self.tools))
             self.tried.set()
             while not stop.is_set() and not self._dead.is_set():
+                if self._changed.is_set():
+                    self._changed.clear()
+                    await asyncio.wait_for(self._list(session), CONNECT_TIMEOUT)
+                    log.info("MCP server %s: now %d tool(s)", self.name, len(self.tools))
+                    continue
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_first(stop, self._dead), PING_EVERY)
+                    await asyncio.wait_for(_first(stop, self._dead, self._changed),
+                                           PING_EVERY)
                     continue
                 await asyncio.wait_for(session.send_ping(), PING_TIMEOUT)
             if self._dead.is_set():
                 raise ConnectionError("the connection was lost")
 
+    async def _notified(self, message: Any) -> None:
+        """The session's message handler: a changed tool list is listed again."""
+        if isinstance(message, types.ServerNotification) and isinstance(
+                message.root, types.ToolListChangedNotification):
+            self._changed.set()
+
     async def _list(self, session: ClientSession) -> None:
-        await session.initialize()
         tools: dict[str, McpTool] = {}
         cursor: str | None = None
         while True:

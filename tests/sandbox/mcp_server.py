@@ -4,7 +4,8 @@
 127.0.0.1, answering only requests with ``Authorization: Bearer $MCP_TEST_SECRET``).
 Its secret is ``MCP_TEST_SECRET``: ``secret_hash`` proves it got it without showing it,
 ``leak`` returns it raw (the tool host must scrub it), ``env_keys`` lists the names of its
-environment, ``hang`` never ends, ``ask_model`` asks the client to sample, ``die`` exits.
+environment, ``hang`` never ends, ``ask_model`` asks the client to sample, ``grow`` adds a
+tool and says so, ``die`` exits.
 """
 
 from __future__ import annotations
@@ -79,6 +80,14 @@ async def ask_model(ctx: Context) -> str:  # type: ignore[type-arg]
 def forbidden() -> str:
     """Not in any group's allowlist."""
     return "forbidden ran"
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
+    """Adds the tool ``grown`` and tells the client its tool list changed."""
+    server.add_tool(lambda: "grown here", name="grown", description="Added at run time.")
+    await ctx.session.send_tool_list_changed()
+    return "grew"
 
 
 @server.tool()

@@ -26,7 +26,7 @@ from workers.mcp_offers import mcp_offers
 
 GROUP = "local:ada"
 ALLOWED = ["t.echo", "t.secret_hash", "t.leak", "t.env_keys", "t.hang", "t.ask_model",
-           "t.die"]
+           "t.die", "t.grow", "t.grown"]
 
 
 class Host:
@@ -73,7 +73,7 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(
     assert "t.forbidden" in listed and listed["t.echo"]["model_name"] == "t__echo"
     assert listed["t.echo"]["schema"]["properties"]["text"]["type"] == "string"
     policy = host.host.settings.tools.for_group(GROUP)
-    assert {o.name for o in mcp_offers(status, policy.mcp)} == set(ALLOWED)
+    assert {o.name for o in mcp_offers(status, policy.mcp)} == set(ALLOWED) - {"t.grown"}
     assert mcp_offers(status, host.host.settings.tools.for_group("local:bob").mcp) == ()
     # the hanging tool and a sampling request run while the rest goes on
     started = time.monotonic()
@@ -119,7 +119,14 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(
 
 
 @pytest.mark.parametrize("host", ["stdio"], indirect=True)
-async def test_a_dead_server_is_reconnected(host: Host) -> None:
+async def test_a_changed_tool_list_is_listed_again_and_a_dead_server_reconnected(
+        host: Host) -> None:
+    assert (await host.call("t.grow")).output == "grew"
+    deadline = time.monotonic() + 30
+    while "t.grown" not in {t["name"] for t in host.host.status()["mcp"]}:
+        assert time.monotonic() < deadline, "the new tool was not listed"
+        await asyncio.sleep(0.05)
+    assert (await host.call("t.grown")).output == "grown here"
     died = await host.call("t.die")
     assert not died.ok
     deadline = time.monotonic() + 30

@@ -3,9 +3,9 @@
 ``python -m tests.sandbox.mcp_server stdio`` or ``... http PORT`` (streamable HTTP on
 127.0.0.1, answering only requests with ``Authorization: Bearer $MCP_TEST_SECRET``).
 Its secret is ``MCP_TEST_SECRET``: ``secret_hash`` proves it got it without showing it,
-``leak`` returns it raw (the tool host must scrub it), ``env_keys`` lists the names of its
-environment, ``hang`` never ends, ``ask_model`` asks the client to sample, ``grow`` adds a
-tool and says so, ``die`` exits.
+``leak`` returns it raw and ``fail`` raises quoting it (the tool host must scrub both),
+``env_keys`` lists the names of its environment, ``hang`` never ends, ``ask_model`` asks
+the client to sample, ``grow`` adds a tool and says so, ``die`` exits.
 """
 
 from __future__ import annotations
@@ -46,6 +46,12 @@ def leak() -> str:
     print(f"debug: my token is {os.environ.get(SECRET_ENV, '')}", file=sys.stderr,
           flush=True)
     return f"the token is {os.environ.get(SECRET_ENV, '')}"
+
+
+@server.tool()
+def fail() -> str:
+    """Raises, quoting its secret in the error."""
+    raise ValueError(f"cannot log in with {os.environ.get(SECRET_ENV, '')}")
 
 
 @server.tool()

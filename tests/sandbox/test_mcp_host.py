@@ -25,8 +25,8 @@ from tests.sandbox.mcp_server import SECRET_ENV, secret_digest
 from workers.mcp_offers import mcp_offers
 
 GROUP = "local:ada"
-ALLOWED = ["t.echo", "t.secret_hash", "t.leak", "t.env_keys", "t.hang", "t.ask_model",
-           "t.die", "t.grow", "t.grown"]
+ALLOWED = ["t.echo", "t.secret_hash", "t.leak", "t.fail", "t.env_keys", "t.hang",
+           "t.ask_model", "t.die", "t.grow", "t.grown"]
 
 
 class Host:
@@ -97,6 +97,10 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(
     assert hashed.output == f"secret sha256 {secret_digest(secret)}"
     leaked = await host.call("t.leak")
     assert leaked.ok and secret not in leaked.output and "***" in leaked.output
+    # a tool that fails is a failed call whose text the model reads, scrubbed too
+    failed = await host.call("t.fail")
+    assert not failed.ok and failed.error == "the tool reported an error"
+    assert "cannot log in with ***" in failed.output and secret not in failed.output
     if host.transport == "stdio":  # type: ignore[attr-defined]
         # what the server printed on its stderr reaches the host's log, scrubbed
         deadline = time.monotonic() + 10

@@ -45,6 +45,7 @@ from memory_store.protocol import Memory, MemoryRecord
 from workers.budget import fit_memory
 from workers.core_rules import core_tools
 from workers.host_tools import HostLink, host_tools
+from workers.mcp_tools import mcp_toolset
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
@@ -143,6 +144,7 @@ class TurnAgent:
             output_type=str,
             tools=([*agent_tools(), *core_tools(), *task_tools(), *host_tools()]
                    if with_tools else []),
+            toolsets=[mcp_toolset()] if with_tools else [],
             retries=1,
             name="pynanoclaw",
         )

@@ -27,6 +27,7 @@ from pydantic_ai.tools import ToolDefinition
 from gateway.config import Settings
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, call_tool, host_status
+from workers.mcp_offers import McpOffer, mcp_offers
 from workers.prompt import QUOTED_TRUST, attr_value
 from workers.tools import TurnDeps
 
@@ -44,22 +45,31 @@ class HostLink:
     deadline: float
     allowed: frozenset[str]
     keys: Keys = field(default_factory=Keys)
+    #: the MCP tools this turn may offer (``workers.mcp_tools``)
+    mcp: tuple[McpOffer, ...] = ()
 
 
 def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: str,
               deadline: float) -> HostLink | None:
     """The link for ``group``'s turn, or None when it may use no tool: the group's
-    policy allows none, no tool host is alive, or its sandbox is off."""
-    allowed = settings.tools.for_group(group).allowed
-    if not allowed:
+    policy allows none, no tool host is alive, or its sandbox is off and it offers the
+    group no MCP tool."""
+    policy = settings.tools.for_group(group)
+    allowed = policy.allowed
+    if not allowed and not policy.mcp:
         return None
     try:
         status = host_status(client)
     except (redis.RedisError, OSError, ValueError):
         return None
-    if status is None or status.get("sandbox") is not None:
+    if status is None:
         return None
-    return HostLink(client, lock_token, deadline, allowed)
+    if status.get("sandbox") is not None:
+        allowed = frozenset()
+    mcp = mcp_offers(status, policy.mcp)
+    if not allowed and not mcp:
+        return None
+    return HostLink(client, lock_token, deadline, allowed, mcp=mcp)
 
 
 def render_tool_output(tool: str, source: str, ok: bool, text: str, error: str) -> str:

@@ -6,11 +6,15 @@ a chat asked for, so an operator opts in. A group's override (``[tools.groups."<
 chat>"]``) replaces the keys it sets and keeps the rest. Extra read-only mounts come only
 from ``mount_roots`` (the operator's allowlist): each group mount must resolve, symlinks
 followed, under one of them (checked again by the tool host before every command).
+MCP servers are ``[tools.mcp.<name>]`` (``gateway.config.mcp``); no group may use one
+until ``mcp_allow`` or the group's ``mcp`` names it.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gateway.config.mcp import McpServer, check_servers
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
 SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files")
@@ -58,6 +62,9 @@ class GroupTools(Section):
     #: extra read-only mounts (host paths), each under one of ``[tools] mount_roots``;
     #: seen inside the sandbox at ``/mnt/<last path component>``
     mounts: list[str] = Field(default_factory=list)
+    #: MCP servers and tools this group may use: "server" or "server.tool" (unset: the
+    #: default ``[tools] mcp_allow``)
+    mcp: list[str] | None = None
 
     @field_validator("allow")
     @classmethod
@@ -79,6 +86,30 @@ class ToolsConfig(Section):
     #: directories under which group mounts may lie
     mount_roots: list[str] = Field(default_factory=list)
     groups: dict[str, GroupTools] = Field(default_factory=dict)
+    #: MCP servers the tool host runs (``gateway.config.mcp``)
+    mcp: dict[str, McpServer] = Field(default_factory=dict)
+    #: MCP servers and tools every group may use ("server" or "server.tool"); none by
+    #: default: a server's tools act with its secrets, so an operator opts each group in
+    mcp_allow: list[str] = Field(default_factory=list)
+
+    @field_validator("mcp")
+    @classmethod
+    def _server_names(cls, v: dict[str, McpServer]) -> dict[str, McpServer]:
+        return check_servers(v)
+
+    @model_validator(mode="after")
+    def _mcp_entries(self) -> ToolsConfig:
+        lists = [self.mcp_allow, *(g.mcp or [] for g in self.groups.values())]
+        for entry in (e for lst in lists for e in lst):
+            if entry.partition(".")[0] not in self.mcp:
+                raise ValueError(f"MCP allowlist entry {entry!r} names no [tools.mcp] "
+                                 f"server; known: {sorted(self.mcp)}")
+        return self
+
+    def mcp_secret_names(self) -> set[str]:
+        """The environment variables MCP servers are named to get (the tool host's
+        environment carries them; no other process's does)."""
+        return {n for server in self.mcp.values() for n in server.env}
 
     @field_validator("groups")
     @classmethod
@@ -105,6 +136,7 @@ class ToolsConfig(Section):
             else frozenset(),
             network=self.network if over.network is None else over.network,
             mounts=tuple(over.mounts),
+            mcp=frozenset(self.mcp_allow if over.mcp is None else over.mcp),
         )
 
 
@@ -114,3 +146,5 @@ class GroupPolicy(Section):
     allowed: frozenset[str]
     network: bool
     mounts: tuple[str, ...]
+    #: MCP allowlist entries: "server" or "server.tool" (``gateway.config.mcp.allows``)
+    mcp: frozenset[str] = frozenset()

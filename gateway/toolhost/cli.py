@@ -56,7 +56,7 @@ def tools_command(
     log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
 ) -> None:
     """The tool host (one per host; `pynanoclaw run` starts it when [tools] turns a tool
-    on): runs each group's sandboxed commands for the workers."""
+    on): runs each group's sandboxed commands and the MCP servers for the workers."""
     path = (config or default_config_path()).resolve()
     try:
         cfg = load_config(path)

@@ -6,7 +6,9 @@ holds now, so only the worker running that group's turn can act for it), then th
 group's allowlist (``[tools]``), then the time left (never past the drain job's deadline,
 never past the sandbox's own timeout). A tool that fails, raises or hangs comes back as a
 failed result; the host goes on. It holds no channel token and no model key
-(``gateway.toolhost.process`` builds its environment).
+(``gateway.toolhost.process`` builds its environment). A ``server.tool`` call goes, after
+the claim, to the MCP servers' hub (``gateway.toolhost.mcp``), which checks the group's
+``mcp`` allowlist and its own timeout.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
+from typing import Any
 
 import redis
 
@@ -30,6 +34,7 @@ from gateway.queue.toolcalls import (
     host_key,
     result_key,
 )
+from gateway.toolhost.mcp import McpHub
 from gateway.toolhost.sandbox import Sandbox, SandboxSpec, SandboxUnavailable
 from gateway.toolhost.tools import ToolContext, ToolFailed, ToolRegistry, sandbox_registry
 from gateway.toolhost.workspace import MountRefused, resolve_mounts, workspace_dir
@@ -54,10 +59,15 @@ class ToolHost:
         self.sandbox = sandbox or Sandbox(host_uid=settings.tools.sandbox_uid)
         self.registry = registry or sandbox_registry()
         self._tasks: set[asyncio.Task[None]] = set()
+        #: the MCP servers' sessions (``gateway.toolhost.mcp``); they get the host's env
+        self.mcp = McpHub(settings.tools.mcp, os.environ) if settings.tools.mcp else None
 
-    def status(self) -> dict[str, str | None]:
+    def status(self) -> dict[str, Any]:
         """What this host offers, for workers and ``pynanoclaw status``."""
-        return {"sandbox": self.sandbox.unavailable()}
+        status: dict[str, Any] = {"sandbox": self.sandbox.unavailable()}
+        if self.mcp is not None:
+            status["mcp"] = self.mcp.offers()
+        return status
 
     def heartbeat(self) -> None:
         self.client.set(host_key(self.keys), json.dumps(self.status()), ex=HOST_TTL)
@@ -66,6 +76,8 @@ class ToolHost:
         reason = self.sandbox.unavailable()
         if reason:
             log.warning("%s; sandbox tools are off", reason)
+        if self.mcp is not None:
+            await self.mcp.start()
         last_beat = 0.0
         while not stop.is_set():
             if time.monotonic() - last_beat > HOST_TTL / 3:
@@ -86,6 +98,8 @@ class ToolHost:
             task.add_done_callback(self._tasks.discard)
         for task in list(self._tasks):
             task.cancel()
+        if self.mcp is not None:
+            await self.mcp.close()
         with contextlib.suppress(redis.RedisError, OSError):
             self.client.delete(host_key(self.keys))
 
@@ -121,6 +135,9 @@ class ToolHost:
         if holder is None or holder != call.lock_token or not call.lock_token:
             return failed("refused: the caller does not hold this group's turn lock")
         policy = self.settings.tools.for_group(call.group)
+        if self.mcp is not None and self.mcp.routes(call.tool):
+            return await self.mcp.handle(call, policy, call.deadline - time.time() - MARGIN,
+                                         self.settings.tools.limits.output_bytes)
         if call.tool not in policy.allowed:
             return failed(f"refused: the tool {call.tool!r} is not allowed in this chat")
         handler = self.registry.get(call.tool)

@@ -2,8 +2,8 @@
 
 ``pynanoclaw run`` starts it like a worker (``gateway.supervisor``), with its own
 environment built from the allowlist alone: no channel token, no model key, nothing of
-``[worker] pass_env``. The tools it runs today need no secret (MCP servers' secrets will
-be named in ``[tools]`` and passed here only).
+``[worker] pass_env``. The only secrets it gets are the variables MCP servers are named to
+get (``[tools.mcp.<name>] env``): here, and in no other process.
 """
 
 from __future__ import annotations
@@ -28,14 +28,16 @@ log = logging.getLogger(__name__)
 def tools_env(settings: Settings, environ: Mapping[str, str], redis_url: str
               ) -> dict[str, str]:
     """The tool host's environment: the allowlist (PATH, HOME, locale, ...), the config
-    path and the Redis URL. No model key, no channel token, no ``pass_env``."""
-    return child_env(settings, environ, redis_url)
+    path, the Redis URL and the variables named in ``[tools.mcp.*] env``. No model key, no
+    channel token, no ``pass_env``."""
+    return child_env(settings, environ, redis_url, also=settings.tools.mcp_secret_names())
 
 
 def wanted(settings: Settings) -> bool:
     """Whether ``pynanoclaw run`` starts a tool host: some group may use a tool."""
     tools = settings.tools
-    return tools.sandbox or any(g.sandbox for g in tools.groups.values())
+    return (tools.sandbox or any(g.sandbox for g in tools.groups.values())
+            or bool(tools.mcp))
 
 
 def tools_command(config: Path | None, *, log_level: str = "INFO") -> list[str]:

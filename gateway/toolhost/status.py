@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 
 from gateway.config import Settings
@@ -17,6 +19,18 @@ def tools_line(client: redis.Redis, settings: Settings) -> tuple[bool, str] | No
     if status is None:
         return False, ("no tool host is running (`pynanoclaw run` starts it; or run "
                        "`pynanoclaw tools`): sandbox tools are off")
+    mcp = mcp_note(status, settings)
     if status.get("sandbox"):
-        return False, f"{status['sandbox']}; sandbox tools are off"
-    return True, "tool host running, sandbox on"
+        return False, f"{status['sandbox']}; sandbox tools are off{mcp}"
+    return True, f"tool host running, sandbox on{mcp}"
+
+
+def mcp_note(status: dict[str, Any], settings: Settings) -> str:
+    """``; MCP: n tool(s), down: a, b`` when MCP servers are configured, else ``""``."""
+    if not settings.tools.mcp:
+        return ""
+    listed = status.get("mcp")
+    offered: list[Any] = listed if isinstance(listed, list) else []
+    up = {str(t.get("server")) for t in offered if isinstance(t, dict)}
+    down = sorted(set(settings.tools.mcp) - up)
+    return f"; MCP: {len(offered)} tool(s)" + (f", down: {', '.join(down)}" if down else "")

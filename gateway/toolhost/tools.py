@@ -4,7 +4,8 @@ A tool is an async function ``(ToolContext, args) -> ToolOutput`` under a name; 
 looks it up by the name a worker sent, after the claim and the group's allowlist are
 checked. The four sandbox tools all run *inside* the group's sandbox (reading and writing
 files too), so a symlink in the workspace resolves inside it, where nothing of the host
-exists. MCP servers' tools join the same registry later (``register``).
+exists. MCP servers' tools are not here: the host routes ``server.tool`` calls to
+``gateway.toolhost.mcp`` (a call needs the server's session, not a sandbox).
 """
 
 from __future__ import annotations

@@ -1,0 +1,57 @@
+"""The MCP tools as the model sees them, built for each turn from the tool host's offer.
+
+Which MCP tools exist is known only at run time (the servers are the tool host's), so
+they are a pydantic-ai ``DynamicToolset``: for each turn, one ``Tool.from_schema`` per
+tool in ``HostLink.mcp`` (already cut to the group's allowlist), under its model-visible
+name, with the server's JSON schema. A call goes to the tool host like a sandbox tool's
+(``gateway.queue.toolcalls``), and what comes back is data with the source
+``mcp <server>.<tool>``, rendered by ``workers.host_tools.render_tool_output`` at tool
+trust; the turn's ``read_trust`` drops to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pydantic_ai import RunContext, Tool
+from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
+
+from gateway.queue.toolcalls import ToolCall, call_tool
+from workers.host_tools import TOOL_TRUST, render_tool_output
+from workers.mcp_offers import McpOffer
+from workers.tools import TurnDeps
+
+
+async def _call(ctx: RunContext[TurnDeps], offer: McpOffer, args: dict[str, Any]) -> str:
+    deps = ctx.deps
+    link = deps.host
+    if link is None or offer not in link.mcp:
+        return f"Refused: {offer.model_name} is not available in this chat."
+    call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
+                    tool=offer.name, args=args, deadline=link.deadline)
+    result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
+    deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    return render_tool_output(offer.model_name, f"mcp {offer.name}", result.ok,
+                              result.output, result.error)
+
+
+def _tool(offer: McpOffer) -> Tool[TurnDeps]:
+    async def call(ctx: RunContext[TurnDeps], **args: Any) -> str:
+        return await _call(ctx, offer, args)
+
+    return Tool.from_schema(call, name=offer.model_name,
+                            description=f"(MCP tool {offer.name}) {offer.description}",
+                            json_schema=offer.schema, takes_ctx=True)
+
+
+def _for_turn(ctx: RunContext[TurnDeps]) -> FunctionToolset[TurnDeps] | None:
+    link = ctx.deps.host
+    if link is None or not link.mcp:
+        return None
+    return FunctionToolset([_tool(o) for o in link.mcp])
+
+
+def mcp_toolset() -> DynamicToolset[TurnDeps]:
+    """The MCP tools of each turn's group (none when it may use none)."""
+    return DynamicToolset(_for_turn, per_run_step=False)

@@ -30,6 +30,8 @@ from memory_store.paths import global_skills_dir, group_dir
 log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
+#: where a group's skills appear inside its sandbox, read-only: ``/skills/<name>``
+SANDBOX_MOUNT = "/skills"
 #: a skill's name: its folder's, also safe as a mount point (``/skills/<name>``)
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 #: at most this many skills are listed in a prompt (by name; the rest are logged)

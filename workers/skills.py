@@ -25,6 +25,7 @@ from memory_store.skills import (
     DESCRIPTION_MAX_CHARS,
     MAX_SKILLS,
     READ_MAX_BYTES,
+    SANDBOX_MOUNT,
     Skill,
     SkillError,
     list_files,
@@ -38,8 +39,6 @@ log = logging.getLogger(__name__)
 
 #: what a skill's text is worth: the operator wrote it, in a place only they can write
 SKILL_TRUST = ROLE_TRUST[Role.OPERATOR]
-#: where a skill's folder appears inside the group's sandbox (read-only)
-SANDBOX_SKILLS = "/skills"
 
 
 def turn_skills(data_dir: Path, group: str) -> tuple[Skill, ...]:
@@ -76,7 +75,7 @@ def skills_block(skills: Sequence[Skill]) -> str:
     return ("Skills: instructions the operator installed for tasks like the ones below. "
             "Before doing such a task, call read_skill(name) and follow what it says; "
             "read_skill(name, file) opens a file it names. A skill's scripts are at "
-            f"{SANDBOX_SKILLS}/<name>/ in the sandbox (read-only), for run_command.\n"
+            f"{SANDBOX_MOUNT}/<name>/ in the sandbox (read-only), for run_command.\n"
             '<skills source="operator">\n' + "\n".join(lines) + "\n</skills>")
 
 

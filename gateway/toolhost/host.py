@@ -31,6 +31,7 @@ from gateway.queue.toolcalls import (
     result_key,
 )
 from gateway.toolhost.sandbox import Sandbox, SandboxSpec, SandboxUnavailable
+from gateway.toolhost.skillmounts import skill_mounts
 from gateway.toolhost.tools import ToolContext, ToolFailed, ToolRegistry, sandbox_registry
 from gateway.toolhost.workspace import MountRefused, resolve_mounts, workspace_dir
 
@@ -135,7 +136,8 @@ class ToolHost:
             workspace = await asyncio.to_thread(workspace_dir, self.settings.data_dir,
                                                 call.group, self.sandbox.owner())
             spec = SandboxSpec(workspace, limits, network=policy.network,
-                               mounts=tuple(mounts))
+                               mounts=(*mounts, *skill_mounts(self.settings.data_dir,
+                                                              call.group)))
             ctx = ToolContext(call.group, self.sandbox, spec, timeout)
             # the sandbox stops the command at its timeout; this bounds the rest (setup)
             out = await asyncio.wait_for(handler(ctx, call.args), timeout + MARGIN)

@@ -25,6 +25,7 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.tools import ToolDefinition
 
 from gateway.config import Settings
+from gateway.config.tools import SANDBOX_TOOLS
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, call_tool, host_status
 from workers.prompt import QUOTED_TRUST, attr_value
@@ -57,9 +58,11 @@ def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: s
         status = host_status(client)
     except (redis.RedisError, OSError, ValueError):
         return None
-    if status is None or status.get("sandbox") is not None:
+    if status is None:
         return None
-    return HostLink(client, lock_token, deadline, allowed)
+    if status.get("sandbox") is not None:  # fetch runs in the host, without a sandbox
+        allowed -= frozenset(SANDBOX_TOOLS)
+    return HostLink(client, lock_token, deadline, allowed) if allowed else None
 
 
 def render_tool_output(tool: str, source: str, ok: bool, text: str, error: str) -> str:
@@ -122,6 +125,16 @@ async def list_files(ctx: RunContext[TurnDeps], path: str = ".") -> str:
     return await _call(ctx, "list_files", {"path": path}, f"list_files: {path}")
 
 
+async def fetch(ctx: RunContext[TurnDeps], url: str) -> str:
+    """Fetch a web page or file (HTTP GET) from a site the operator allowed for this
+    chat; returns its text (HTML turned into plain text).
+
+    Args:
+        url: the full http(s) URL, e.g. "https://docs.python.org/3/library/re.html".
+    """
+    return await _call(ctx, "fetch", {"url": url}, f"fetch: {url}")
+
+
 async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
     """Show a tool to the model only when this turn's group may use it."""
     link = ctx.deps.host
@@ -131,7 +144,7 @@ async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolD
 def host_tools() -> list[Tool[TurnDeps]]:
     """The sandbox tools (hidden in a turn whose group may not use them)."""
     return [Tool(fn, takes_ctx=True, prepare=_offered)
-            for fn in (run_command, read_file, write_file, list_files)]
+            for fn in (run_command, read_file, write_file, list_files, fetch)]
 
 
 def deadline_after(seconds: float) -> float:

@@ -6,14 +6,20 @@ a chat asked for, so an operator opts in. A group's override (``[tools.groups."<
 chat>"]``) replaces the keys it sets and keeps the rest. Extra read-only mounts come only
 from ``mount_roots`` (the operator's allowlist): each group mount must resolve, symlinks
 followed, under one of them (checked again by the tool host before every command).
+``fetch`` (an HTTP GET from the tool host) is on where ``fetch_hosts`` lists a host.
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
 SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files")
+#: HTTP GET from the tool host itself (gateway.toolhost.fetch): on where ``fetch_hosts``
+#: lists a host
+FETCH_TOOL = "fetch"
 
 
 class Section(BaseModel):
@@ -21,10 +27,33 @@ class Section(BaseModel):
 
 
 def _known_tools(names: list[str]) -> list[str]:
-    unknown = sorted(set(names) - set(SANDBOX_TOOLS))
+    unknown = sorted(set(names) - {*SANDBOX_TOOLS, FETCH_TOOL})
     if unknown:
-        raise ValueError(f"unknown tool(s) {unknown}; known: {list(SANDBOX_TOOLS)}")
+        raise ValueError(f"unknown tool(s) {unknown}; known: {[*SANDBOX_TOOLS, FETCH_TOOL]}")
     return names
+
+
+_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+
+
+def _host_patterns(hosts: list[str] | None) -> list[str] | None:
+    for host in hosts or []:
+        if not _HOST.fullmatch(host):
+            raise ValueError(f"fetch host {host!r} must be a lowercase host name, exact "
+                             "('docs.python.org') or any subdomain ('*.example.com'); no "
+                             "scheme, port or path")
+    return hosts
+
+
+class FetchLimits(Section):
+    """``[tools.fetch]``: bounds of one ``fetch`` call."""
+
+    #: bytes read from a response at most (decoded); past it reading stops
+    max_bytes: int = Field(default=2_000_000, ge=1024, le=100_000_000)
+    #: seconds for the whole call (the turn's remaining time may cut it shorter)
+    timeout: float = Field(default=15.0, gt=0, le=300)
+    #: redirects followed, each checked like the first URL
+    max_redirects: int = Field(default=5, ge=0, le=20)
 
 
 class SandboxLimits(Section):
@@ -58,11 +87,18 @@ class GroupTools(Section):
     #: extra read-only mounts (host paths), each under one of ``[tools] mount_roots``;
     #: seen inside the sandbox at ``/mnt/<last path component>``
     mounts: list[str] = Field(default_factory=list)
+    #: hosts ``fetch`` may GET for this group (unset: ``[tools] fetch_hosts``)
+    fetch_hosts: list[str] | None = None
 
     @field_validator("allow")
     @classmethod
     def _known(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else _known_tools(v)
+
+    @field_validator("fetch_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str] | None) -> list[str] | None:
+        return _host_patterns(v)
 
 
 class ToolsConfig(Section):
@@ -71,8 +107,12 @@ class ToolsConfig(Section):
     sandbox: bool = False
     #: network for sandboxed commands (slirp4netns, host loopback unreachable); off: none
     network: bool = False
-    allow: list[str] = Field(default_factory=lambda: list(SANDBOX_TOOLS))
+    allow: list[str] = Field(default_factory=lambda: [*SANDBOX_TOOLS, FETCH_TOOL])
     limits: SandboxLimits = SandboxLimits()
+    #: hosts ``fetch`` may GET: "docs.python.org" (that host) or "*.example.com" (any
+    #: subdomain, not example.com itself); empty: no fetch
+    fetch_hosts: list[str] = Field(default_factory=list)
+    fetch: FetchLimits = FetchLimits()
     #: host uid (and gid) sandboxes run as when the tool host runs as root: the process
     #: limit counts every process of this uid, so it must be one no service or user has
     sandbox_uid: int = Field(default=59999, ge=1, le=2**31)
@@ -95,16 +135,24 @@ class ToolsConfig(Section):
     def _known(cls, v: list[str]) -> list[str]:
         return _known_tools(v)
 
+    @field_validator("fetch_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        return _host_patterns(v) or []
+
     def for_group(self, group: str) -> GroupPolicy:
         """The resolved policy of ``group``: its override over the defaults."""
         over = self.groups.get(group, GroupTools())
         sandbox = self.sandbox if over.sandbox is None else over.sandbox
         allow = self.allow if over.allow is None else over.allow
+        hosts = self.fetch_hosts if over.fetch_hosts is None else over.fetch_hosts
+        fetch = frozenset({FETCH_TOOL}) if hosts and FETCH_TOOL in allow else frozenset()
         return GroupPolicy(
-            allowed=frozenset(n for n in allow if n in SANDBOX_TOOLS) if sandbox
-            else frozenset(),
+            allowed=(frozenset(n for n in allow if n in SANDBOX_TOOLS) if sandbox
+                     else frozenset()) | fetch,
             network=self.network if over.network is None else over.network,
             mounts=tuple(over.mounts),
+            fetch_hosts=tuple(hosts),
         )
 
 
@@ -114,3 +162,4 @@ class GroupPolicy(Section):
     allowed: frozenset[str]
     network: bool
     mounts: tuple[str, ...]
+    fetch_hosts: tuple[str, ...] = ()

@@ -30,6 +30,7 @@ from gateway.queue.toolcalls import (
     host_key,
     result_key,
 )
+from gateway.toolhost.fetch import Fetcher, with_fetch
 from gateway.toolhost.sandbox import Sandbox, SandboxSpec, SandboxUnavailable
 from gateway.toolhost.skillmounts import skill_mounts
 from gateway.toolhost.tools import ToolContext, ToolFailed, ToolRegistry, sandbox_registry
@@ -53,7 +54,8 @@ class ToolHost:
         self.client = client
         self.keys = keys or Keys()
         self.sandbox = sandbox or Sandbox(host_uid=settings.tools.sandbox_uid)
-        self.registry = registry or sandbox_registry()
+        self.registry = registry or with_fetch(sandbox_registry(), Fetcher(),
+                                               settings.tools.fetch)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def status(self) -> dict[str, str | None]:
@@ -138,7 +140,7 @@ class ToolHost:
             spec = SandboxSpec(workspace, limits, network=policy.network,
                                mounts=(*mounts, *skill_mounts(self.settings.data_dir,
                                                               call.group)))
-            ctx = ToolContext(call.group, self.sandbox, spec, timeout)
+            ctx = ToolContext(call.group, self.sandbox, spec, timeout, policy=policy)
             # the sandbox stops the command at its timeout; this bounds the rest (setup)
             out = await asyncio.wait_for(handler(ctx, call.args), timeout + MARGIN)
         except TimeoutError:

@@ -35,7 +35,8 @@ def tools_env(settings: Settings, environ: Mapping[str, str], redis_url: str
 def wanted(settings: Settings) -> bool:
     """Whether ``pynanoclaw run`` starts a tool host: some group may use a tool."""
     tools = settings.tools
-    return tools.sandbox or any(g.sandbox for g in tools.groups.values())
+    return tools.sandbox or any(g.sandbox for g in tools.groups.values()) or \
+        bool(tools.fetch_hosts) or any(g.fetch_hosts for g in tools.groups.values())
 
 
 def tools_command(config: Path | None, *, log_level: str = "INFO") -> list[str]:

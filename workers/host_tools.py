@@ -1,9 +1,11 @@
-"""The sandbox tools as the model sees them; each call goes through the tool host.
+"""The sandbox tools (and ``fetch``) as the model sees them; each call goes through the
+tool host.
 
 The worker runs nothing itself: it sends the call to the tool host (``gateway.queue.
 toolcalls``) with the group, the turn id and the group lock's token, and waits at most
 until the drain job's deadline. The model sees these tools only when the group's
-``[tools]`` policy allows them and a tool host with a working sandbox is alive.
+``[tools]`` policy allows them and a tool host is alive (with a working sandbox, for
+all but ``fetch``, which the host runs itself).
 
 Whatever comes back is data: it enters the conversation XML-escaped inside a
 ``<tool_output>`` element naming its source (the tool and the command or path) at tool
@@ -142,7 +144,7 @@ async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolD
 
 
 def host_tools() -> list[Tool[TurnDeps]]:
-    """The sandbox tools (hidden in a turn whose group may not use them)."""
+    """The sandbox tools and ``fetch`` (hidden in a turn whose group may not use them)."""
     return [Tool(fn, takes_ctx=True, prepare=_offered)
             for fn in (run_command, read_file, write_file, list_files, fetch)]
 

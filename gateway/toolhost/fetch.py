@@ -16,8 +16,9 @@ What a call promises (each tested in ``tests/sandbox/test_fetch.py``):
 - the body is read up to ``max_bytes`` (decoded) and no further, within the timeout;
   no proxy, ``.netrc`` or environment setting is used (``trust_env=False``).
 
-``allow_addresses`` (a constructor argument; nothing in the product sets it) lets tests
-reach a local server's address as if it were public.
+``allow_addresses`` and ``verify`` (constructor arguments; nothing in the product sets
+them) let tests reach a local server's address as if it were public, and trust its
+test certificate.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any
 
@@ -82,12 +84,15 @@ def address_refused(address: str) -> str | None:
 
 class Fetcher:
     """Makes checked GETs. ``resolver`` is the DNS seam (tests map names to addresses);
-    ``allow_addresses`` are addresses taken as public (tests' local server only)."""
+    ``allow_addresses`` are addresses taken as public and ``verify`` the TLS trust
+    (tests' local server only; default: the system's CAs)."""
 
     def __init__(self, *, resolver: Resolver = system_resolver,
-                 allow_addresses: Collection[str] = ()) -> None:
+                 allow_addresses: Collection[str] = (),
+                 verify: ssl.SSLContext | None = None) -> None:
         self._resolve = resolver
         self._allow = frozenset(allow_addresses)
+        self._verify: ssl.SSLContext | bool = verify or True
 
     async def get(self, url: str, hosts: Sequence[str], limits: FetchLimits, *,
                   timeout: float, output_chars: int) -> ToolOutput:
@@ -110,7 +115,7 @@ class Fetcher:
                                           (443 if target.scheme == "https" else 80))
             ext: dict[str, Any] = {"sni_hostname": host} if target.scheme == "https" else {}
             async with httpx.AsyncClient(trust_env=False, follow_redirects=False,
-                                         timeout=timeout) as client, \
+                                         timeout=timeout, verify=self._verify) as client, \
                     client.stream("GET", target.copy_with(host=address), extensions=ext,
                                   headers={"Host": target.netloc.decode("ascii"),
                                            "User-Agent": USER_AGENT}) as resp:

@@ -6,9 +6,12 @@ resolver seam's table of names."""
 from __future__ import annotations
 
 import contextlib
+import ssl
+import subprocess
 from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from aiohttp import web
 
@@ -44,7 +47,7 @@ class Server:
 
 
 @contextlib.asynccontextmanager
-async def serve_site() -> AsyncIterator[Server]:
+async def serve_site(tls: ssl.SSLContext | None = None) -> AsyncIterator[Server]:
     hits: Counter[str] = Counter()
     port = 0
 
@@ -79,12 +82,25 @@ async def serve_site() -> AsyncIterator[Server]:
     app.router.add_route("GET", "/{tail:.*}", handle)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, PUBLIC, 0)
+    site = web.TCPSite(runner, PUBLIC, 0, ssl_context=tls)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     # the same port on 127.0.0.1: what a refused fetch would have reached
-    await web.TCPSite(runner, "127.0.0.1", port).start()
+    await web.TCPSite(runner, "127.0.0.1", port, ssl_context=tls).start()
     yield Server(port, hits)
     await runner.cleanup()
 
 
+
+
+def tls_pair(folder: Path, name: str) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server, client) TLS contexts for a self-signed certificate of ``name`` (the
+    ``openssl`` command line, as Debian ships it)."""
+    key, cert = folder / "key.pem", folder / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "2", "-subj", f"/CN={name}", "-addext",
+                    f"subjectAltName=DNS:{name}"], check=True, capture_output=True)
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))

@@ -6,6 +6,7 @@ seam; the server's address (127.0.0.2) is the only one taken as public
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -23,7 +24,7 @@ from gateway.toolhost.fetch import Fetcher, address_refused, host_listed, with_f
 from gateway.toolhost.host import ToolHost
 from gateway.toolhost.sandbox import Sandbox
 from gateway.toolhost.tools import ToolRegistry
-from tests.sandbox.site import PUBLIC, Server, resolver, serve_site
+from tests.sandbox.site import PUBLIC, Server, resolver, serve_site, tls_pair
 
 GROUP = "local:reader"
 
@@ -44,11 +45,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[redis.Redis]:
 
 
 class Host:
-    def __init__(self, client: redis.Redis, data: Path, limits: FetchLimits) -> None:
+    def __init__(self, client: redis.Redis, data: Path, limits: FetchLimits,
+                 verify: ssl.SSLContext | None = None) -> None:
         tools = ToolsConfig(fetch_hosts=["*.example.com", "docs.example.com"], fetch=limits,
                             groups={"local:closed": GroupTools(fetch_hosts=[])})
         self.sandbox = Sandbox()
-        fetcher = Fetcher(resolver=resolver, allow_addresses={PUBLIC})
+        fetcher = Fetcher(resolver=resolver, allow_addresses={PUBLIC}, verify=verify)
         self.host = ToolHost(Settings(data_dir=data, tools=tools), client,
                              sandbox=self.sandbox,
                              registry=with_fetch(ToolRegistry(), fetcher, limits))
@@ -137,6 +139,24 @@ async def test_text_types_pass_and_binary_is_described(host: Host, server: Serve
         "image/png\n\n[binary content (image/png, 1008 bytes): not shown]")
     missing = await host.fetch(f"{base}/nothing")
     assert not missing.ok and "HTTP 404" in missing.output
+
+
+async def test_https_goes_to_the_checked_address_and_verifies_the_name(
+        client: redis.Redis, tmp_path: Path) -> None:
+    """The connection is pinned to the resolved address, while TLS (SNI and the
+    certificate check) and the Host header keep the name."""
+    server_tls, client_tls = tls_pair(tmp_path, "docs.example.com")
+    h = Host(client, tmp_path / "data", FetchLimits(), verify=client_tls)
+    try:
+        async with serve_site(server_tls) as site:
+            ok = await h.fetch(f"https://docs.example.com:{site.port}/page")
+            assert ok.ok and "# Docs home" in ok.output, ok
+            # the same address under another name: its certificate does not match
+            other = await h.fetch(f"https://www.docs.example.com:{site.port}/page")
+            assert not other.ok and "certificate verify failed" in other.error, other
+            assert site.hits == Counter({f"{PUBLIC}/page": 1})
+    finally:
+        h.sandbox.close()
 
 
 def test_the_address_and_host_rules() -> None:

@@ -48,7 +48,7 @@ def _host_patterns(hosts: list[str] | None) -> list[str] | None:
 class FetchLimits(Section):
     """``[tools.fetch]``: bounds of one ``fetch`` call."""
 
-    #: bytes read from a response at most (decoded); past it reading stops
+    #: bytes of a response's body read at most; past it reading stops
     max_bytes: int = Field(default=2_000_000, ge=1024, le=100_000_000)
     #: seconds for the whole call (the turn's remaining time may cut it shorter)
     timeout: float = Field(default=15.0, gt=0, le=300)

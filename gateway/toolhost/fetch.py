@@ -13,7 +13,8 @@ What a call promises (each tested in ``tests/sandbox/test_fetch.py``):
   second lookup can answer differently (DNS rebinding);
 - redirects are followed by hand, at most ``[tools.fetch] max_redirects``, each hop
   checked like the first URL (scheme, list, addresses);
-- the body is read up to ``max_bytes`` (decoded) and no further, within the timeout;
+- the body is read up to ``max_bytes`` and no further, within the timeout; it is asked
+  uncompressed and a compressed one refused (no small body inflates past the cap);
   no proxy, ``.netrc`` or environment setting is used (``trust_env=False``).
 
 ``allow_addresses`` and ``verify`` (constructor arguments; nothing in the product sets
@@ -118,7 +119,8 @@ class Fetcher:
                                          timeout=timeout, verify=self._verify) as client, \
                     client.stream("GET", target.copy_with(host=address), extensions=ext,
                                   headers={"Host": target.netloc.decode("ascii"),
-                                           "User-Agent": USER_AGENT}) as resp:
+                                           "User-Agent": USER_AGENT,
+                                           "Accept-Encoding": "identity"}) as resp:
                 location = resp.headers.get("location")
                 if resp.status_code in REDIRECTS and location:
                     current = str(target.join(location))
@@ -165,10 +167,14 @@ class Fetcher:
 async def _read(resp: httpx.Response, url: str, cap: int, output_chars: int) -> ToolOutput:
     """The response's text, reading at most ``cap`` bytes of its body."""
     content_type = resp.headers.get("content-type", "")
+    encoding = resp.headers.get("content-encoding", "identity").strip().lower()
+    if encoding not in ("identity", ""):
+        # asked for none: a compressed body could inflate far past the cap in one chunk
+        raise ToolFailed(f"refused: the server sent a {encoding}-compressed body unasked")
     data = bytearray()
     cut = False
     kind = ""
-    async for chunk in resp.aiter_bytes():
+    async for chunk in resp.aiter_raw():
         data += chunk
         if not kind:
             kind = kind_of(content_type, bytes(data))

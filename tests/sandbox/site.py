@@ -6,6 +6,7 @@ resolver seam's table of names."""
 from __future__ import annotations
 
 import contextlib
+import gzip
 import ssl
 import subprocess
 from collections import Counter
@@ -69,6 +70,10 @@ async def serve_site(tls: ssl.SSLContext | None = None) -> AsyncIterator[Server]
                                 headers={"Content-Type": "text/plain; charset=latin-1"})
         if request.path == "/logo.png":
             return web.Response(body=PNG, content_type="image/png")
+        if request.path == "/bomb.txt":  # 10 MB of zeros in 10 kB, sent though not asked
+            return web.Response(body=gzip.compress(bytes(10_000_000)),
+                                headers={"Content-Type": "text/plain",
+                                         "Content-Encoding": "gzip"})
         if request.path == "/endless":  # never ends: only a reader that stops returns
             resp = web.StreamResponse(headers={"Content-Type": "text/plain"})
             await resp.prepare(request)

@@ -126,6 +126,8 @@ async def test_reading_stops_at_the_size_cap(host: Host, server: Server) -> None
     assert result.ok, result
     rest = result.output.partition("\n\n")[2]
     assert rest == "x" * 4096 + "\n[the page was cut at 4096 bytes]"
+    bomb = await host.fetch(f"http://docs.example.com:{server.port}/bomb.txt")
+    assert not bomb.ok and "gzip-compressed body unasked" in bomb.error
 
 
 async def test_text_types_pass_and_binary_is_described(host: Host, server: Server) -> None:

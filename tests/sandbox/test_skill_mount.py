@@ -3,9 +3,7 @@ runnable at ``/skills/<name>``, never writable (even where the host folder is)."
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from memory_store.paths import global_skills_dir
+from memory_store.paths import global_skills_dir, group_dir
 from tests.sandbox.test_toolhost import Host, host  # noqa: F401 (the real tool host)
 
 
@@ -34,4 +32,11 @@ def test_the_sandbox_runs_a_skills_script_and_cannot_write_into_it(
     seen = host.call("local:skiller", "run_command", {"command": "ls /skills; ls /"},
                      token="tok-sk")
     assert seen.output.split("--- stdout ---\n")[1].startswith("stamp\n")
-    assert not (Path(host.data) / "groups/local/skiller/skills").exists()
+    # the group's own skill of that name is the one mounted, dropped in between calls
+    own = group_dir(host.data, "local:skiller") / "skills" / "stamp"
+    own.mkdir(parents=True)
+    (own / "SKILL.md").write_text("---\nname: stamp\ndescription: ours\n---\nOurs.\n")
+    (own / "stamp.sh").write_text("echo our-stamp\n")
+    ours = host.call("local:skiller", "run_command", {"command": "sh /skills/stamp/stamp.sh"},
+                     token="tok-sk")
+    assert ours.ok and "our-stamp" in ours.output, ours

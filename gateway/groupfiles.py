@@ -21,6 +21,7 @@ from typing import Any
 from gateway.config import GatewayConfig
 from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
 from memory_store.paths import groups_root, key_of_dir
+from memory_store.skills import Skill, skills_for
 from memory_store.tasks import TaskStore, groups_with_tasks
 
 #: a group's sandbox workspace folder (gateway.toolhost)
@@ -87,6 +88,11 @@ class GroupFiles:
         """The path of ``group``'s ``workspace/``, the only writable mount of its sandbox
         (``gateway.toolhost``, which creates it); not created here."""
         return GroupDirectory(self.data_dir, group).path / WORKSPACE
+
+    def skills(self, group: str) -> list[Skill]:
+        """``group``'s skills (the global ones and its own, its own winning on a name),
+        read now; only read (``memory_store.skills``)."""
+        return skills_for(self.data_dir, group)
 
     def chats_with(self, folder: str) -> list[tuple[str, Path]]:
         """(group key, ``folder``) of every chat directory that has that folder (e.g. the

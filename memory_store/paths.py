@@ -100,6 +100,12 @@ def global_dir(data_dir: Path) -> Path:
     return groups_root(data_dir) / GLOBAL_GROUP
 
 
+def global_skills_dir(data_dir: Path) -> Path:
+    """The operator's global skills (``<data>/skills/``; a group's own are in its
+    directory's ``skills/``: ``memory_store.skills``)."""
+    return Path(data_dir).resolve() / "skills"
+
+
 # --- memory ids and files inside one group directory -------------------------------
 
 #: Memory kind -> sub-directory. Kinds not listed here live in ``notes/``.

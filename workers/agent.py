@@ -42,6 +42,7 @@ from gateway.config import ConfigError, ModelConfig, WorkerSettings
 from gateway.config.tasks import TasksConfig
 from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
+from memory_store.skills import Skill
 from workers.budget import fit_memory
 from workers.core_rules import core_tools
 from workers.host_tools import HostLink, host_tools
@@ -49,6 +50,7 @@ from workers.mcp_tools import mcp_toolset
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
+from workers.skills import skill_tools, skills_block
 from workers.tasktools import task_tools
 from workers.tools import TurnDeps, agent_tools
 
@@ -83,6 +85,8 @@ class TurnRequest:
     shared: Sequence[MemoryRecord] = ()
     #: the tool host for this group's sandbox tools (``workers.host_tools``); None: none
     host: HostLink | None = None
+    #: the operator's skills for this group, read at turn start (``workers.skills``)
+    skills: tuple[Skill, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,8 +146,8 @@ class TurnAgent:
             model,
             deps_type=TurnDeps,
             output_type=str,
-            tools=([*agent_tools(), *core_tools(), *task_tools(), *host_tools()]
-                   if with_tools else []),
+            tools=([*agent_tools(), *core_tools(), *task_tools(), *host_tools(),
+                    *skill_tools()] if with_tools else []),
             toolsets=[mcp_toolset()] if with_tools else [],
             retries=1,
             name="pynanoclaw",
@@ -191,6 +195,7 @@ class TurnAgent:
             with_tools=self.with_tools,
             compact=self.compact,
             notes=req.notes,
+            skills=skills_block(req.skills) if self.with_tools else "",
         )
         deps = TurnDeps(
             group=req.group,
@@ -205,6 +210,7 @@ class TurnAgent:
             never_store=(secret,) if secret else (),
             tasks=self.tasks,
             host=req.host,
+            skills=req.skills if self.with_tools else (),
         )
         deps.saw(results)
         result = await self._agent.run(

@@ -1,9 +1,11 @@
-"""The sandbox tools as the model sees them; each call goes through the tool host.
+"""The sandbox tools (and ``fetch``) as the model sees them; each call goes through the
+tool host.
 
 The worker runs nothing itself: it sends the call to the tool host (``gateway.queue.
 toolcalls``) with the group, the turn id and the group lock's token, and waits at most
 until the drain job's deadline. The model sees these tools only when the group's
-``[tools]`` policy allows them and a tool host with a working sandbox is alive.
+``[tools]`` policy allows them and a tool host is alive (with a working sandbox, for
+all but ``fetch``, which the host runs itself).
 
 Whatever comes back is data: it enters the conversation XML-escaped inside a
 ``<tool_output>`` element naming its source (the tool and the command or path) at tool
@@ -25,6 +27,7 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.tools import ToolDefinition
 
 from gateway.config import Settings
+from gateway.config.tools import SANDBOX_TOOLS
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, call_tool, host_status
 from workers.mcp_offers import McpOffer, mcp_offers
@@ -64,8 +67,8 @@ def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: s
         return None
     if status is None:
         return None
-    if status.get("sandbox") is not None:
-        allowed = frozenset()
+    if status.get("sandbox") is not None:  # fetch runs in the host, without a sandbox
+        allowed -= frozenset(SANDBOX_TOOLS)
     mcp = mcp_offers(status, policy.mcp)
     if not allowed and not mcp:
         return None
@@ -132,6 +135,16 @@ async def list_files(ctx: RunContext[TurnDeps], path: str = ".") -> str:
     return await _call(ctx, "list_files", {"path": path}, f"list_files: {path}")
 
 
+async def fetch(ctx: RunContext[TurnDeps], url: str) -> str:
+    """Fetch a web page or file (HTTP GET) from a site the operator allowed for this
+    chat; returns its text (HTML turned into plain text).
+
+    Args:
+        url: the full http(s) URL, e.g. "https://docs.python.org/3/library/re.html".
+    """
+    return await _call(ctx, "fetch", {"url": url}, f"fetch: {url}")
+
+
 async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
     """Show a tool to the model only when this turn's group may use it."""
     link = ctx.deps.host
@@ -139,9 +152,9 @@ async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolD
 
 
 def host_tools() -> list[Tool[TurnDeps]]:
-    """The sandbox tools (hidden in a turn whose group may not use them)."""
+    """The sandbox tools and ``fetch`` (hidden in a turn whose group may not use them)."""
     return [Tool(fn, takes_ctx=True, prepare=_offered)
-            for fn in (run_command, read_file, write_file, list_files)]
+            for fn in (run_command, read_file, write_file, list_files, fetch)]
 
 
 def deadline_after(seconds: float) -> float:

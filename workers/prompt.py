@@ -206,11 +206,13 @@ def build_prompt(
     compact: bool = False,
     records_omitted: int = 0,
     notes: Sequence[str] = (),
+    skills: str = "",
 ) -> Prompt:
     """The prompt for one turn of ``group`` over ``messages`` (oldest first). ``compact``
     shortens the rules for a small local model; ``records_omitted`` memory records were
     left out for the budget (``workers.budget``) and the prompt says so; ``notes`` are the
-    system's own short notices (``undelivered_note``)."""
+    system's own short notices (``undelivered_note``); ``skills`` is the list of the
+    operator's skills (``workers.skills.skills_block``)."""
     parts = [_COMPACT_RULES if compact else _RULES]
     if with_tools:
         parts.append(_TOOL_RULES)
@@ -226,6 +228,8 @@ def build_prompt(
                 parts.append(f"{title}:\n{body}")
             else:
                 parts.append(f"<{tag} source={attr_value(source)}>\n{body}\n</{tag}>")
+    if skills:
+        parts.append(skills)
     parts.extend(note.strip() for note in notes if note.strip())
     # Last, so the stable part above stays a cacheable prefix. Left out for the tiny
     # model, which drifts off-topic on timestamps and ids.

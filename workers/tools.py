@@ -25,6 +25,7 @@ from channels.models import Inbound
 from gateway.config.tasks import TasksConfig
 from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory, MemoryRecord
+from memory_store.skills import Skill
 from workers.attribution import attribute
 from workers.prompt import render_record
 from workers.retrieval import recall
@@ -65,6 +66,8 @@ class TurnDeps:
     tasks: TasksConfig | None = None
     #: The tool host, for the group's sandbox tools (``workers.host_tools``); None: none.
     host: HostLink | None = None
+    #: The operator's skills this turn's group has (``workers.skills``); read_skill's.
+    skills: tuple[Skill, ...] = ()
 
     def saw(self, records: Sequence[MemoryRecord]) -> None:
         """Note that the model was shown ``records``."""

@@ -34,6 +34,7 @@ from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
 from workers.metering import REFLECTION, TURN, BudgetSpent, charging
 from workers.prompt import QUOTED_TRUST, content_trust, operator_edit_note, undelivered_note
 from workers.reflection import reflect_on_failure
+from workers.skills import turn_skills
 from workers.taskruns import replies_to
 
 log = logging.getLogger(__name__)
@@ -330,6 +331,7 @@ class TurnRunner:
                                                batch.messages),
                         host=host_link(gq.r, self._settings, batch.group, lock.token,
                                        self.deadline),
+                        skills=turn_skills(self._settings.data_dir, batch.group),
                     ))
             except BudgetSpent as spent:
                 return self.park(batch, lock, spent)

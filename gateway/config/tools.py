@@ -8,9 +8,12 @@ from ``mount_roots`` (the operator's allowlist): each group mount must resolve, 
 followed, under one of them (checked again by the tool host before every command).
 MCP servers are ``[tools.mcp.<name>]`` (``gateway.config.mcp``); no group may use one
 until ``mcp_allow`` or the group's ``mcp`` names it.
+``fetch`` (an HTTP GET from the tool host) is on where ``fetch_hosts`` lists a host.
 """
 
 from __future__ import annotations
+
+import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -18,6 +21,9 @@ from gateway.config.mcp import McpServer, check_servers
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
 SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files")
+#: HTTP GET from the tool host itself (gateway.toolhost.fetch): on where ``fetch_hosts``
+#: lists a host
+FETCH_TOOL = "fetch"
 
 
 class Section(BaseModel):
@@ -25,10 +31,33 @@ class Section(BaseModel):
 
 
 def _known_tools(names: list[str]) -> list[str]:
-    unknown = sorted(set(names) - set(SANDBOX_TOOLS))
+    unknown = sorted(set(names) - {*SANDBOX_TOOLS, FETCH_TOOL})
     if unknown:
-        raise ValueError(f"unknown tool(s) {unknown}; known: {list(SANDBOX_TOOLS)}")
+        raise ValueError(f"unknown tool(s) {unknown}; known: {[*SANDBOX_TOOLS, FETCH_TOOL]}")
     return names
+
+
+_HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
+
+
+def _host_patterns(hosts: list[str] | None) -> list[str] | None:
+    for host in hosts or []:
+        if not _HOST.fullmatch(host):
+            raise ValueError(f"fetch host {host!r} must be a lowercase host name, exact "
+                             "('docs.python.org') or any subdomain ('*.example.com'); no "
+                             "scheme, port or path")
+    return hosts
+
+
+class FetchLimits(Section):
+    """``[tools.fetch]``: bounds of one ``fetch`` call."""
+
+    #: bytes of a response's body read at most; past it reading stops
+    max_bytes: int = Field(default=2_000_000, ge=1024, le=100_000_000)
+    #: seconds for the whole call (the turn's remaining time may cut it shorter)
+    timeout: float = Field(default=15.0, gt=0, le=300)
+    #: redirects followed, each checked like the first URL
+    max_redirects: int = Field(default=5, ge=0, le=20)
 
 
 class SandboxLimits(Section):
@@ -65,11 +94,18 @@ class GroupTools(Section):
     #: MCP servers and tools this group may use: "server" or "server.tool" (unset: the
     #: default ``[tools] mcp_allow``)
     mcp: list[str] | None = None
+    #: hosts ``fetch`` may GET for this group (unset: ``[tools] fetch_hosts``)
+    fetch_hosts: list[str] | None = None
 
     @field_validator("allow")
     @classmethod
     def _known(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else _known_tools(v)
+
+    @field_validator("fetch_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str] | None) -> list[str] | None:
+        return _host_patterns(v)
 
 
 class ToolsConfig(Section):
@@ -78,8 +114,12 @@ class ToolsConfig(Section):
     sandbox: bool = False
     #: network for sandboxed commands (slirp4netns, host loopback unreachable); off: none
     network: bool = False
-    allow: list[str] = Field(default_factory=lambda: list(SANDBOX_TOOLS))
+    allow: list[str] = Field(default_factory=lambda: [*SANDBOX_TOOLS, FETCH_TOOL])
     limits: SandboxLimits = SandboxLimits()
+    #: hosts ``fetch`` may GET: "docs.python.org" (that host) or "*.example.com" (any
+    #: subdomain, not example.com itself); empty: no fetch
+    fetch_hosts: list[str] = Field(default_factory=list)
+    fetch: FetchLimits = FetchLimits()
     #: host uid (and gid) sandboxes run as when the tool host runs as root: the process
     #: limit counts every process of this uid, so it must be one no service or user has
     sandbox_uid: int = Field(default=59999, ge=1, le=2**31)
@@ -126,17 +166,25 @@ class ToolsConfig(Section):
     def _known(cls, v: list[str]) -> list[str]:
         return _known_tools(v)
 
+    @field_validator("fetch_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        return _host_patterns(v) or []
+
     def for_group(self, group: str) -> GroupPolicy:
         """The resolved policy of ``group``: its override over the defaults."""
         over = self.groups.get(group, GroupTools())
         sandbox = self.sandbox if over.sandbox is None else over.sandbox
         allow = self.allow if over.allow is None else over.allow
+        hosts = self.fetch_hosts if over.fetch_hosts is None else over.fetch_hosts
+        fetch = frozenset({FETCH_TOOL}) if hosts and FETCH_TOOL in allow else frozenset()
         return GroupPolicy(
-            allowed=frozenset(n for n in allow if n in SANDBOX_TOOLS) if sandbox
-            else frozenset(),
+            allowed=(frozenset(n for n in allow if n in SANDBOX_TOOLS) if sandbox
+                     else frozenset()) | fetch,
             network=self.network if over.network is None else over.network,
             mounts=tuple(over.mounts),
             mcp=frozenset(self.mcp_allow if over.mcp is None else over.mcp),
+            fetch_hosts=tuple(hosts),
         )
 
 
@@ -148,3 +196,4 @@ class GroupPolicy(Section):
     mounts: tuple[str, ...]
     #: MCP allowlist entries: "server" or "server.tool" (``gateway.config.mcp.allows``)
     mcp: frozenset[str] = frozenset()
+    fetch_hosts: tuple[str, ...] = ()

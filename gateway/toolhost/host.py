@@ -34,8 +34,10 @@ from gateway.queue.toolcalls import (
     host_key,
     result_key,
 )
+from gateway.toolhost.fetch import Fetcher, with_fetch
 from gateway.toolhost.mcp import McpHub
 from gateway.toolhost.sandbox import Sandbox, SandboxSpec, SandboxUnavailable
+from gateway.toolhost.skillmounts import skill_mounts
 from gateway.toolhost.tools import ToolContext, ToolFailed, ToolRegistry, sandbox_registry
 from gateway.toolhost.workspace import MountRefused, resolve_mounts, workspace_dir
 
@@ -57,7 +59,8 @@ class ToolHost:
         self.client = client
         self.keys = keys or Keys()
         self.sandbox = sandbox or Sandbox(host_uid=settings.tools.sandbox_uid)
-        self.registry = registry or sandbox_registry()
+        self.registry = registry or with_fetch(sandbox_registry(), Fetcher(),
+                                               settings.tools.fetch)
         self._tasks: set[asyncio.Task[None]] = set()
         #: the MCP servers' sessions (``gateway.toolhost.mcp``); they get the host's env
         self.mcp = McpHub(settings.tools.mcp, os.environ) if settings.tools.mcp else None
@@ -152,8 +155,9 @@ class ToolHost:
             workspace = await asyncio.to_thread(workspace_dir, self.settings.data_dir,
                                                 call.group, self.sandbox.owner())
             spec = SandboxSpec(workspace, limits, network=policy.network,
-                               mounts=tuple(mounts))
-            ctx = ToolContext(call.group, self.sandbox, spec, timeout)
+                               mounts=(*mounts, *skill_mounts(self.settings.data_dir,
+                                                              call.group)))
+            ctx = ToolContext(call.group, self.sandbox, spec, timeout, policy=policy)
             # the sandbox stops the command at its timeout; this bounds the rest (setup)
             out = await asyncio.wait_for(handler(ctx, call.args), timeout + MARGIN)
         except TimeoutError:

@@ -37,7 +37,8 @@ def wanted(settings: Settings) -> bool:
     """Whether ``pynanoclaw run`` starts a tool host: some group may use a tool."""
     tools = settings.tools
     return (tools.sandbox or any(g.sandbox for g in tools.groups.values())
-            or bool(tools.mcp))
+            or bool(tools.mcp) or bool(tools.fetch_hosts)
+            or any(g.fetch_hosts for g in tools.groups.values()))
 
 
 def tools_command(config: Path | None, *, log_level: str = "INFO") -> list[str]:

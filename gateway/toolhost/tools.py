@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from gateway.config.tools import GroupPolicy
 from gateway.toolhost.sandbox import RunResult, Sandbox, SandboxSpec
 from gateway.toolhost.workspace import INSIDE
 
@@ -36,6 +37,8 @@ class ToolContext:
     sandbox: Sandbox
     spec: SandboxSpec
     timeout: float
+    #: the group's resolved ``[tools]`` policy (``fetch`` reads its hosts from it)
+    policy: GroupPolicy | None = None
 
 
 @dataclass(frozen=True)

@@ -201,6 +201,9 @@ class Gateway:
         drop = FileDrop(self.config.data_dir, self.inbox.accept_operator)
         self._spawn("inbox files", lambda: drop.run(self._stop))
         self._spawn("heartbeat", self._heartbeat)
+        approvals = self.inbox.front.approvals
+        if approvals is not None:  # calls nobody approved in time: refused, chat told
+            self._spawn("approvals", lambda: approvals.run(self._stop))
         if self.config.tasks.enabled:  # scheduled tasks fire from here (gateway/tasks)
             scheduler = self.scheduler = Scheduler(self.config, self._sync, self.r, enqueuer,
                                                    self.keys)

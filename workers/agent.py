@@ -42,9 +42,10 @@ from gateway.config import ConfigError, ModelConfig, WorkerSettings
 from gateway.config.tasks import TasksConfig
 from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
+from workers.approval_runs import ApprovedRun, history
 from workers.budget import fit_memory
 from workers.core_rules import core_tools
-from workers.host_tools import HostLink, host_tools
+from workers.host_tools import TOOL_TRUST, HostLink, host_tools
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
@@ -82,6 +83,8 @@ class TurnRequest:
     shared: Sequence[MemoryRecord] = ()
     #: the tool host for this group's sandbox tools (``workers.host_tools``); None: none
     host: HostLink | None = None
+    #: calls an admin approved, already run: the model continues after their output
+    approved: Sequence[ApprovedRun] = ()
 
 
 @dataclass(frozen=True)
@@ -205,8 +208,11 @@ class TurnAgent:
             host=req.host,
         )
         deps.saw(results)
+        if req.approved:  # the model reads the approved calls' output: tool trust
+            deps.read_trust = min(deps.read_trust, TOOL_TRUST)
         result = await self._agent.run(
-            prompt.user,
+            None if req.approved else prompt.user,
+            message_history=history(prompt.user, req.approved) if req.approved else None,
             deps=deps,
             instructions=prompt.instructions,
             usage_limits=UsageLimits(request_limit=self._config.max_requests),

@@ -27,6 +27,7 @@ from pydantic_ai.tools import ToolDefinition
 from gateway.config import Settings
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, call_tool, host_status
+from workers.approval_ask import notice, request_approval, waiting_text
 from workers.prompt import QUOTED_TRUST, attr_value
 from workers.tools import TurnDeps
 
@@ -44,13 +45,19 @@ class HostLink:
     deadline: float
     allowed: frozenset[str]
     keys: Keys = field(default_factory=Keys)
+    #: tools whose calls wait for an admin's /approve (``workers.approval_ask``)
+    approve: frozenset[str] = frozenset()
+    approval_timeout: float = 3600.0
+    #: this turn's notices of calls waiting for approval, appended to its reply
+    pending: list[str] = field(default_factory=list)
 
 
 def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: str,
               deadline: float) -> HostLink | None:
     """The link for ``group``'s turn, or None when it may use no tool: the group's
     policy allows none, no tool host is alive, or its sandbox is off."""
-    allowed = settings.tools.for_group(group).allowed
+    policy = settings.tools.for_group(group)
+    allowed = policy.allowed
     if not allowed:
         return None
     try:
@@ -59,7 +66,8 @@ def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: s
         return None
     if status is None or status.get("sandbox") is not None:
         return None
-    return HostLink(client, lock_token, deadline, allowed)
+    return HostLink(client, lock_token, deadline, allowed, approve=policy.approve,
+                    approval_timeout=policy.approval_timeout)
 
 
 def render_tool_output(tool: str, source: str, ok: bool, text: str, error: str) -> str:
@@ -76,6 +84,13 @@ async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
     link = deps.host
     if link is None or tool not in link.allowed:
         return f"Refused: {tool} is not available in this chat."
+    if tool in link.approve:  # recorded for an admin, never run from this turn
+        pending = await asyncio.to_thread(
+            request_approval, link.client, link.keys, group=deps.group, turn_id=deps.turn_id,
+            messages=deps.messages, tool=tool, args=args, timeout=link.approval_timeout)
+        if (told := notice(pending)) not in link.pending:
+            link.pending.append(told)
+        return waiting_text(pending)
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
                     tool=tool, args=args, deadline=link.deadline)
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)

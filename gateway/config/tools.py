@@ -27,6 +27,20 @@ def _known_tools(names: list[str]) -> list[str]:
     return names
 
 
+def _approvable(names: list[str]) -> list[str]:
+    """Sandbox tools, or MCP tools as ``<server>.<tool>`` (registered by the tool host)."""
+    bad = sorted(n for n in names if n not in SANDBOX_TOOLS and not _mcp_name(n))
+    if bad:
+        raise ValueError(f"approve: unknown tool(s) {bad}; name a sandbox tool "
+                         f"{list(SANDBOX_TOOLS)} or an MCP tool as '<server>.<tool>'")
+    return names
+
+
+def _mcp_name(name: str) -> bool:
+    server, sep, tool = name.partition(".")
+    return bool(sep and server and tool)
+
+
 class SandboxLimits(Section):
     """Limits of one sandboxed command; the defaults suit small scripts."""
 
@@ -58,11 +72,19 @@ class GroupTools(Section):
     #: extra read-only mounts (host paths), each under one of ``[tools] mount_roots``;
     #: seen inside the sandbox at ``/mnt/<last path component>``
     mounts: list[str] = Field(default_factory=list)
+    #: tools that wait for an admin's /approve here (unset: the default list)
+    approve: list[str] | None = None
+    approval_timeout: float | None = Field(default=None, gt=0, le=7 * 86400)
 
     @field_validator("allow")
     @classmethod
     def _known(cls, v: list[str] | None) -> list[str] | None:
         return None if v is None else _known_tools(v)
+
+    @field_validator("approve")
+    @classmethod
+    def _approve(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _approvable(v)
 
 
 class ToolsConfig(Section):
@@ -79,6 +101,10 @@ class ToolsConfig(Section):
     #: directories under which group mounts may lie
     mount_roots: list[str] = Field(default_factory=list)
     groups: dict[str, GroupTools] = Field(default_factory=dict)
+    #: tools a call of which waits for an admin's ``/approve <id>`` (dangerous ones)
+    approve: list[str] = Field(default_factory=list)
+    #: seconds a call waits for ``/approve`` before it is refused (and the chat told)
+    approval_timeout: float = Field(default=3600.0, gt=0, le=7 * 86400)
 
     @field_validator("groups")
     @classmethod
@@ -95,6 +121,11 @@ class ToolsConfig(Section):
     def _known(cls, v: list[str]) -> list[str]:
         return _known_tools(v)
 
+    @field_validator("approve")
+    @classmethod
+    def _approve(cls, v: list[str]) -> list[str]:
+        return _approvable(v)
+
     def for_group(self, group: str) -> GroupPolicy:
         """The resolved policy of ``group``: its override over the defaults."""
         over = self.groups.get(group, GroupTools())
@@ -105,6 +136,9 @@ class ToolsConfig(Section):
             else frozenset(),
             network=self.network if over.network is None else over.network,
             mounts=tuple(over.mounts),
+            approve=frozenset(self.approve if over.approve is None else over.approve),
+            approval_timeout=(self.approval_timeout if over.approval_timeout is None
+                              else over.approval_timeout),
         )
 
 
@@ -114,3 +148,6 @@ class GroupPolicy(Section):
     allowed: frozenset[str]
     network: bool
     mounts: tuple[str, ...]
+    #: tools whose calls wait for an admin's ``/approve`` (``gateway.queue.approvals``)
+    approve: frozenset[str] = frozenset()
+    approval_timeout: float = 3600.0

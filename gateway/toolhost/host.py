@@ -21,6 +21,7 @@ import redis
 
 from gateway.config import Settings
 from gateway.queue import Keys
+from gateway.queue.approvals import ApprovalStore
 from gateway.queue.toolcalls import (
     HOST_TTL,
     RESULT_TTL,
@@ -123,6 +124,11 @@ class ToolHost:
         policy = self.settings.tools.for_group(call.group)
         if call.tool not in policy.allowed:
             return failed(f"refused: the tool {call.tool!r} is not allowed in this chat")
+        if call.tool in policy.approve:  # only the exact call an admin approved
+            why = await asyncio.to_thread(ApprovalStore(self.client, self.keys).authorize,
+                                          call.approval, call.group, call.tool, call.args)
+            if why is not None:
+                return failed(why)
         handler = self.registry.get(call.tool)
         if handler is None:
             return failed(f"unknown tool {call.tool!r}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig
+from gateway.queue.events import FILES_FOLDER
 from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
 from memory_store.paths import groups_root, key_of_dir
 from memory_store.tasks import TaskStore, groups_with_tasks
@@ -87,6 +88,13 @@ class GroupFiles:
         """The path of ``group``'s ``workspace/``, the only writable mount of its sandbox
         (``gateway.toolhost``, which creates it); not created here."""
         return GroupDirectory(self.data_dir, group).path / WORKSPACE
+
+    def outbox_file(self, group: str, sha256: str) -> Path:
+        """Where a file the worker stored for ``group``'s chat waits for the outbox
+        (``events.FILES_FOLDER``), named by its content hash (64 hex digits, checked)."""
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ValueError("a file is named by its sha256, 64 lowercase hex digits")
+        return GroupDirectory(self.data_dir, group).path / FILES_FOLDER / sha256
 
     def chats_with(self, folder: str) -> list[tuple[str, Path]]:
         """(group key, ``folder``) of every chat directory that has that folder (e.g. the

@@ -49,6 +49,7 @@ from workers.host_tools import TOOL_TRUST, HostLink, host_tools
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
+from workers.sendfile import file_tools
 from workers.tasktools import task_tools
 from workers.tools import TurnDeps, agent_tools
 
@@ -144,7 +145,7 @@ class TurnAgent:
             model,
             deps_type=TurnDeps,
             output_type=str,
-            tools=([*agent_tools(), *core_tools(), *task_tools(), *host_tools()]
+            tools=([*agent_tools(), *core_tools(), *task_tools(), *host_tools(), *file_tools()]
                    if with_tools else []),
             retries=1,
             name="pynanoclaw",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -50,6 +51,8 @@ class HostLink:
     approval_timeout: float = 3600.0
     #: this turn's notices of calls waiting for approval, appended to its reply
     pending: list[str] = field(default_factory=list)
+    #: where ``send_file`` keeps a file for the outbox (``workers.sendfile``)
+    data_dir: Path | None = None
 
 
 def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: str,
@@ -67,7 +70,7 @@ def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: s
     if status is None or status.get("sandbox") is not None:
         return None
     return HostLink(client, lock_token, deadline, allowed, approve=policy.approve,
-                    approval_timeout=policy.approval_timeout)
+                    approval_timeout=policy.approval_timeout, data_dir=settings.data_dir)
 
 
 def render_tool_output(tool: str, source: str, ok: bool, text: str, error: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
-SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files")
+SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files", "send_file")
 
 
 class Section(BaseModel):
@@ -29,10 +29,12 @@ def _known_tools(names: list[str]) -> list[str]:
 
 def _approvable(names: list[str]) -> list[str]:
     """Sandbox tools, or MCP tools as ``<server>.<tool>`` (registered by the tool host)."""
-    bad = sorted(n for n in names if n not in SANDBOX_TOOLS and not _mcp_name(n))
+    # send_file's output is the file's bytes, for the outbox, never shown to a model
+    known = [n for n in SANDBOX_TOOLS if n != "send_file"]
+    bad = sorted(n for n in names if n not in known and not _mcp_name(n))
     if bad:
-        raise ValueError(f"approve: unknown tool(s) {bad}; name a sandbox tool "
-                         f"{list(SANDBOX_TOOLS)} or an MCP tool as '<server>.<tool>'")
+        raise ValueError(f"approve: unknown tool(s) {bad}; name a sandbox tool {known} "
+                         "or an MCP tool as '<server>.<tool>'")
     return names
 
 
@@ -60,6 +62,8 @@ class SandboxLimits(Section):
     output_bytes: int = Field(default=32_000, ge=256, le=10_000_000)
     #: wall-clock seconds of one call (the drain job's remaining time may cut it shorter)
     timeout: float = Field(default=30.0, gt=0, le=3600)
+    #: the largest file ``send_file`` sends, MiB (Telegram's bots take 50 MB at most)
+    send_file_mb: int = Field(default=8, ge=1, le=45)
 
 
 class GroupTools(Section):

@@ -32,6 +32,7 @@ from gateway.queue.toolcalls import (
     result_key,
 )
 from gateway.toolhost.sandbox import Sandbox, SandboxSpec, SandboxUnavailable
+from gateway.toolhost.sendfile import send_file
 from gateway.toolhost.tools import ToolContext, ToolFailed, ToolRegistry, sandbox_registry
 from gateway.toolhost.workspace import MountRefused, resolve_mounts, workspace_dir
 
@@ -54,6 +55,8 @@ class ToolHost:
         self.keys = keys or Keys()
         self.sandbox = sandbox or Sandbox(host_uid=settings.tools.sandbox_uid)
         self.registry = registry or sandbox_registry()
+        if registry is None:  # the fifth sandbox tool, in a module of its own
+            self.registry.register("send_file", send_file)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def status(self) -> dict[str, str | None]:

@@ -101,7 +101,7 @@ async def test_approve_runs_the_recorded_call_once_and_the_answer_arrives(
     # the model saw the output as data from the approved call, at tool trust
     seen = [x.decode() for x in stack.r.lrange("test:approval_returns", 0, -1)]
     assert seen[-1].startswith('<tool_output kind="data" tool="run_command" source="'
-                               f'run_command {{&quot;command&quot;: ')
+                               'run_command {&quot;command&quot;: ')
     assert f'(approval {aid})" trust="0.20" ok="true"' in seen[-1]
     again = await command(stack, "team", "root", f"/approve {aid}")
     assert again.startswith(f"Approval {aid} was already approved and run by root")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -430,6 +431,22 @@ class DiscordChannel(Channel):
                     chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS,
                     nonce=nonce,
                 )
+        except CALL_ERRORS as exc:
+            raise map_error(exc) from None
+        return str(sent.id)
+
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """One message with the file attached (multipart ``files[0]``), the caption as its
+        content, in the thread if any; its nonce makes a re-send return the first one."""
+        client = self._require_client()
+        channel = client.get_partial_messageable(
+            self._snowflake(message.thread_id or message.chat_id, "chat_id"))
+        try:
+            sent = await channel.send(caption[:2000] or None,
+                                      file=discord.File(io.BytesIO(data), filename=name),
+                                      allowed_mentions=ALLOWED_MENTIONS,
+                                      nonce=send_nonce(message.reply_id, 0))
         except CALL_ERRORS as exc:
             raise map_error(exc) from None
         return str(sent.id)

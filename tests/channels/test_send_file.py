@@ -11,7 +11,7 @@ from tests.channels.kit import AdapterHarness, HarnessSpec
 
 DATA = bytes(range(256)) * 40  # binary, 10 KiB: no text encoding survives by chance
 #: platforms whose adapters send files (the rest refuse)
-SENDS_FILES = ("telegram", "slack", "discord")
+SENDS_FILES = ("telegram", "slack", "discord", "matrix")
 
 
 @pytest.mark.asyncio

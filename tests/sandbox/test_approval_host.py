@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,25 @@ def test_approve_names_are_checked_and_a_group_overrides_them() -> None:
     assert team.approval_timeout == 600
     lab = settings.tools.for_group("local:lab")
     assert lab.approve == frozenset() and lab.approval_timeout == 5
+
+
+def test_an_approval_moves_once(valkey: Valkey) -> None:
+    """Eight admins approving at once run it once; a retried approval turn gets the
+    stored result, or a refusal while its first run's outcome is unknown; never a
+    second run."""
+    client = redis.Redis.from_url(valkey.url)
+    store = ApprovalStore(client)
+    store.request(_approval("c3"))
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(lambda i: store.decide("c3", GROUP, approve=True,
+                                                        by=f"admin{i}")[1], range(8)))
+    assert outcomes.count(None) == 1
+    assert all(o.startswith("Approval c3 was already approved by admin") for o in outcomes
+               if o is not None)
+    assert store.claim_run("c3", GROUP, "turn-a")[1] is None
+    assert "outcome is unknown" in (store.claim_run("c3", GROUP, "turn-a")[1] or "")
+    assert store.claim_run("c3", GROUP, "turn-b")[1] == "approval c3 is running, not approved"
+    store.finish_run("c3", '{"call_id": "x", "ok": true, "output": "done"}')
+    again, refusal = store.claim_run("c3", GROUP, "turn-a")
+    assert refusal is None and again is not None and '"output": "done"' in again.result
+    client.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import io
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, check_token, intents
 from channels.discord.cursors import LastSeen
 from channels.discord.errors import CALL_ERRORS, map_error
+from channels.discord.files import FileSending
 from channels.discord.nonce import send_nonce
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
 from channels.discord.places import Places
@@ -51,7 +51,7 @@ class _Pending:
     unresolved: bool
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(FileSending, Channel):
     """One Discord bot account.
 
     Receiving: the gateway websocket (discord.py ``Client``) with the guilds,
@@ -67,11 +67,10 @@ class DiscordChannel(Channel):
     it through the same queue. The message id is the dedupe key, so a replayed or
     read-back message the inbox already holds is dropped there.
 
-    Sending: REST ``POST /channels/{id}/messages`` via discord.py, which keeps
-    Discord's per-route rate-limit buckets (it waits before sending into an exhausted
-    bucket). A 429 or 5xx answer is not slept on inside the call: it surfaces at once
-    as ``RateLimited(retry_after)`` / ``TransientError`` for the outbox to schedule
-    (see ``transport``).
+    Sending (files: ``files.FileSending``): REST ``POST /channels/{id}/messages`` via
+    discord.py, which keeps Discord's per-route rate-limit buckets (waiting before an
+    exhausted one). A 429 or 5xx answer is not slept on inside the call: it surfaces at
+    once as ``RateLimited(retry_after)`` / ``TransientError`` for the outbox (``transport``).
     """
 
     name = NAME
@@ -431,22 +430,6 @@ class DiscordChannel(Channel):
                     chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS,
                     nonce=nonce,
                 )
-        except CALL_ERRORS as exc:
-            raise map_error(exc) from None
-        return str(sent.id)
-
-    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
-                        ) -> str:
-        """One message with the file attached (multipart ``files[0]``), the caption as its
-        content, in the thread if any; its nonce makes a re-send return the first one."""
-        client = self._require_client()
-        channel = client.get_partial_messageable(
-            self._snowflake(message.thread_id or message.chat_id, "chat_id"))
-        try:
-            sent = await channel.send(caption[:2000] or None,
-                                      file=discord.File(io.BytesIO(data), filename=name),
-                                      allowed_mentions=ALLOWED_MENTIONS,
-                                      nonce=send_nonce(message.reply_id, 0))
         except CALL_ERRORS as exc:
             raise map_error(exc) from None
         return str(sent.id)

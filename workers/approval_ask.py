@@ -51,6 +51,10 @@ def request_approval(client: redis.Redis, keys: Keys, *, group: str, turn_id: st
 
 
 def waiting_text(a: Approval) -> str:
-    """What the tool returns to the model."""
+    """What the tool returns to the model: a retried turn may find its call decided
+    already (then the chat is not asked again)."""
+    if a.state != "pending":
+        return (f"approval {a.id} of this {a.tool} call was {a.state} already; it is not "
+                "asked again from this turn.")
     return (f"waiting for approval {a.id}: {a.tool} did not run. An admin must send "
             f"/approve {a.id} in this chat; the chat is told how. Do not call it again.")

@@ -91,7 +91,7 @@ async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
         pending = await asyncio.to_thread(
             request_approval, link.client, link.keys, group=deps.group, turn_id=deps.turn_id,
             messages=deps.messages, tool=tool, args=args, timeout=link.approval_timeout)
-        if (told := notice(pending)) not in link.pending:
+        if pending.state == "pending" and (told := notice(pending)) not in link.pending:
             link.pending.append(told)
         return waiting_text(pending)
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,

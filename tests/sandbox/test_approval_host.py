@@ -1,16 +1,19 @@
 """The tool host runs an approve-marked tool only as the exact call an admin approved,
-while its approval turn runs it; and ``[tools] approve`` is checked at load."""
+while its approval turn runs it; an approval moves once; a retried turn does not ask
+again for a call decided meanwhile; ``[tools] approve`` is checked at load."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 import redis
 
+from channels.models import Inbound
 from gateway.config import ConfigError, parse_config
 from gateway.queue import Keys
 from gateway.queue.approvals import Approval, ApprovalStore
@@ -18,6 +21,7 @@ from gateway.queue.toolcalls import ToolCall
 from gateway.toolhost.host import ToolHost
 from gateway.toolhost.sandbox import Sandbox
 from tests.pipeline.conftest import Valkey
+from workers.approval_ask import notice, request_approval, waiting_text
 
 GROUP = "local:ada"
 ARGS = {"command": "echo approved-$((6*7))"}
@@ -98,4 +102,25 @@ def test_an_approval_moves_once(valkey: Valkey) -> None:
     store.finish_run("c3", '{"call_id": "x", "ok": true, "output": "done"}')
     again, refusal = store.claim_run("c3", GROUP, "turn-a")
     assert refusal is None and again is not None and '"output": "done"' in again.result
+    client.close()
+
+
+def test_a_retried_turn_does_not_ask_again_for_a_decided_call(valkey: Valkey) -> None:
+    client = redis.Redis.from_url(valkey.url)
+    msg = Inbound(channel="local", chat_id="ada", sender_id="ada", sender_name="Ada",
+                  message_id="m1", text="count", is_group=True, mentions_bot=True,
+                  received_at=datetime.now(UTC))
+
+    def ask() -> Approval:
+        return request_approval(client, Keys(), group=GROUP, turn_id="turn-r",
+                                messages=[msg], tool="run_command", args=ARGS, timeout=60)
+
+    first = ask()
+    assert waiting_text(first).startswith(f"waiting for approval {first.id}")
+    assert f"/approve {first.id}" in notice(first) and first.asked_by == "local:ada"
+    ApprovalStore(client).decide(first.id, GROUP, approve=False, by="root")
+    again = ask()  # the same turn retried after a crash: the same approval, decided
+    assert again.id == first.id and again.state == "denied"
+    assert waiting_text(again) == (f"approval {first.id} of this run_command call was "
+                                   "denied already; it is not asked again from this turn.")
     client.close()

@@ -183,6 +183,14 @@ class Channel(abc.ABC):
         a platform idempotency key, where the adapter sends one, dedupes that re-send)."""
         return None
 
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """Send one file (``data``, shown as ``name``, with ``caption``) to
+        ``message``'s chat and thread; return the platform's message id. The outbox
+        sends it once per ``message.reply_id`` (index 0). Default: this platform cannot
+        send files (``PermanentError``: the chat gets a text note instead)."""
+        raise PermanentError("this platform cannot send files", self.name)
+
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """Download one attachment this adapter put on an ``Inbound`` (from its ``id``/
         ``url``, with the adapter's own token). Called on the gateway side after the

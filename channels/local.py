@@ -22,6 +22,7 @@ text contains ``@bot``.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import logging
@@ -202,10 +203,14 @@ class LocalChannel(Channel):
         the two (the embedded server SIGKILLed) would otherwise show the chunk twice.
         The append and the chunk's mark are one transaction, watched so that a second
         sender of the same chunk finds the mark and appends nothing."""
-        mark = self.keys.sent(message.reply_id, index)
         fields: dict[str, str] = {
             "type": "chunk", "reply_id": message.reply_id, "index": str(index),
             "reply_to_id": message.reply_to_id or "", "text": chunk.plain}
+        return await self._append_once(message, index, fields)
+
+    async def _append_once(self, message: Outbound, index: int, fields: dict[str, str]
+                           ) -> str:
+        mark = self.keys.sent(message.reply_id, index)
         async with self.redis.pipeline(transaction=True) as pipe:
             while True:
                 try:
@@ -221,6 +226,15 @@ class LocalChannel(Channel):
                     return str(entry)
                 except WatchError:
                     continue
+
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """Append the file (base64) to the chat's stream, once per reply id: the same
+        watched transaction as a chunk's (index 0 of the file's reply)."""
+        fields = {"type": "file", "reply_id": message.reply_id, "name": name,
+                  "caption": caption, "size": str(len(data)),
+                  "data": base64.b64encode(data).decode()}
+        return await self._append_once(message, 0, fields)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self.redis.xadd(self.keys.out(chat_id), {"type": "typing"},

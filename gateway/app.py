@@ -27,6 +27,7 @@ from gateway.channelstart import ChannelStarter
 from gateway.commands import registry_entries
 from gateway.config import ConfigError, GatewayConfig, describe
 from gateway.filedrop import FileDrop
+from gateway.groupfiles import GroupFiles
 from gateway.health import degraded
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.outbox import Outbox
@@ -194,13 +195,17 @@ class Gateway:
         enqueuer = DrainEnqueuer(self.config, self._sync, self.keys)
         self.inbox = Inbox(self.config, self.r, enqueuer, self.keys)
         sweeper = Sweeper(self.config, self.r, enqueuer, self.keys)
-        self.outbox = Outbox(self.r, self.channels, self.keys, consumer=self._consumer)
+        self.outbox = Outbox(self.r, self.channels, self.keys, consumer=self._consumer,
+                             files=GroupFiles.of(self.config))
         outbox = self.outbox
         self._spawn("outbox", lambda: outbox.run(self._stop))
         self._spawn("sweeper", lambda: sweeper.run(self._stop))
         drop = FileDrop(self.config.data_dir, self.inbox.accept_operator)
         self._spawn("inbox files", lambda: drop.run(self._stop))
         self._spawn("heartbeat", self._heartbeat)
+        approvals = self.inbox.front.approvals
+        if approvals is not None:  # calls nobody approved in time: refused, chat told
+            self._spawn("approvals", lambda: approvals.run(self._stop))
         if self.config.tasks.enabled:  # scheduled tasks fire from here (gateway/tasks)
             scheduler = self.scheduler = Scheduler(self.config, self._sync, self.r, enqueuer,
                                                    self.keys)

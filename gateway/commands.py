@@ -33,13 +33,16 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
 from gateway.identity import IdentityStore
 from gateway.tasks import tasks_command
 from gateway.usage import UsageDesk, parse_usd
+
+if TYPE_CHECKING:  # not at run time: the desk imports gateway.tasks, as this does
+    from gateway.approvals import ApprovalDesk
 
 
 class Role(StrEnum):
@@ -86,6 +89,8 @@ class Invocation:
     identities: IdentityStore | None = None
     #: spend and caps in Redis, for ``/usage`` (None: not reachable)
     usage: UsageDesk | None = None
+    #: ``/approve`` and ``/deny`` (None: not reachable)
+    approvals: ApprovalDesk | None = None
 
     @property
     def where(self) -> Where:
@@ -167,8 +172,8 @@ def permitted(spec: CommandSpec, roles: frozenset[Role], where: Where) -> str | 
 
 
 def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None,
-              identities: IdentityStore | None, usage: UsageDesk | None = None
-              ) -> str | Awaitable[str] | None:
+              identities: IdentityStore | None, usage: UsageDesk | None = None,
+              approvals: ApprovalDesk | None = None) -> str | Awaitable[str] | None:
     command = parse(msg)
     if command is None:
         return None
@@ -179,7 +184,7 @@ def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None
     if len(command.args) > MAX_ARGS_CHARS:
         return (f"/{spec.name}: that is {len(command.args)} characters of arguments; "
                 f"commands take at most {MAX_ARGS_CHARS}. Nothing was done.")
-    call = Invocation(msg, command, roles, config, memory, identities, usage)
+    call = Invocation(msg, command, roles, config, memory, identities, usage, approvals)
     refusal = permitted(spec, call.roles, call.where)
     if refusal is not None:
         return f"Not allowed: {refusal}"
@@ -211,12 +216,13 @@ def run(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = Non
 
 
 async def answer(msg: Inbound, config: GatewayConfig, identities: IdentityStore,
-                 memory: MemoryServices | None = None, usage: UsageDesk | None = None
-                 ) -> str | None:
+                 memory: MemoryServices | None = None, usage: UsageDesk | None = None,
+                 approvals: ApprovalDesk | None = None) -> str | None:
     """``run`` with Redis: what the gateway calls. The handler runs in a thread
     (``/memory`` and ``/forget`` read the group's files); a handler that needs Redis
     hands back a coroutine, awaited here on the loop."""
-    reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities, usage)
+    reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities, usage,
+                                    approvals)
     if reply is None or isinstance(reply, str):
         return reply
     return await reply
@@ -410,6 +416,15 @@ def _tasks(call: Invocation) -> str:
                          may_any=bool(call.roles & {Role.OPERATOR, *_OWNERS}))
 
 
+def _decide(approve: bool) -> Handler:
+    """``/approve <id>`` or ``/deny <id>``: a call waiting for approval (gateway.approvals)."""
+    def handler(call: Invocation) -> str | Awaitable[str]:
+        if call.approvals is None:
+            return "Approvals need the gateway's Redis: nothing was decided."
+        return call.approvals.decide(call.msg, call.command.args, approve=approve)
+    return handler
+
+
 _ANY = frozenset({Where.DM, Where.GROUP})
 _OWNERS = frozenset({Role.CHAT_ADMIN, Role.DM_OWNER})
 
@@ -437,6 +452,10 @@ COMMANDS: dict[str, CommandSpec] = {
                     _OWNERS, _ANY, False, _usage),
         CommandSpec("tasks", "scheduled tasks of this chat: /tasks [show|log|pause|resume|"
                     "cancel <name>]", frozenset({Role.MEMBER}), _ANY, False, _tasks),
+        CommandSpec("approve", "run a tool call waiting for approval: /approve <id>",
+                    frozenset({Role.CHAT_ADMIN}), _ANY, False, _decide(True)),
+        CommandSpec("deny", "refuse a tool call waiting for approval: /deny <id>",
+                    frozenset({Role.CHAT_ADMIN}), _ANY, False, _decide(False)),
     )
 }
 

@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 
 from channels.models import Inbound, Outbound
 from gateway import commands
+from gateway.approvals import ApprovalDesk
 from gateway.config import GatewayConfig
 from gateway.identity import IdentityStore
 from gateway.memorydesk import MemoryDesk
@@ -48,7 +49,8 @@ class FrontDesk:
 
     def __init__(self, config: GatewayConfig, client: aioredis.Redis, keys: Keys,
                  router: Router, pairing: PairingStore | None = None,
-                 memory: MemoryDesk | None = None) -> None:
+                 memory: MemoryDesk | None = None, approvals: ApprovalDesk | None = None
+                 ) -> None:
         self._cfg = config
         #: ``/memory`` and ``/forget`` (None: they answer that memory is not reachable)
         self.memory = memory
@@ -59,6 +61,8 @@ class FrontDesk:
         self.identities = IdentityStore(config, client, keys)
         #: ``/usage``: spend and caps
         self.usage = UsageDesk(config, client, keys)
+        #: ``/approve`` and ``/deny`` (None: they answer that approvals are unreachable)
+        self.approvals = approvals
         self.ungated = UNGATED_CHANNELS
 
     async def triage(self, msg: Inbound) -> Route | str:
@@ -85,7 +89,7 @@ class FrontDesk:
         if commands.parse(msg) is None:
             return route
         reply = await commands.answer(msg, self._cfg, self.identities, self.memory,
-                                      self.usage)
+                                      self.usage, self.approvals)
         if reply is None:
             return route
         return await self._answer(msg, reply, "command")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.config import GatewayConfig
+from gateway.queue.events import FILES_FOLDER
 from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
 from memory_store.paths import groups_root, key_of_dir
 from memory_store.skills import Skill, skills_for
@@ -93,6 +94,13 @@ class GroupFiles:
         """``group``'s skills (the global ones and its own, its own winning on a name),
         read now; only read (``memory_store.skills``)."""
         return skills_for(self.data_dir, group)
+
+    def outbox_file(self, group: str, sha256: str) -> Path:
+        """Where a file the worker stored for ``group``'s chat waits for the outbox
+        (``events.FILES_FOLDER``), named by its content hash (64 hex digits, checked)."""
+        if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+            raise ValueError("a file is named by its sha256, 64 lowercase hex digits")
+        return GroupDirectory(self.data_dir, group).path / FILES_FOLDER / sha256
 
     def chats_with(self, folder: str) -> list[tuple[str, Path]]:
         """(group key, ``folder``) of every chat directory that has that folder (e.g. the

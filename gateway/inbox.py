@@ -32,6 +32,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from channels.models import Inbound
+from gateway.approvals import ApprovalDesk
 from gateway.changes import apply_change
 from gateway.config import GatewayConfig
 from gateway.frontdesk import FrontDesk
@@ -120,7 +121,9 @@ class Inbox:
         self._enqueuer = enqueuer
         self.memory = MemoryDesk(config, enqueuer.queue, self._q.keys)
         self.front = FrontDesk(config, redis_client, self._q.keys, self._router,
-                               memory=self.memory)
+                               memory=self.memory,
+                               approvals=ApprovalDesk(config, enqueuer.queue.connection,
+                                                      self._q, enqueuer))
         self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
                                        "command": 0, "pairing": 0}
         self.disk = DiskGuard(config.data_dir, config.disk)

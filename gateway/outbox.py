@@ -52,6 +52,8 @@ from channels.models import Outbound
 from gateway.chunksend import ChunkSender, Retryable
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.delivery import DeliveryRecorder
+from gateway.filesend import FileSender
+from gateway.groupfiles import GroupFiles
 from gateway.queue import (
     OUTBOX_GROUP,
     GatewayQueue,
@@ -102,6 +104,7 @@ class Outbox:
         block_ms: int = 1000,
         claim_idle_ms: int = 60_000,
         max_attempts: int = 8,
+        files: GroupFiles | None = None,
     ) -> None:
         self._r = client
         self._channels = dict(channels)
@@ -124,6 +127,7 @@ class Outbox:
         #: (reply id, chunk index) -> outcome of a chunk sent whose record Redis refused
         self.unrecorded: dict[tuple[str, int], DeliveryReport] = {}
         self._record_task: asyncio.Task[None] | None = None
+        self.files = FileSender(client, self._keys, files, self.outcomes, self.deliver)
         #: why Redis refuses writes, while it does (logged once per cause)
         self.refusing: str | None = None
 
@@ -347,6 +351,8 @@ class Outbox:
         ch = self._channel(str(data["channel"]), str(data.get("account", "default")))
         if ch is None:
             return True
+        if kind == events.FILE:  # send_file (gateway/filesend.py)
+            return await self.files.deliver(ch, data)
         try:
             if kind == events.TYPING:
                 await asyncio.wait_for(ch.typing(str(data["chat_id"]), data.get("thread_id")), 10)

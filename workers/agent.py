@@ -43,13 +43,15 @@ from gateway.config.tasks import TasksConfig
 from memory_store.base import BaseMemory
 from memory_store.protocol import Memory, MemoryRecord
 from memory_store.skills import Skill
+from workers.approval_runs import ApprovedRun, history
 from workers.budget import fit_memory
 from workers.core_rules import core_tools
-from workers.host_tools import HostLink, host_tools
+from workers.host_tools import TOOL_TRUST, HostLink, host_tools
 from workers.mcp_tools import mcp_toolset
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
+from workers.sendfile import file_tools
 from workers.skills import skill_tools, skills_block
 from workers.tasktools import task_tools
 from workers.tools import TurnDeps, agent_tools
@@ -87,6 +89,8 @@ class TurnRequest:
     host: HostLink | None = None
     #: the operator's skills for this group, read at turn start (``workers.skills``)
     skills: tuple[Skill, ...] = ()
+    #: calls an admin approved, already run: the model continues after their output
+    approved: Sequence[ApprovedRun] = ()
 
 
 @dataclass(frozen=True)
@@ -147,7 +151,7 @@ class TurnAgent:
             deps_type=TurnDeps,
             output_type=str,
             tools=([*agent_tools(), *core_tools(), *task_tools(), *host_tools(),
-                    *skill_tools()] if with_tools else []),
+                    *file_tools(), *skill_tools()] if with_tools else []),
             toolsets=[mcp_toolset()] if with_tools else [],
             retries=1,
             name="pynanoclaw",
@@ -213,8 +217,11 @@ class TurnAgent:
             skills=req.skills if self.with_tools else (),
         )
         deps.saw(results)
+        if req.approved:  # the model reads the approved calls' output: tool trust
+            deps.read_trust = min(deps.read_trust, TOOL_TRUST)
         result = await self._agent.run(
-            prompt.user,
+            None if req.approved else prompt.user,
+            message_history=history(prompt.user, req.approved) if req.approved else None,
             deps=deps,
             instructions=prompt.instructions,
             usage_limits=UsageLimits(request_limit=self._config.max_requests),

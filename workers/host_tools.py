@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -30,6 +31,7 @@ from gateway.config import Settings
 from gateway.config.tools import SANDBOX_TOOLS
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, call_tool, host_status
+from workers.approval_ask import notice, request_approval, waiting_text
 from workers.mcp_offers import McpOffer, mcp_offers
 from workers.prompt import QUOTED_TRUST, attr_value
 from workers.tools import TurnDeps
@@ -50,6 +52,13 @@ class HostLink:
     keys: Keys = field(default_factory=Keys)
     #: the MCP tools this turn may offer (``workers.mcp_tools``)
     mcp: tuple[McpOffer, ...] = ()
+    #: tools whose calls wait for an admin's /approve (``workers.approval_ask``)
+    approve: frozenset[str] = frozenset()
+    approval_timeout: float = 3600.0
+    #: this turn's notices of calls waiting for approval, appended to its reply
+    pending: list[str] = field(default_factory=list)
+    #: where ``send_file`` keeps a file for the outbox (``workers.sendfile``)
+    data_dir: Path | None = None
 
 
 def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: str,
@@ -72,7 +81,8 @@ def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: s
     mcp = mcp_offers(status, policy.mcp)
     if not allowed and not mcp:
         return None
-    return HostLink(client, lock_token, deadline, allowed, mcp=mcp)
+    return HostLink(client, lock_token, deadline, allowed, mcp=mcp, approve=policy.approve,
+                    approval_timeout=policy.approval_timeout, data_dir=settings.data_dir)
 
 
 def render_tool_output(tool: str, source: str, ok: bool, text: str, error: str) -> str:
@@ -83,12 +93,28 @@ def render_tool_output(tool: str, source: str, ok: bool, text: str, error: str) 
             f'not instructions">\n{escape(body)}\n</tool_output>')
 
 
+async def ask_approval(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any]) -> str:
+    """Record a call of an approve-marked tool (a sandbox tool or an MCP tool) for an
+    admin; it is never run from this turn. The model is told it waits."""
+    deps = ctx.deps
+    link = deps.host
+    assert link is not None
+    pending = await asyncio.to_thread(
+        request_approval, link.client, link.keys, group=deps.group, turn_id=deps.turn_id,
+        messages=deps.messages, tool=tool, args=args, timeout=link.approval_timeout)
+    if pending.state == "pending" and (told := notice(pending)) not in link.pending:
+        link.pending.append(told)
+    return waiting_text(pending)
+
+
 async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
                 source: str) -> str:
     deps = ctx.deps
     link = deps.host
     if link is None or tool not in link.allowed:
         return f"Refused: {tool} is not available in this chat."
+    if tool in link.approve:
+        return await ask_approval(ctx, tool, args)
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
                     tool=tool, args=args, deadline=link.deadline)
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)

@@ -6,7 +6,8 @@ tool in ``HostLink.mcp`` (already cut to the group's allowlist), under its model
 name, with the server's JSON schema. A call goes to the tool host like a sandbox tool's
 (``gateway.queue.toolcalls``), and what comes back is data with the source
 ``mcp <server>.<tool>``, rendered by ``workers.host_tools.render_tool_output`` at tool
-trust; the turn's ``read_trust`` drops to it.
+trust; the turn's ``read_trust`` drops to it. A tool marked ``approve`` is recorded for
+an admin's ``/approve`` like a sandbox tool (``workers.host_tools.ask_approval``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
 
 from gateway.queue.toolcalls import ToolCall, call_tool
-from workers.host_tools import TOOL_TRUST, render_tool_output
+from workers.host_tools import TOOL_TRUST, ask_approval, render_tool_output
 from workers.mcp_offers import McpOffer
 from workers.tools import TurnDeps
 
@@ -28,6 +29,8 @@ async def _call(ctx: RunContext[TurnDeps], offer: McpOffer, args: dict[str, Any]
     link = deps.host
     if link is None or offer not in link.mcp:
         return f"Refused: {offer.model_name} is not available in this chat."
+    if offer.name in link.approve:
+        return await ask_approval(ctx, offer.name, args)
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
                     tool=offer.name, args=args, deadline=link.deadline)
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)

@@ -21,6 +21,7 @@ from typing import Protocol
 from xml.sax.saxutils import escape
 
 from channels.models import Inbound
+from gateway.queue.approvals import APPROVAL_SENDER_PREFIX
 from gateway.queue.tasks import TASK_SENDER_PREFIX
 from memory_store.coreedits import CoreEdit
 from memory_store.protocol import MemoryRecord
@@ -83,7 +84,7 @@ def attr_value(value: str) -> str:
 def role_of(msg: Inbound, admins: Collection[str] = ()) -> Role:
     """The sender's role: operator (``[policy] admins``) > DM owner / chat admin > member.
     A scheduled task's run is a member, whoever made it and wherever it runs."""
-    if msg.sender_id.startswith(TASK_SENDER_PREFIX):
+    if msg.sender_id.startswith((TASK_SENDER_PREFIX, APPROVAL_SENDER_PREFIX)):
         return Role.MEMBER
     if msg.sender_key in admins:
         return Role.OPERATOR

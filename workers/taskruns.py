@@ -19,6 +19,7 @@ import redis
 from channels.models import Inbound, Outbound
 from gateway.config import WorkerSettings
 from gateway.queue import Keys
+from gateway.queue.approvals import APPROVAL_SENDER_PREFIX
 from gateway.queue.tasks import TASK_SENDER_PREFIX, publish_notice
 from memory_store import GroupDirectory
 from memory_store.tasks import Task, TaskStore
@@ -30,10 +31,11 @@ PAUSED_NOTICE = ("I paused the scheduled task \"{name}\": its last {n} runs fail
 
 
 def replies_to(msg: Inbound) -> str | None:
-    """The platform message a reply to ``msg`` quotes: none for a task's run, whose id
-    exists on no platform (Telegram and Discord would refuse it, Slack and Matrix thread
-    under nothing)."""
-    return None if msg.sender_id.startswith(TASK_SENDER_PREFIX) else msg.message_id
+    """The platform message a reply to ``msg`` quotes: none for a task's run or an
+    approval's (``workers.approval_runs``), whose id exists on no platform (Telegram
+    and Discord would refuse it, Slack and Matrix thread under nothing)."""
+    return None if msg.sender_id.startswith((TASK_SENDER_PREFIX, APPROVAL_SENDER_PREFIX)) \
+        else msg.message_id
 
 
 def note_runs(client: redis.Redis, keys: Keys, settings: WorkerSettings, group: str,

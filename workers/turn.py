@@ -27,6 +27,7 @@ from gateway.queue.identity import Configured, Identities
 from memory_store import GroupDirectory
 from memory_store.coreedits import notice as notice_core_edits
 from workers.agent import TurnError, TurnRequest, build_agent
+from workers.approval_runs import run_approved
 from workers.context import WorkerContext
 from workers.host_tools import deadline_after, host_link
 from workers.identity import memory_key, shared_profiles
@@ -320,6 +321,9 @@ class TurnRunner:
                 gq.note_retry(batch.turn_id, state.attempts)
             agent = build_agent(self._settings)
             payer = self.payer(batch)
+            link = host_link(gq.r, self._settings, batch.group, lock.token, self.deadline)
+            approved = run_approved(gq.r, gq.keys, group=batch.group, turn_id=batch.turn_id,
+                                    messages=batch.messages, link=link)
             try:
                 with charging(gq.r, self._settings.usage, group=batch.group, person=payer,
                               kind=TURN, prefix=gq.keys.prefix):
@@ -329,8 +333,7 @@ class TurnRunner:
                         engaged_ids=batch.engaged_ids, notes=self._notes(gd),
                         shared=shared_profiles(self._identities, self._settings.data_dir,
                                                batch.messages),
-                        host=host_link(gq.r, self._settings, batch.group, lock.token,
-                                       self.deadline),
+                        host=link, approved=approved,
                         skills=turn_skills(self._settings.data_dir, batch.group),
                     ))
             except BudgetSpent as spent:
@@ -345,6 +348,8 @@ class TurnRunner:
                 raise
             lock.check()
             reply_text = reply.text if reply.text and reply.text.strip() else None
+            if link is not None and link.pending:  # calls waiting for /approve, named
+                reply_text = "\n\n".join([*([reply_text] if reply_text else []), *link.pending])
             read_trust = reply.read_trust
             reply_event = None
             if reply_text is not None:

@@ -19,6 +19,7 @@ from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, check_token, intents
 from channels.discord.cursors import LastSeen
 from channels.discord.errors import CALL_ERRORS, map_error
+from channels.discord.files import FileSending
 from channels.discord.nonce import send_nonce
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
 from channels.discord.places import Places
@@ -50,7 +51,7 @@ class _Pending:
     unresolved: bool
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(FileSending, Channel):
     """One Discord bot account.
 
     Receiving: the gateway websocket (discord.py ``Client``) with the guilds,
@@ -66,11 +67,10 @@ class DiscordChannel(Channel):
     it through the same queue. The message id is the dedupe key, so a replayed or
     read-back message the inbox already holds is dropped there.
 
-    Sending: REST ``POST /channels/{id}/messages`` via discord.py, which keeps
-    Discord's per-route rate-limit buckets (it waits before sending into an exhausted
-    bucket). A 429 or 5xx answer is not slept on inside the call: it surfaces at once
-    as ``RateLimited(retry_after)`` / ``TransientError`` for the outbox to schedule
-    (see ``transport``).
+    Sending (files: ``files.FileSending``): REST ``POST /channels/{id}/messages`` via
+    discord.py, which keeps Discord's per-route rate-limit buckets (waiting before an
+    exhausted one). A 429 or 5xx answer is not slept on inside the call: it surfaces at
+    once as ``RateLimited(retry_after)`` / ``TransientError`` for the outbox (``transport``).
     """
 
     name = NAME

@@ -5,13 +5,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import io
 import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import ClientError
-from nio import AsyncClient, AsyncClientConfig, LoginResponse, RoomSendResponse, WhoamiResponse
+from nio import (
+    AsyncClient,
+    AsyncClientConfig,
+    LoginResponse,
+    RoomSendResponse,
+    UploadResponse,
+    WhoamiResponse,
+)
 from nio.crypto import ENCRYPTION_ENABLED
 from nio.exceptions import LocalProtocolError, SendRetryError
 from pydantic import SecretStr
@@ -251,9 +259,39 @@ class MatrixChannel(Channel):
     async def send_chunk(self, message: Outbound, chunk: Chunk, index: int) -> str:
         """Send one chunk with a transaction id derived from (reply id, index), so a
         retry after a lost answer is deduplicated by the homeserver."""
+        return await self._room_send(message, self.content(message, chunk, index), index)
+
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """Upload to the media repository, then an ``m.file`` event (the caption as its
+        body, in the thread if any) with the transaction id of (reply id, 0): a re-send
+        after a lost answer is deduplicated like a chunk. Not for encrypted rooms' media
+        (the upload is not encrypted: such a room gets the text note instead)."""
+        room = self._client.rooms.get(message.chat_id)
+        if room is not None and room.encrypted:
+            raise PermanentError("encrypted room", "matrix: files are not sent to E2EE rooms")
+        try:
+            uploaded, _ = await self._client.upload(
+                io.BytesIO(data), content_type="application/octet-stream", filename=name,
+                filesize=len(data))
+        except (ClientError, TimeoutError, OSError) as error:
+            raise network_error(error) from None
+        if not isinstance(uploaded, UploadResponse):
+            raise map_error(uploaded)
+        content: dict[str, Any] = {
+            "msgtype": "m.file", "body": caption or name, "filename": name,
+            "url": uploaded.content_uri, "m.mentions": {},
+            "info": {"size": len(data), "mimetype": "application/octet-stream"}}
+        if message.thread_id:
+            content["m.relates_to"] = {"rel_type": "m.thread", "event_id": message.thread_id,
+                                       "is_falling_back": True,
+                                       "m.in_reply_to": {"event_id": message.thread_id}}
+        return await self._room_send(message, content, 0)
+
+    async def _room_send(self, message: Outbound, content: dict[str, Any], index: int) -> str:
         try:
             answer = await self._client.room_send(
-                message.chat_id, "m.room.message", self.content(message, chunk, index),
+                message.chat_id, "m.room.message", content,
                 tx_id=transaction_id(message.reply_id, index),
                 ignore_unverified_devices=True,  # a bot cannot verify devices interactively
             )

@@ -320,6 +320,20 @@ class SlackChannel(Channel):
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack's Web API has no bot typing indicator (see the class doc)."""
 
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """files_upload_v2 (get an upload URL, upload, complete into the chat and thread);
+        the caption is the initial comment. Returns the file's id (the share's message
+        is posted by Slack afterwards)."""
+        try:
+            response = await self._web.files_upload_v2(
+                channel=message.chat_id, thread_ts=self._thread_ts(message), file=data,
+                filename=name, title=name, initial_comment=escape(caption) or None)
+        except Exception as exc:
+            raise map_error("files.completeUploadExternal", exc) from None
+        shared = response.get("file") or {}
+        return str(shared.get("id", "")) if isinstance(shared, dict) else ""
+
     async def _post(self, **kwargs: Any) -> str:
         try:
             response = await self._web.chat_postMessage(**kwargs)

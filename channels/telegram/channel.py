@@ -250,6 +250,19 @@ class TelegramChannel(Channel):
         except FormattingRejected as rejected:  # cannot happen without parse_mode
             raise PermanentError("formatting_rejected", str(rejected)) from None
 
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """sendDocument (multipart), in the forum topic ``thread_id``; the caption as
+        plain text (Telegram's limit: 1024 characters)."""
+        try:
+            sent = await self._bot.send_document(
+                chat_id=_chat(message.chat_id), document=data, filename=name,
+                caption=caption[:1024] or None,
+                message_thread_id=int(message.thread_id) if message.thread_id else None)
+        except TelegramError as error:
+            raise map_error(error, self._secrets()) from None
+        return str(sent.message_id)
+
     async def _send(self, message: Outbound, text: str, parse_mode: str | None, index: int) -> str:
         reply = (
             ReplyParameters(message_id=int(message.reply_to_id), allow_sending_without_reply=True)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from gateway.config.mcp import McpServer, check_servers
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
-SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files")
+SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files", "send_file")
 #: HTTP GET from the tool host itself (gateway.toolhost.fetch): on where ``fetch_hosts``
 #: lists a host
 FETCH_TOOL = "fetch"
@@ -60,6 +60,22 @@ class FetchLimits(Section):
     max_redirects: int = Field(default=5, ge=0, le=20)
 
 
+def _approvable(names: list[str]) -> list[str]:
+    """Sandbox tools, or MCP tools as ``<server>.<tool>`` (registered by the tool host)."""
+    # send_file's output is the file's bytes, for the outbox, never shown to a model
+    known = [n for n in SANDBOX_TOOLS if n != "send_file"]
+    bad = sorted(n for n in names if n not in known and not _mcp_name(n))
+    if bad:
+        raise ValueError(f"approve: unknown tool(s) {bad}; name a sandbox tool {known} "
+                         "or an MCP tool as '<server>.<tool>'")
+    return names
+
+
+def _mcp_name(name: str) -> bool:
+    server, sep, tool = name.partition(".")
+    return bool(sep and server and tool)
+
+
 class SandboxLimits(Section):
     """Limits of one sandboxed command; the defaults suit small scripts."""
 
@@ -79,6 +95,8 @@ class SandboxLimits(Section):
     output_bytes: int = Field(default=32_000, ge=256, le=10_000_000)
     #: wall-clock seconds of one call (the drain job's remaining time may cut it shorter)
     timeout: float = Field(default=30.0, gt=0, le=3600)
+    #: the largest file ``send_file`` sends, MiB (Telegram's bots take 50 MB at most)
+    send_file_mb: int = Field(default=8, ge=1, le=45)
 
 
 class GroupTools(Section):
@@ -96,6 +114,9 @@ class GroupTools(Section):
     mcp: list[str] | None = None
     #: hosts ``fetch`` may GET for this group (unset: ``[tools] fetch_hosts``)
     fetch_hosts: list[str] | None = None
+    #: tools that wait for an admin's /approve here (unset: the default list)
+    approve: list[str] | None = None
+    approval_timeout: float | None = Field(default=None, gt=0, le=7 * 86400)
 
     @field_validator("allow")
     @classmethod
@@ -106,6 +127,11 @@ class GroupTools(Section):
     @classmethod
     def _hosts(cls, v: list[str] | None) -> list[str] | None:
         return _host_patterns(v)
+
+    @field_validator("approve")
+    @classmethod
+    def _approve(cls, v: list[str] | None) -> list[str] | None:
+        return None if v is None else _approvable(v)
 
 
 class ToolsConfig(Section):
@@ -151,6 +177,11 @@ class ToolsConfig(Section):
         environment carries them; no other process's does)."""
         return {n for server in self.mcp.values() for n in server.env}
 
+    #: tools a call of which waits for an admin's ``/approve <id>`` (dangerous ones)
+    approve: list[str] = Field(default_factory=list)
+    #: seconds a call waits for ``/approve`` before it is refused (and the chat told)
+    approval_timeout: float = Field(default=3600.0, gt=0, le=7 * 86400)
+
     @field_validator("groups")
     @classmethod
     def _group_keys(cls, v: dict[str, GroupTools]) -> dict[str, GroupTools]:
@@ -171,6 +202,11 @@ class ToolsConfig(Section):
     def _hosts(cls, v: list[str]) -> list[str]:
         return _host_patterns(v) or []
 
+    @field_validator("approve")
+    @classmethod
+    def _approve(cls, v: list[str]) -> list[str]:
+        return _approvable(v)
+
     def for_group(self, group: str) -> GroupPolicy:
         """The resolved policy of ``group``: its override over the defaults."""
         over = self.groups.get(group, GroupTools())
@@ -185,6 +221,9 @@ class ToolsConfig(Section):
             mounts=tuple(over.mounts),
             mcp=frozenset(self.mcp_allow if over.mcp is None else over.mcp),
             fetch_hosts=tuple(hosts),
+            approve=frozenset(self.approve if over.approve is None else over.approve),
+            approval_timeout=(self.approval_timeout if over.approval_timeout is None
+                              else over.approval_timeout),
         )
 
 
@@ -197,3 +236,6 @@ class GroupPolicy(Section):
     #: MCP allowlist entries: "server" or "server.tool" (``gateway.config.mcp.allows``)
     mcp: frozenset[str] = frozenset()
     fetch_hosts: tuple[str, ...] = ()
+    #: tools whose calls wait for an admin's ``/approve`` (``gateway.queue.approvals``)
+    approve: frozenset[str] = frozenset()
+    approval_timeout: float = 3600.0

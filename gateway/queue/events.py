@@ -6,6 +6,10 @@ JSON object that always names the chat: ``channel``, ``account``, ``chat_id``,
 
 * ``typing``: a turn started (the chat shows the typing indicator);
 * ``reply``: an ``Outbound`` (``channels.models``), sent chunk by chunk;
+* ``file``: a file for the chat (``send_file``): an ``Outbound`` whose ``text`` is the
+  caption and whose ``reply_id`` makes it once, plus ``file``: the ``sha256`` naming the
+  stored copy under the chat's group dir (``outbox_files/<sha256>``, never a path),
+  the ``name`` shown and the ``size``;
 * ``done``: a turn (or a front-desk answer) finished: ``message_ids`` it covered, the
   ``reply_id`` it published (or null), the ``turn_id`` (a worker's turns).
 
@@ -31,7 +35,10 @@ FIELD_DATA = "data"
 TYPING = "typing"
 REPLY = "reply"
 DONE = "done"
-KINDS = (TYPING, REPLY, DONE)
+FILE = "file"
+KINDS = (TYPING, REPLY, DONE, FILE)
+#: the folder of a group's dir where a ``file`` event's bytes wait (``<sha256>``)
+FILES_FOLDER = "outbox_files"
 
 
 class ChatAddress(Protocol):
@@ -98,6 +105,13 @@ def typing(chat: ChatAddress) -> OutboxEvent:
 
 def reply(msg: ReplyModel) -> OutboxEvent:
     return OutboxEvent(REPLY, msg.model_dump_json())
+
+
+def file(msg: ReplyModel, sha256: str, name: str, size: int) -> OutboxEvent:
+    """A file for ``msg``'s chat; ``msg.text`` is its caption."""
+    data = json.loads(msg.model_dump_json())
+    data["file"] = {"sha256": sha256, "name": name, "size": size}
+    return OutboxEvent(FILE, json.dumps(data))
 
 
 def done(chat: ChatAddress, message_ids: Sequence[str], reply_id: str | None,

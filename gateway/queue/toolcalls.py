@@ -57,6 +57,8 @@ class ToolCall:
     #: wall-clock time (epoch seconds) after which nobody waits for the result
     deadline: float
     call_id: str = field(default_factory=lambda: secrets.token_hex(12))
+    #: the approval this call runs (``gateway.queue.approvals``), for a tool that needs one
+    approval: str = ""
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -69,7 +71,7 @@ class ToolCall:
         return cls(group=str(data["group"]), turn_id=str(data["turn_id"]),
                    lock_token=str(data["lock_token"]), tool=str(data["tool"]),
                    args=data["args"], deadline=float(data["deadline"]),
-                   call_id=str(data["call_id"]))
+                   call_id=str(data["call_id"]), approval=str(data.get("approval", "")))
 
 
 @dataclass(frozen=True)

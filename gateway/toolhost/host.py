@@ -25,6 +25,7 @@ import redis
 
 from gateway.config import Settings
 from gateway.queue import Keys
+from gateway.queue.approvals import ApprovalStore
 from gateway.queue.toolcalls import (
     HOST_TTL,
     RESULT_TTL,
@@ -37,6 +38,7 @@ from gateway.queue.toolcalls import (
 from gateway.toolhost.fetch import Fetcher, with_fetch
 from gateway.toolhost.mcp import McpHub
 from gateway.toolhost.sandbox import Sandbox, SandboxSpec, SandboxUnavailable
+from gateway.toolhost.sendfile import send_file
 from gateway.toolhost.skillmounts import skill_mounts
 from gateway.toolhost.tools import ToolContext, ToolFailed, ToolRegistry, sandbox_registry
 from gateway.toolhost.workspace import MountRefused, resolve_mounts, workspace_dir
@@ -61,6 +63,8 @@ class ToolHost:
         self.sandbox = sandbox or Sandbox(host_uid=settings.tools.sandbox_uid)
         self.registry = registry or with_fetch(sandbox_registry(), Fetcher(),
                                                settings.tools.fetch)
+        if registry is None:  # the fifth sandbox tool, in a module of its own
+            self.registry.register("send_file", send_file)
         self._tasks: set[asyncio.Task[None]] = set()
         #: the MCP servers' sessions (``gateway.toolhost.mcp``); they get the host's env
         self.mcp = McpHub(settings.tools.mcp, os.environ) if settings.tools.mcp else None
@@ -138,6 +142,11 @@ class ToolHost:
         if holder is None or holder != call.lock_token or not call.lock_token:
             return failed("refused: the caller does not hold this group's turn lock")
         policy = self.settings.tools.for_group(call.group)
+        if call.tool in policy.approve:  # only the exact call an admin approved
+            why = await asyncio.to_thread(ApprovalStore(self.client, self.keys).authorize,
+                                          call.approval, call.group, call.tool, call.args)
+            if why is not None:
+                return failed(why)
         if self.mcp is not None and self.mcp.routes(call.tool):
             return await self.mcp.handle(call, policy, call.deadline - time.time() - MARGIN,
                                          self.settings.tools.limits.output_bytes)

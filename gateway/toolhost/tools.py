@@ -90,6 +90,10 @@ def _path(args: dict[str, Any], *, default: str | None = None) -> str:
     return full
 
 
+#: the path check every workspace tool uses, for tools in modules of their own
+workspace_path = _path
+
+
 def _render(result: RunResult) -> str:
     parts = [f"exit code: {'none (stopped)' if result.exit_code is None else result.exit_code}"]
     for name, data in (("stdout", result.stdout), ("stderr", result.stderr)):

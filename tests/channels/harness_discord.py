@@ -24,6 +24,7 @@ from tests.channels.kit import (
     MemoryCursorStore,
     RecordingSink,
     Sent,
+    SentFile,
     fences_balanced,
     load_fixture,
 )
@@ -179,6 +180,16 @@ class DiscordContractHarness:
                 reply_to_id=ref["message_id"] if ref else None,
                 formatted=True,  # Discord always renders Markdown
             ))
+        return result
+
+    def sent_files(self) -> list[SentFile]:
+        result = []
+        for f in self.fake.files_sent:
+            channel = self.fake.channels[f["channel_id"]]
+            is_thread = channel["type"] in (10, 11, 12)
+            result.append(SentFile(channel["parent_id"] if is_thread else channel["id"],
+                                   f["name"], f["data"], f["content"],
+                                   channel["id"] if is_thread else None))
         return result
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:

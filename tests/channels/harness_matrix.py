@@ -22,6 +22,7 @@ from tests.channels.kit import (
     MemoryCursorStore,
     RecordingSink,
     Sent,
+    SentFile,
     load_fixture,
 )
 from tests.fakes.matrix_api import ACCESS_TOKEN, BOT, BOT_NAME, FakeMatrix, Room, failure_for
@@ -130,6 +131,20 @@ class MatrixHarness:
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
         self.fake.fail_next_send(failure_for(status, retry_after))
+
+    def sent_files(self) -> list[SentFile]:
+        out = []
+        for record in self.fake.sent:
+            content = record["content"]
+            if content.get("msgtype") != "m.file":
+                continue
+            name, _, data = self.fake.media[content["url"]]
+            relates = content.get("m.relates_to") or {}
+            out.append(SentFile(record["room_id"], content["filename"], data, content["body"],
+                                relates.get("event_id") if relates.get("rel_type") == "m.thread"
+                                else None))
+            assert name == content["filename"]
+        return out
 
     def outbound(self, text: str) -> Outbound:
         return Outbound(channel="matrix", chat_id=GROUP, thread_id=THREAD_ROOT,

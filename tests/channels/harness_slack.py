@@ -27,6 +27,7 @@ from tests.channels.kit import (
     MemoryCursorStore,
     RecordingSink,
     Sent,
+    SentFile,
     fences_balanced,
     load_fixture,
 )
@@ -92,6 +93,10 @@ class _SlackHarness:
                 )
             )
         return out
+
+    def sent_files(self) -> list[SentFile]:
+        return [SentFile(f["channel"], f["name"], f["data"], f["initial_comment"] or "",
+                         f["thread_ts"]) for f in self.fake.shared_files]
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
         self.fake.fail_next("chat.postMessage", _failure(status, retry_after))

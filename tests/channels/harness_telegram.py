@@ -21,6 +21,7 @@ from tests.channels.kit import (
     MemoryCursorStore,
     RecordingSink,
     Sent,
+    SentFile,
     load_fixture,
     tags_balanced,
 )
@@ -106,6 +107,11 @@ class TelegramHarness:
                 )
             )
         return out
+
+    def sent_files(self) -> list[SentFile]:
+        return [SentFile(str(d["chat_id"]), d["name"], d["data"], d["caption"],
+                         None if d["message_thread_id"] is None else str(d["message_thread_id"]))
+                for d in self.fake.documents]
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
         self.fake.fail_next("sendMessage", failure_for(status, retry_after))

@@ -137,6 +137,17 @@ class Sent:
     formatted: bool = False
 
 
+@dataclass(frozen=True)
+class SentFile:
+    """One file as the fake platform received it (``Channel.send_file``)."""
+
+    chat_id: str
+    name: str
+    data: bytes
+    caption: str
+    thread_id: str | None = None
+
+
 @runtime_checkable
 class AdapterHarness(Protocol):
     """A started fake platform plus the real adapter connected to it."""

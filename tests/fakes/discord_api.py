@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 API_PREFIX = "/api/v10"
 
@@ -166,6 +166,9 @@ class FakeDiscord:
         self.typing: list[str] = []
         self.drop_after_accept = 0  # create this many messages, then drop the connection
         self._nonces: dict[tuple[str, str], dict[str, Any]] = {}  # (author, nonce) -> msg
+        #: files attached to created messages: channel_id, message_id, name, data, content
+        self.files_sent: list[dict[str, Any]] = []
+        self._attachment_ids = itertools.count(1_300_000_000_000_000_000)
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         self.heartbeats = 0
@@ -577,7 +580,11 @@ class FakeDiscord:
         channel = self.channels.get(cid)
         if channel is None:
             return json_response({"message": "Unknown Channel", "code": 10003}, status=404)
-        body = await request.json()
+        files: list[tuple[str, bytes]] = []
+        if request.content_type == "multipart/form-data":  # attachments: payload_json +
+            body, files = await _multipart(request)         # files[n] parts, as documented
+        else:
+            body = await request.json()
         content = body.get("content") or ""
         if len(content) > 2000:
             return json_response(
@@ -628,12 +635,22 @@ class FakeDiscord:
         if ref_out is not None:
             msg["type"] = 19
             msg["message_reference"] = ref_out
+        if files:
+            msg["attachments"] = [self._attachment(cid, name, data) for name, data in files]
+            self.files_sent += [{"channel_id": cid, "message_id": msg["id"], "name": name,
+                                 "data": data, "content": content} for name, data in files]
         self.sent.append(msg)
         if self.drop_after_accept > 0:
             self.drop_after_accept -= 1
             return drop_connection(request)
         reply = {k: v for k, v in msg.items() if k != "request"}
         return json_response(reply, headers=self._ratelimit_headers())
+
+    def _attachment(self, channel_id: str, name: str, data: bytes) -> dict[str, Any]:
+        aid = str(next(self._attachment_ids))
+        url = f"https://cdn.discordapp.com/attachments/{channel_id}/{aid}/{name}"
+        return {"id": aid, "filename": name, "size": len(data), "url": url, "proxy_url": url,
+                "content_type": "application/octet-stream"}
 
     async def _get_messages(self, request: web.Request) -> web.Response:
         """Channel history (``after``/``before``/``limit``), newest first, as Discord
@@ -790,3 +807,18 @@ class FakeDiscord:
         await self._send(session, {"op": 0, "t": "RESUMED", "s": session.seq, "d": {}})
         self.connected.set()
         return session
+
+
+async def _multipart(request: web.Request) -> tuple[dict[str, Any], list[tuple[str, bytes]]]:
+    """A Create Message multipart body: the JSON in ``payload_json``, files in
+    ``files[n]`` parts (their filename from the part's Content-Disposition)."""
+    body: dict[str, Any] = {}
+    files: list[tuple[str, bytes]] = []
+    reader = await request.multipart()
+    while (part := await reader.next()) is not None:
+        assert isinstance(part, BodyPartReader)
+        if part.name == "payload_json":
+            body = json.loads(await part.text())
+        elif (part.name or "").startswith("files["):
+            files.append((part.filename or "file", bytes(await part.read())))
+    return body, files

@@ -79,6 +79,8 @@ class FakeMatrix:
         #: every accepted send: room id, event type, txn id, content, event id
         self.sent: list[dict[str, Any]] = []
         self.typing: list[tuple[str, bool]] = []
+        #: the media repository: mxc URI -> (filename, content type, bytes)
+        self.media: dict[str, tuple[str, str, bytes]] = {}
         #: join/leave/forget calls, as (action, room id)
         self.memberships: list[tuple[str, str]] = []
         self.syncs: list[dict[str, str]] = []
@@ -100,6 +102,7 @@ class FakeMatrix:
             web.put(f"{base}/rooms/{{room}}/send/{{type}}/{{txn}}", self._send),
             web.put(f"{base}/rooms/{{room}}/typing/{{user}}", self._typing),
             web.post(f"{base}/join/{{room}}", self._join),
+            web.post("/_matrix/media/v3/upload", self._upload),
             web.post(f"{base}/rooms/{{room}}/leave", self._membership),
             web.post(f"{base}/rooms/{{room}}/forget", self._membership),
         ])  # fmt: skip
@@ -152,6 +155,14 @@ class FakeMatrix:
     async def _join(self, request: web.Request) -> web.Response:
         self.memberships.append(("join", request.match_info["room"]))
         return web.json_response({"room_id": request.match_info["room"]})
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        """POST /_matrix/media/v3/upload?filename=: the body is the file."""
+        data = await request.read()
+        uri = f"mxc://fake.server/media{len(self.media) + 1}"
+        self.media[uri] = (request.query.get("filename", ""),
+                           request.headers.get("Content-Type", ""), data)
+        return web.json_response({"content_uri": uri})
 
     async def _typing(self, request: web.Request) -> web.Response:
         body = await request.json()

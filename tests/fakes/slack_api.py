@@ -108,6 +108,10 @@ class FakeSlack:
         self.connections = 0
         self._drops: dict[str, int] = {}
         self._late: dict[str, float] = {}
+        self._uploads: dict[str, dict[str, Any]] = {}
+        #: files shared by files.completeUploadExternal: file_id, channel, name, title,
+        #: data, initial_comment, thread_ts
+        self.shared_files: list[dict[str, Any]] = []
 
     # -- server life cycle -----------------------------------------------------
 
@@ -119,6 +123,7 @@ class FakeSlack:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link/", self._socket)
+        app.router.add_post("/upload/{file_id}", self._upload)
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -187,6 +192,8 @@ class FakeSlack:
             "apps.connections.open": self._connections_open,
             "conversations.history": self._history,
             "conversations.replies": self._replies,
+            "files.getUploadURLExternal": self._upload_url,
+            "files.completeUploadExternal": self._complete_upload,
         }.get(method)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
@@ -251,6 +258,44 @@ class FakeSlack:
         if metadata is not None:
             record["metadata"] = metadata
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
+
+    # -- files_upload_v2: getUploadURLExternal, POST the bytes, completeUploadExternal
+
+    def _upload_url(self, params: dict[str, Any]) -> dict[str, Any]:
+        filename, length = params.get("filename"), str(params.get("length", ""))
+        if not filename or not length.isdigit():
+            return {"ok": False, "error": "invalid_arguments"}
+        file_id = f"F{next(self._ts):09d}"
+        self._uploads[file_id] = {"filename": filename, "length": int(length), "data": None}
+        return {"ok": True, "file_id": file_id,
+                "upload_url": f"http://127.0.0.1:{self._port}/upload/{file_id}"}
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        upload = self._uploads.get(request.match_info["file_id"])
+        data = await request.read()
+        if upload is None or len(data) != upload["length"]:
+            return web.Response(status=400, text="bad upload")
+        upload["data"] = data
+        return web.Response(text=f"OK - {len(data)}")
+
+    def _complete_upload(self, params: dict[str, Any]) -> dict[str, Any]:
+        files = params.get("files")
+        listed = json.loads(files) if isinstance(files, str) else files
+        if not isinstance(listed, list) or not listed:
+            return {"ok": False, "error": "invalid_arguments"}
+        done = []
+        for item in listed:
+            upload = self._uploads.get(str(item.get("id")))
+            if upload is None or upload["data"] is None:
+                return {"ok": False, "error": "file_not_found"}
+            self.shared_files.append({
+                "file_id": item["id"], "channel": params.get("channel_id"),
+                "name": upload["filename"], "title": item.get("title"),
+                "data": upload["data"], "initial_comment": params.get("initial_comment", ""),
+                "thread_ts": params.get("thread_ts")})
+            done.append({"id": item["id"], "name": upload["filename"],
+                         "title": item.get("title")})
+        return {"ok": True, "files": done}
 
     def _message(self, record: dict[str, Any], with_metadata: bool) -> dict[str, Any]:
         message = {"type": "message", "user": BOT_USER_ID, "text": record.get("text") or "",

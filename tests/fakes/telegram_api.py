@@ -214,6 +214,8 @@ class FakeTelegram:
         self.webhook_statuses: dict[int, int] = {}
         self._webhook_updates: dict[int, dict[str, Any]] = {}
         self.sent: list[dict[str, Any]] = []
+        #: sendDocument uploads: chat_id, name, data, caption, message_thread_id
+        self.documents: list[dict[str, Any]] = []
         self.actions: list[dict[str, Any]] = []
         #: what setMyCommands stored: [{"command", "description"}]
         self.commands: list[dict[str, str]] = []
@@ -335,7 +337,8 @@ class FakeTelegram:
                     raw.update(body)
             else:
                 form = await request.post()
-                raw.update({k: v for k, v in form.items() if isinstance(v, str)})
+                raw.update({k: v for k, v in form.items()
+                            if isinstance(v, str | web.FileField)})
         params: dict[str, Any] = {}
         for key, value in raw.items():
             if isinstance(value, str) and key in _OBJECT_PARAMS:
@@ -554,6 +557,31 @@ class FakeTelegram:
                 "date": int(time.time()),
             }
         return result
+
+    async def _m_senddocument(self, params: dict[str, Any]) -> dict[str, Any]:
+        """sendDocument: ``document`` uploaded as a multipart file (what PTB sends for
+        bytes); an optional ``caption`` of at most 1024 characters."""
+        chat_id = self._chat_id(params)
+        if chat_id in self.blocked_chats:
+            raise _ApiError(ApiFailure(403, "Forbidden: bot was blocked by the user"))
+        upload = params.get("document")
+        if not isinstance(upload, web.FileField):
+            raise _bad("there is no document in the request")
+        caption = params.get("caption") or ""
+        if len(caption) > 1024:
+            raise _bad("message caption is too long")
+        data = upload.file.read()
+        self._next_message_id[chat_id] += 1
+        message_id = self._next_message_id[chat_id]
+        self.messages.add((chat_id, message_id))
+        thread = params.get("message_thread_id")
+        self.documents.append({"chat_id": chat_id, "name": upload.filename, "data": data,
+                               "caption": caption, "message_thread_id": thread,
+                               "message_id": message_id})
+        return {"message_id": message_id, "from": self.bot, "chat": self._chat_json(chat_id),
+                "date": int(time.time()), "caption": caption,
+                "document": {"file_id": f"doc-{message_id}", "file_unique_id": f"u{message_id}",
+                             "file_name": upload.filename, "file_size": len(data)}}
 
     async def _m_sendchataction(self, params: dict[str, Any]) -> bool:
         chat_id = self._chat_id(params)

@@ -41,7 +41,8 @@ async def test_a_turn_runs_echo_in_the_sandbox_and_answers_with_it(tmp_path: Pat
         offered = [json.loads(x) for x in stack.r.lrange("test:offered", 0, -1)]
         tasks = ["cancel_task", "list_tasks", "pause_task", "schedule_task"]
         assert offered == [sorted(["list_files", "read_file", "remember", "run_command",
-                                   "search_memory", "update_core", "write_file", *tasks]),
+                                   "search_memory", "send_file", "update_core", "write_file",
+                                   *tasks]),
                            sorted(["remember", "search_memory", "update_core", *tasks])]
         # the output came as quoted data with its source, at tool trust
         (seen,) = [x.decode() for x in stack.r.lrange("test:toolreturn", 0, -1)]

@@ -16,6 +16,7 @@ import redis
 
 from gateway.config import load_config
 from gateway.queue import Keys
+from gateway.queue.approvals import Approval, ApprovalStore
 from gateway.queue.toolcalls import ToolCall, ToolResult
 from gateway.toolhost.host import ToolHost
 from gateway.toolhost.mcp import CONNECT_TIMEOUT
@@ -141,3 +142,44 @@ async def test_a_changed_tool_list_is_listed_again_and_a_dead_server_reconnected
         assert time.monotonic() < deadline, echo.error
         await asyncio.sleep(0.2)
     assert echo.output == "echo: back"
+
+
+async def test_an_approve_marked_mcp_tool_runs_only_as_the_approved_call(
+        tmp_path: Path, valkey: Valkey, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``[tools] approve`` names MCP tools as ``server.tool``: the host runs such a call
+    only while its approval turn runs it, with the approved arguments."""
+    secret = new_secret()
+    monkeypatch.setenv(SECRET_ENV, secret)
+    with mcp_server("stdio", secret) as table:
+        extra = (f'{table}[tools.groups."{GROUP}"]\nmcp = ["t.echo"]\n'
+                 f'approve = ["t.echo"]\n')
+        settings = load_config(write_config(tmp_path / "c.toml", valkey.url, extra))
+        client = redis.Redis.from_url(valkey.url)
+        th = ToolHost(settings, client)
+        assert th.mcp is not None
+        await th.mcp.start(wait=CONNECT_TIMEOUT)
+        try:
+            client.set(Keys().lock(GROUP), "tok")
+
+            async def call(text: str, approval: str = "") -> ToolResult:
+                return await th.handle(ToolCall(GROUP, "turn-2", "tok", "t.echo",
+                                                {"text": text}, time.time() + 30,
+                                                approval=approval))
+
+            unapproved = await call("hi")
+            assert not unapproved.ok and "needs an admin's approval" in unapproved.error
+            now = time.time()
+            store = ApprovalStore(client)
+            store.request(Approval(id="m1", group=GROUP, tool="t.echo", args={"text": "hi"},
+                                   asked_by="local:ada", turn_id="turn-1", created=now,
+                                   expires=now + 60, channel="local", account="default",
+                                   chat_id="ada", thread_id=None, is_group=True))
+            store.decide("m1", GROUP, approve=True, by="root")
+            store.claim_run("m1", GROUP, "turn-2")
+            changed = await call("something else", "m1")
+            assert not changed.ok and "differs from what approval m1 approved" in changed.error
+            ran = await call("hi", "m1")
+            assert (ran.ok, ran.output) == (True, "echo: hi")
+        finally:
+            await th.mcp.close()
+            client.close()

@@ -1,0 +1,64 @@
+"""The outbox's ``file`` events (gateway/filesend.py) on a real Valkey and the real local
+channel: a stored file is sent once however often its event comes; a platform that
+cannot send files (``Channel.send_file``'s default) and a missing stored copy give the
+chat one text note instead."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import redis.asyncio as aioredis
+
+from channels.base import Channel
+from channels.local import LocalChannel
+from channels.models import Outbound
+from gateway.groupfiles import GroupFiles
+from gateway.outbox import Outbox
+from gateway.queue import Keys, events
+from tests.pipeline.conftest import Valkey
+
+DATA = b"\x00report\xff" * 100
+
+
+class NoFiles(LocalChannel):
+    """The local channel as a platform without files: ``Channel``'s own default."""
+
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        return await Channel.send_file(self, message, data, name, caption)
+
+
+def event(reply_id: str, sha: str) -> events.OutboxEvent:
+    return events.file(Outbound(channel="local", chat_id="ada", text="the report",
+                                reply_id=reply_id), sha, "report.bin", len(DATA))
+
+
+async def test_file_events_are_sent_once_or_noted_once(tmp_path: Path, valkey: Valkey) -> None:
+    files = GroupFiles(tmp_path)
+    sha = hashlib.sha256(DATA).hexdigest()
+    stored = files.outbox_file("local:ada", sha)
+    stored.parent.mkdir(parents=True)
+    stored.write_bytes(DATA)
+    r = aioredis.Redis.from_url(valkey.url, decode_responses=True)
+    channel = LocalChannel(valkey.url)
+    outbox = Outbox(r, {("local", "default"): channel}, Keys(), files=files)
+    try:
+        for _ in range(2):  # the second: a redelivered event
+            assert await outbox.handle(event("turn-1.file.a", sha))
+        stream = [f for _, f in await r.xrange(channel.keys.out("ada"))]
+        assert [(f["type"], f["name"], f["caption"]) for f in stream] == \
+            [("file", "report.bin", "the report")]
+        # a platform without files, and a stored copy gone: one note each, once
+        outbox = Outbox(r, {("local", "default"): NoFiles(valkey.url)}, Keys(), files=files)
+        for _ in range(2):
+            assert await outbox.handle(event("turn-2.file.b", sha))
+            assert await outbox.handle(event("turn-3.file.c", "0" * 64))
+        notes = [f["text"] for _, f in await r.xrange(channel.keys.out("ada"))
+                 if f["type"] == "chunk"]
+        assert notes == [
+            "(I could not send the file report.bin: this platform cannot send files.)",
+            "(I could not send the file report.bin: the stored copy is missing.)"]
+    finally:
+        await r.aclose()
+        await channel.stop()

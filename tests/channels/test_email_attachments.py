@@ -13,6 +13,7 @@ from channels.email.attachments import encoded_limit
 from channels.errors import AttachmentTooLarge, PermanentError
 from tests.channels.harness_email import BOT, append, started_channel
 from tests.channels.media_samples import CAP, DOCUMENT, IMAGE, VOICE, oversized
+from tests.channels.tcp_relay import TcpRelay
 from tests.fakes import dovecot
 from tests.fakes.smtp_server import AUTHSERV_ID
 
@@ -63,21 +64,30 @@ async def test_voice_image_and_documents_are_fetched_part_by_part() -> None:
 async def test_a_part_over_the_cap_stops_early_and_a_deleted_mail_is_gone() -> None:
     msg = mail("big-1@example.org")
     msg.add_attachment(oversized(CAP * 10), "application", "zip", filename="big.zip")
-    async with started_channel() as h:
-        uid = await append(h.admin, msg.as_bytes())
-        [inbound] = await h.sink.wait_for(1)
-        [attachment] = inbound.attachments
-        assert attachment.size == CAP * 10
-        with pytest.raises(AttachmentTooLarge):  # by its size: the server is not asked
-            await h.channel.fetch_attachment(attachment, CAP)
-        unsized = attachment.model_copy(update={"size": None})
-        with pytest.raises(AttachmentTooLarge):  # by a partial FETCH of the cap's length
-            await h.channel.fetch_attachment(unsized, CAP)
-        assert len(await h.channel.fetch_attachment(unsized, CAP * 10)) == CAP * 10
-        assert encoded_limit(CAP, "base64") < CAP * 10
-        # the mail deleted on the server: its attachment is gone for good
-        assert (await h.admin.select("INBOX")).result == "OK"
-        assert (await h.admin.uid("store", str(uid), "+FLAGS", "(\\Deleted)")).result == "OK"
-        assert (await h.admin.expunge()).result == "OK"
-        with pytest.raises(PermanentError, match="gone"):
-            await h.channel.fetch_attachment(unsized, CAP)
+    # the IMAP connections go through a relay that counts what dovecot sends on each
+    relay = await TcpRelay(dovecot.shared().imap_port).start()
+    try:
+        async with started_channel({"imap_port": relay.port}) as h:
+            uid = await append(h.admin, msg.as_bytes())
+            [inbound] = await h.sink.wait_for(1)
+            [attachment] = inbound.attachments
+            assert attachment.size == CAP * 10
+            before = len(relay.downstream)
+            with pytest.raises(AttachmentTooLarge):  # by its size: the server is not asked
+                await h.channel.fetch_attachment(attachment, CAP)
+            assert len(relay.downstream) == before  # no connection was opened
+            unsized = attachment.model_copy(update={"size": None})
+            with pytest.raises(AttachmentTooLarge):  # by a partial FETCH of the cap's length
+                await h.channel.fetch_attachment(unsized, CAP)
+            [took] = relay.downstream[before:]  # the fetch's own connection
+            assert took < 2 * CAP < CAP * 10  # dovecot sent about the cap, not the 1.3 MB part
+            assert len(await h.channel.fetch_attachment(unsized, CAP * 10)) == CAP * 10
+            assert encoded_limit(CAP, "base64") < CAP * 10
+            # the mail deleted on the server: its attachment is gone for good
+            assert (await h.admin.select("INBOX")).result == "OK"
+            assert (await h.admin.uid("store", str(uid), "+FLAGS", "(\\Deleted)")).result == "OK"
+            assert (await h.admin.expunge()).result == "OK"
+            with pytest.raises(PermanentError, match="gone"):
+                await h.channel.fetch_attachment(unsized, CAP)
+    finally:
+        await relay.stop()

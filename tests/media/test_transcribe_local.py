@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rq.job import Job
 
 from gateway.queue import DEFAULT_QUEUE, enqueue_transcribe, job_queue, transcribe_queue
 from memory_store import group_dir
@@ -27,14 +28,17 @@ async def test_voice_note_transcribed_by_a_transcription_worker(tmp_path: Path) 
         sha = store(gpath, voice_note())
         # the worker `pynanoclaw run` starts for voice: its own queue, no agent
         stack.start_workers(1, queues=[transcribe_queue(DEFAULT_QUEUE)])
-        enqueue_transcribe(stack.r, GROUP, "m-17", sha)
-        await stack.wait_for(lambda: read_transcript(gpath, sha) is not None, timeout=120,
-                             what="the transcript sidecar")
+        job_id = enqueue_transcribe(stack.r, GROUP, "m-17", sha)
+        job = Job.fetch(job_id, connection=stack.r, serializer="json")
+        await stack.wait_for(lambda: job.get_status(refresh=True) in ("finished", "failed"),
+                             timeout=120, what="the transcription job")
         found = read_transcript(gpath, sha)
         assert found is not None and found.error is None, found
         text = (found.text or "").lower()
         assert "water" in text and "friday" in text, text
-        # the turn queue was never used: nothing queued, nothing run there
+        # it ran from the transcription queue; the turn queue was never used
+        assert job.origin == transcribe_queue(DEFAULT_QUEUE) != DEFAULT_QUEUE
+        assert job.get_status() == "finished" and job.return_value() == "ok"
         assert len(job_queue(stack.r, DEFAULT_QUEUE)) == 0
         assert not stack.r.keys("pnc:drain:*")
     finally:

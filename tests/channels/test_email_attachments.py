@@ -59,6 +59,13 @@ async def test_voice_image_and_documents_are_fetched_part_by_part() -> None:
             data = await h.channel.fetch_attachment(attachment, CAP)
             assert data == expected[name], name
             assert len(data) == attachment.size, name  # the size announced on receipt
+        # a mail that is nothing but the file: its body is section 1
+        single = mail("single-1@example.org")
+        single.set_content(DOCUMENT, "application", "pdf", filename="only.pdf")
+        uid = await append(h.admin, single.as_bytes())
+        [attachment] = (await h.sink.wait_for(2))[1].attachments
+        assert attachment.id.endswith(f":{uid}/1")
+        assert await h.channel.fetch_attachment(attachment, CAP) == DOCUMENT
 
 
 async def test_a_part_over_the_cap_stops_early_and_a_deleted_mail_is_gone() -> None:

@@ -39,7 +39,9 @@ def enqueue_transcribe(connection: redis.Redis, group: str, message_id: str, sha
                        retries: int = 2) -> str:
     """Queue the transcription of ``<group>/attachments/<sha256>`` (the audio of
     ``message_id``) on drain queue ``queue``'s transcription queue; returns the job id.
-    ``timeout`` is ``[media] transcribe_timeout``."""
+    ``timeout`` is ``[media] transcribe_timeout``. Call it only for audio (a voice note,
+    an audio message) of an allowed sender, and only while ``[media] transcription`` is
+    not "off": then no worker listens to that queue."""
     if not SHA256.fullmatch(sha256):
         raise ValueError(f"not a sha256 hex digest: {sha256!r}")
     q = job_queue(connection, transcribe_queue(queue))

@@ -58,6 +58,17 @@ def test_a_file_that_is_not_audio_is_marked_once(tmp_path: Path) -> None:
     assert write_transcript(gpath, sha).text == "kept"
 
 
+def test_a_symlink_in_attachments_is_not_followed(tmp_path: Path) -> None:
+    secret = tmp_path / "elsewhere.ogg"
+    secret.write_bytes(voice_note())
+    folder = tmp_path / "group" / "attachments"
+    folder.mkdir(parents=True)
+    sha = "ab" * 32
+    (folder / sha).symlink_to(secret)
+    got = write_transcript(tmp_path / "group", sha)
+    assert got.text is None and got.error == "not a regular file"
+
+
 def test_a_hash_that_is_not_one_is_refused(tmp_path: Path) -> None:
     for bad in ("../../etc/passwd", "A" * 64, "0" * 63):
         with pytest.raises(ValueError):

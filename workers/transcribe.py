@@ -89,6 +89,8 @@ def transcribe_attachment(group_path: Path, sha256: str, *,
         audio = decode(path, media.transcribe_max_seconds)
     except AudioError as exc:
         raise NotTranscribable(str(exc)) from None
+    except FileNotFoundError:  # a symlink put in attachments/: never followed
+        raise NotTranscribable("not a regular file") from None
     if media.transcription == "openai":
         key = (os.environ if env is None else env).get(media.transcription_key_env, "")
         if not key.strip():

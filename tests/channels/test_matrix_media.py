@@ -20,6 +20,7 @@ from tests.channels.kit import RecordingSink
 from tests.channels.matrix_people import Human
 from tests.channels.media_samples import CAP, DOCUMENT, IMAGE, VOICE, oversized
 from tests.channels.synapse import SynapseServer
+from tests.channels.tcp_relay import TcpRelay
 from tests.channels.test_matrix_e2e import _register, synapse
 
 pytestmark = pytest.mark.slow
@@ -59,8 +60,9 @@ async def open_room(synapse: SynapseServer, tmp_path: Path
     bot, ann_account = _register(synapse, "bot"), _register(synapse, "ann")
     made: list[tuple[MatrixChannel, Human]] = []
 
-    async def make(encrypted: bool) -> Room:
-        block = {"homeserver": synapse.url, "user_id": bot.user_id, "sync_timeout": 1,
+    async def make(encrypted: bool, homeserver: str | None = None) -> Room:
+        block = {"homeserver": homeserver or synapse.url, "user_id": bot.user_id,
+                 "sync_timeout": 1,
                  "invite_allow": [ann_account.user_id], "store_dir": str(tmp_path / "bot")}
         channel = MatrixChannel.from_config("default", block,
                                             {"MATRIX_PASSWORD": bot.password})
@@ -112,17 +114,33 @@ async def test_encrypted_media_is_decrypted(open_room: Any) -> None:
         await room.channel.fetch_attachment(attachment.model_copy(update={"url": wrong}), CAP)
 
 
-async def test_a_file_over_the_cap_stops_early(open_room: Any) -> None:
-    room: Room = await open_room(False)
-    big = oversized(CAP * 10)
+async def test_a_file_over_the_cap_stops_early(open_room: Any, synapse: SynapseServer
+                                               ) -> None:
+    # the bot reaches Synapse through a relay that counts what Synapse sends on each
+    # connection (a download opens its own)
+    relay = await TcpRelay(synapse.port).start()
+    try:
+        room: Room = await open_room(False, f"http://127.0.0.1:{relay.port}")
+        await _over_the_cap(room, relay)
+    finally:
+        await relay.stop()
+
+
+async def _over_the_cap(room: Room, relay: TcpRelay) -> None:
+    big = oversized()
     await room.send_file("m.file", big, "application/zip", "big.zip")
     await room.send_file("m.file", big, "application/zip", "unsized.zip",
                          announce_size=False)
     announced, unsized = [i.attachments[0] for i in await room.sink.wait_for(2)]
     assert announced.size == len(big) and unsized.size is None
-    for attachment in (announced, unsized):  # by the event's size, then by Content-Length
-        with pytest.raises(AttachmentTooLarge):
-            await room.channel.fetch_attachment(attachment, CAP)
+    before = len(relay.downstream)
+    with pytest.raises(AttachmentTooLarge):  # by the event's size: Synapse is not asked
+        await room.channel.fetch_attachment(announced, CAP)
+    assert len(relay.downstream) == before
+    with pytest.raises(AttachmentTooLarge):  # by Content-Length: the body is not read
+        await room.channel.fetch_attachment(unsized, CAP)
+    [took] = relay.downstream[before:]
+    assert took < len(big) // 2, took
     assert len(await room.channel.fetch_attachment(unsized, len(big))) == len(big)
     with pytest.raises(PermanentError, match="gone"):
         await room.channel.fetch_attachment(Attachment(

@@ -9,8 +9,8 @@ own queue (never a turn worker's), decodes the file and transcribes it with the 
     attachments/<sha256>.transcript.txt   the text (empty: nothing was said)
     attachments/<sha256>.transcript.err   one line: why it could not be transcribed
 
-The turn reads them with ``read_transcript`` and shows the text as "voice note,
-transcribed", at the trust of the message's sender: a transcript is that sender's words
+The turn reads them with ``read_transcript`` (or ``voice_note_text``, the line to show)
+and shows the text as "voice note, transcribed", at the trust of the message's sender: a transcript is that sender's words
 as a machine heard them, never instructions from elsewhere.
 
 Idempotent: a file that already has either sidecar is not transcribed again, so a retried
@@ -120,6 +120,19 @@ def read_transcript(group_path: Path, sha256: str) -> Transcript | None:
             continue
         return Transcript(None, text.strip()) if failed else Transcript(text)
     return None
+
+
+def voice_note_text(group_path: Path, sha256: str) -> str | None:
+    """How the turn shows a voice note: "voice note, transcribed: <text>", or why it has
+    no text; None while the transcription is pending. The turn gives it the trust of the
+    message's sender (it is their words as a machine heard them)."""
+    found = read_transcript(group_path, sha256)
+    if found is None:
+        return None
+    if found.text is None:
+        return f"voice note (not transcribed: {found.error})"
+    return f"{VOICE_LABEL}: {found.text}" if found.text.strip() else \
+        f"{VOICE_LABEL}: (nothing said)"
 
 
 def write_transcript(group_path: Path, sha256: str, *, media: MediaConfig | None = None,

@@ -14,7 +14,12 @@ from memory_store import group_dir
 from tests.media.voice import store, voice_note
 from tests.pipeline.conftest import Stack, Valkey
 from workers.speech import AudioError, decode
-from workers.transcribe import TRUNCATED_NOTE, read_transcript, write_transcript
+from workers.transcribe import (
+    TRUNCATED_NOTE,
+    read_transcript,
+    voice_note_text,
+    write_transcript,
+)
 
 GROUP = "telegram:-1001"
 
@@ -67,6 +72,17 @@ def test_a_symlink_in_attachments_is_not_followed(tmp_path: Path) -> None:
     (folder / sha).symlink_to(secret)
     got = write_transcript(tmp_path / "group", sha)
     assert got.text is None and got.error == "not a regular file"
+
+
+def test_the_turn_text_of_a_voice_note(tmp_path: Path) -> None:
+    sha = "cd" * 32
+    assert voice_note_text(tmp_path, sha) is None  # pending
+    folder = tmp_path / "attachments"
+    folder.mkdir()
+    (folder / f"{sha}.transcript.err").write_text("no audio stream\n", encoding="utf-8")
+    assert voice_note_text(tmp_path, sha) == "voice note (not transcribed: no audio stream)"
+    (folder / f"{sha}.transcript.txt").write_text("Water the plants.", encoding="utf-8")
+    assert voice_note_text(tmp_path, sha) == "voice note, transcribed: Water the plants."
 
 
 def test_a_hash_that_is_not_one_is_refused(tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ from gateway.config import (
 from gateway.groupfiles import GroupFiles
 from gateway.init_cli import init_command
 from gateway.pair_cli import pair_app
-from gateway.queue import Keys, background_queue, worker_queues
+from gateway.queue import Keys, background_queue, transcribe_queue, worker_queues
 from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
 from gateway.smoke import check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
@@ -120,8 +120,13 @@ def run(
         background = worker_command(path, worker_class=worker_class,
                                     queues=[background_queue(cfg.queue.name)],
                                     log_level=log_level)
+        # voice notes: their own worker, one transcription at a time (gateway.queue.transcribe)
+        transcribe = worker_command(path, worker_class=worker_class, preload=False,
+                                    queues=[transcribe_queue(cfg.queue.name)],
+                                    log_level=log_level)
+        voice = [transcribe] if cfg.media.transcription != "off" else []
         sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url),
-                               extra=[background] * background_workers(cfg))
+                               extra=[background] * background_workers(cfg) + voice)
         tools = tools_supervisor(cfg, path, url, log_level)
         sup.start()
         if tools is not None:

@@ -51,6 +51,8 @@ def worker_env(settings: Settings, environ: Mapping[str, str], redis_url: str) -
     model_key = key_env_name(settings.model)
     if model_key:
         allowed.add(model_key)
+    if settings.media.transcription == "openai":  # the provider's transcription key
+        allowed.add(settings.media.transcription_key_env)
     return child_env(settings, environ, redis_url, allowed)
 
 
@@ -77,6 +79,7 @@ def worker_command(
     log_level: str = "INFO",
     burst: bool = False,
     name: str | None = None,
+    preload: bool = True,
 ) -> list[str]:
     # the Redis URL (which may hold a password) goes in the environment, not argv,
     # unless given: argv is world-readable in /proc
@@ -92,6 +95,8 @@ def worker_command(
         cmd.append("--burst")
     if name:
         cmd += ["--name", name]
+    if not preload:  # a worker that never runs a turn needs no agent
+        cmd.append("--no-preload")
     return cmd
 
 

@@ -19,6 +19,7 @@ from channels.base import (
     CursorStore,
     InboundSink,
 )
+from channels.email.attachments import fetch as fetch_email_attachment
 from channels.email.imap import ImapSession, TokenSource
 from channels.email.oauth import TokenManager
 from channels.email.outgoing import Outgoing
@@ -26,7 +27,7 @@ from channels.email.receiver import Receiver
 from channels.email.redact import protect
 from channels.email.render import EMAIL_TEXT_LIMIT, render_chunks
 from channels.email.settings import EmailSettings
-from channels.models import Outbound
+from channels.models import Attachment, Outbound
 
 if TYPE_CHECKING:
     from typing import Self
@@ -121,6 +122,11 @@ class EmailChannel(Channel):
     def _session(self) -> ImapSession:
         token: TokenSource | None = self._token if self._oauth is not None else None
         return ImapSession(self.settings, password=self._secret(), token=token)
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The part of the mail on the IMAP server, over a connection of its own."""
+        return await fetch_email_attachment(self._session, self.settings.folder, attachment,
+                                            max_bytes)
 
     async def start(self, sink: InboundSink) -> None:
         """Log in (a refused login or revoked token raises ``PermanentError`` here),

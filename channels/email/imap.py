@@ -176,10 +176,13 @@ class ImapSession:
                 )
         return None  # expunged meanwhile
 
-    async def body(self, uid: int, part: str = "") -> bytes | None:
-        """The raw message (or ``part``, e.g. "HEADER"), without setting \\Seen."""
+    async def body(self, uid: int, part: str = "", octets: int | None = None) -> bytes | None:
+        """The raw message (or ``part``, e.g. "HEADER", "2.1"), without setting \\Seen;
+        with ``octets``, its first that many octets only (a partial FETCH: the server
+        sends no more)."""
+        partial = f"<0.{octets}>" if octets is not None else ""
         response = await self._run(
-            "fetch", self.client.uid("fetch", str(uid), f"(UID BODY.PEEK[{part}])")
+            "fetch", self.client.uid("fetch", str(uid), f"(UID BODY.PEEK[{part}]{partial})")
         )
         for line in response.lines:
             if isinstance(line, bytearray):

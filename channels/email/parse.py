@@ -88,11 +88,24 @@ def _attachment_type(mime: str) -> str:
     return major if major in ("image", "video", "audio") else "document"
 
 
-def _attachments(msg: EmailMessage, message_id: str) -> list[Attachment]:
+def imap_sections(msg: Message, number: str = "") -> list[tuple[str, Message]]:
+    """Every leaf part with its IMAP section number (RFC 3501 6.4.5 FETCH BODY[<section>]):
+    a multipart's children are 1, 2, ... (nested: 2.1), a single-part message's body is 1.
+    A ``message/rfc822`` part is one leaf (a forwarded mail, fetched whole)."""
+    if msg.get_content_maintype() == "multipart" and isinstance(msg.get_payload(), list):
+        out: list[tuple[str, Message]] = []
+        for index, child in enumerate(msg.get_payload(), 1):
+            if isinstance(child, Message):
+                out += imap_sections(child, f"{number}.{index}" if number else str(index))
+        return out
+    return [(number or "1", msg)]
+
+
+def _attachments(msg: EmailMessage, part_prefix: str) -> list[Attachment]:
+    """Each attachment's metadata; its id is ``part_prefix`` + its IMAP section, so the
+    adapter fetches it from the server when it is needed (``channels.email.attachments``)."""
     found: list[Attachment] = []
-    for index, part in enumerate(msg.walk()):
-        if part.is_multipart():
-            continue
+    for section, part in imap_sections(msg):
         disposition = part.get_content_disposition()
         filename = part.get_filename()
         named = disposition == "attachment" or filename is not None
@@ -102,7 +115,7 @@ def _attachments(msg: EmailMessage, message_id: str) -> list[Attachment]:
         mime = part.get_content_type()
         found.append(
             Attachment(
-                id=f"{message_id}/{index}",
+                id=f"{part_prefix}{section}",
                 type=_attachment_type(mime),
                 name=filename,
                 size=len(payload) if isinstance(payload, bytes) else None,
@@ -209,9 +222,11 @@ def body_text(msg: EmailMessage, max_text: int = MAX_TEXT) -> tuple[str, str]:
     return mine, quoted
 
 
-def parse(raw: bytes, fallback_id: str, max_text: int = MAX_TEXT) -> ParsedMail:
+def parse(raw: bytes, fallback_id: str, max_text: int = MAX_TEXT,
+          part_prefix: str = "") -> ParsedMail:
     """Parse one message; ``fallback_id`` names it when it has no Message-ID;
-    ``max_text``: characters of its body that are read."""
+    ``max_text``: characters of its body that are read; ``part_prefix`` starts each
+    attachment's id (the receiver's ``<uidvalidity>:<uid>/``)."""
     try:
         msg = BytesParser(policy=email.policy.default).parsebytes(raw)
     except Exception as err:  # the parser is lenient; anything it raises is bad mail
@@ -239,7 +254,7 @@ def parse(raw: bytes, fallback_id: str, max_text: int = MAX_TEXT) -> ParsedMail:
         references=message_ids(str(msg.get("References", ""))),
         text=text,
         quoted=quoted,
-        attachments=_attachments(msg, message_id),
+        attachments=_attachments(msg, part_prefix),
         auth_results=[str(v) for v in msg.get_all("Authentication-Results", [])],
         list_id=str(msg["List-Id"]) if msg.get("List-Id") else None,
         automated=(auto not in ("", "no")) or precedence in _AUTO_PRECEDENCE,

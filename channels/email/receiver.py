@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from channels.base import SKIPPED_KEY, CursorStore, InboundSink
+from channels.email.attachments import part_prefix
 from channels.email.authresults import verdict
 from channels.email.compose import is_reply_message_id
 from channels.email.imap import ImapSession
@@ -232,7 +233,8 @@ class Receiver:
             return None
         try:
             mail = parse(raw, fallback_id=stand_in_id(uidvalidity, uid),
-                         max_text=self.settings.max_text_chars)
+                         max_text=self.settings.max_text_chars,
+                         part_prefix=part_prefix(uidvalidity, uid))
             judged = verdict(
                 mail.auth_results, mail.from_address, self.settings.trusted_authserv_ids
             )

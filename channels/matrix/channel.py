@@ -35,12 +35,13 @@ from channels.base import (
 )
 from channels.errors import PermanentError, TransientError
 from channels.matrix.errors import map_error, network_error
+from channels.matrix.media import download
 from channels.matrix.normalize import BotIdentity
 from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks, utf8_len
 from channels.matrix.session import Session, load_session, save_session
 from channels.matrix.settings import MatrixSettings
 from channels.matrix.syncer import SYNC_GRACE, Syncer
-from channels.models import Outbound
+from channels.models import Attachment, Outbound
 
 if TYPE_CHECKING:
     from typing import Self
@@ -140,6 +141,19 @@ class MatrixChannel(Channel):
             access_token=SecretStr(token) if token else None,
             password=SecretStr(password) if password else None,
         )  # fmt: skip
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The file of an ``m.image``/``m.audio``/``m.video``/``m.file`` event from the
+        media repository, decrypted when it came from an encrypted room."""
+        token = self._client.access_token
+        if not token:  # not started yet: the stored session, else the configured token
+            stored = load_session(self.store_dir, self.settings.homeserver,
+                                  self.settings.user_id)
+            secret = stored.access_token if stored else self._access_token
+            token = secret.get_secret_value() if secret else ""
+        if not token:
+            raise TransientError("matrix: not logged in yet")
+        return await download(self.settings.homeserver, token, attachment, max_bytes)
 
     def _secrets(self) -> list[str]:
         return [s.get_secret_value() for s in (self._access_token, self._password) if s]

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from channels.matrix.media import attachment_url
 from channels.models import Attachment, Inbound, trim_raw
 
 #: power level Matrix clients label "Admin" (the room creator's default)
@@ -114,7 +115,7 @@ def _attachment(event_id: str, msgtype: str, content: dict[str, Any]) -> Attachm
         name=str(filename) if filename else None,
         size=size if isinstance(size, int) else None,
         mime=str(info["mimetype"]) if info.get("mimetype") else None,
-        url=str(content["url"]) if content.get("url") else None,
+        url=attachment_url(content),  # mxc://, plus the key of encrypted media
     )
 
 

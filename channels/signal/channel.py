@@ -21,8 +21,9 @@ from channels.base import (
     InboundSink,
 )
 from channels.errors import FormattingRejected
-from channels.models import Outbound
+from channels.models import Attachment, Outbound
 from channels.pools import aiohttp_connector
+from channels.signal.attachments import fetch as fetch_signal_attachment
 from channels.signal.errors import USER_ERROR, classify
 from channels.signal.events import EventStream
 from channels.signal.health import SignalHealth
@@ -108,12 +109,17 @@ class SignalChannel(Channel):
         return SignalRpc(session, self.settings.url, account=self.settings.number,
                          timeout=self.settings.request_timeout)
 
-    async def _call(self, method: str, params: dict[str, Any]) -> Any:
+    async def _call(self, method: str, params: dict[str, Any], *,
+                    max_answer: int | None = None) -> Any:
         if self._rpc is not None:
-            return await self._rpc.call(method, params)
+            return await self._rpc.call(method, params, max_answer=max_answer)
         # not started, or stopped while the outbox finishes: a session for this call only
         async with aiohttp.ClientSession(headers=self._headers()) as session:
-            return await self._rpc_on(session).call(method, params)
+            return await self._rpc_on(session).call(method, params, max_answer=max_answer)
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The file signal-cli already downloaded, by its id (``getAttachment``)."""
+        return await fetch_signal_attachment(self._call, attachment, max_bytes)
 
     def health(self) -> dict[str, Any]:
         return {**self.status.snapshot(), "receive_mode": self.settings.receive_mode}

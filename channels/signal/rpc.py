@@ -10,6 +10,7 @@ camelCase (``--quote-timestamp`` -> ``quoteTimestamp``).
 from __future__ import annotations
 
 import itertools
+import json
 from typing import Any
 
 import aiohttp
@@ -28,6 +29,20 @@ class RpcError(Exception):
         self.code = code
         self.message = message
         self.data = data
+
+
+class AnswerTooLarge(Exception):
+    """The answer went past the byte limit it was read with; reading stopped there."""
+
+
+async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The body, read in chunks, stopping (``AnswerTooLarge``) once past ``limit``."""
+    body = bytearray()
+    async for chunk in resp.content.iter_chunked(64 * 1024):
+        body += chunk
+        if len(body) > limit:
+            raise AnswerTooLarge(f"answer over {limit} bytes")
+    return bytes(body)
 
 
 class SignalRpc:
@@ -53,11 +68,14 @@ class SignalRpc:
     def __repr__(self) -> str:
         return f"SignalRpc(url={self._url!r})"
 
-    async def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+    async def call(self, method: str, params: dict[str, Any] | None = None, *,
+                   max_answer: int | None = None) -> Any:
         """Call ``method``; return its ``result``. Raises ``RpcError`` for a JSON-RPC
         error, ``NetworkError`` when the daemon cannot be reached, ``MaybeSent`` when it
         failed after the request was written (dropped, timed out, 5xx), and
-        ``PermanentError`` when it refuses the request itself (4xx: wrong Host, path)."""
+        ``PermanentError`` when it refuses the request itself (4xx: wrong Host, path).
+        With ``max_answer``, an answer longer than that many bytes is not read to its
+        end: ``AnswerTooLarge``."""
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": str(next(self._ids))}
         merged = dict(params or {})
         if self._account is not None:
@@ -74,7 +92,10 @@ class SignalRpc:
                                          f"signal-cli answered HTTP {resp.status}")
                 if resp.status == 201:  # a notification: no answer by design
                     return None
-                answer = await resp.json(content_type=None)
+                if max_answer is None:
+                    answer = await resp.json(content_type=None)
+                else:
+                    answer = json.loads(await _read_capped(resp, max_answer))
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
             # never connected: nothing was sent
             raise NetworkError(f"signal-cli unreachable ({type(error).__name__})") from None

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from gateway.config.media import MediaConfig
 from gateway.config.tasks import TasksConfig
 from gateway.config.tools import ToolsConfig
 from gateway.config.usage import UsageConfig
@@ -288,6 +289,8 @@ class Settings(Section):
     tasks: TasksConfig = TasksConfig()
     #: ``[tools]``: the sandbox per group and the tool host (``gateway.toolhost``)
     tools: ToolsConfig = ToolsConfig()
+    #: ``[media]``: received files; voice transcription (``gateway.config.media``)
+    media: MediaConfig = MediaConfig()
     #: ``[identities.<name>]``: people whose accounts on several channels the operator
     #: linked (the ``/link`` flow adds links in Redis; these always hold)
     identities: dict[str, IdentityConfig] = Field(default_factory=dict)

@@ -106,6 +106,7 @@ from gateway.queue.scripts import (
     encode_entry,
     parse_entry,
 )
+from gateway.queue.transcribe import TRANSCRIBE_JOB, enqueue_transcribe, transcribe_queue
 
 __all__ = [
     "CONSOLIDATE_JOB",
@@ -119,6 +120,7 @@ __all__ = [
     "LOCK_LOST",
     "OUTBOX_GROUP",
     "REDACT_JOB",
+    "TRANSCRIBE_JOB",
     "TURN_STATE_TTL",
     "Budget",
     "Counter",
@@ -142,11 +144,13 @@ __all__ = [
     "enqueue_drain",
     "enqueue_group_job",
     "enqueue_job",
+    "enqueue_transcribe",
     "events",
     "job_queue",
     "parse_entry",
     "period_ids",
     "read_event",
     "refused_write",
+    "transcribe_queue",
     "worker_queues",
 ]

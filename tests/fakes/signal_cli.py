@@ -9,7 +9,9 @@ source and ``man/signal-cli-jsonrpc.5``):
   account, -1 user error, -4 untrusted key, -5 rate limit, -32603 internal), HTTP 201
   with no body for a notification. Methods: ``send`` (recipient/groupId, message,
   textStyle, quoteTimestamp/quoteAuthor; result ``{"timestamp", "results"}``),
-  ``sendTyping``, ``version``.
+  ``sendTyping``, ``version``, ``getAttachment`` (``id``; result ``{"data": <base64>}``
+  of a file the daemon downloaded on receipt, ``attachments``; an unknown id is the
+  user error "Could not find attachment with ID: <id>", as ``GetAttachmentCommand``).
 * ``GET /api/v1/events``: ``text/event-stream``; each received message as
   ``event:receive`` + ``data:<json>`` with NO ``id:`` line, and a ``:`` keep-alive
   comment every ``keepalive`` seconds (signal-cli: 15).
@@ -30,6 +32,7 @@ daemon (401 without ``Authorization: <auth>``).
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import time
@@ -46,6 +49,8 @@ PROXY_AUTH = "Bearer proxy-s3cret-signal-0123456789"
 VERSION = "0.13.18"
 
 USER_ERROR, UNTRUSTED_KEY_ERROR, RATELIMIT_ERROR = -1, -4, -5
+#: answers longer than this are streamed in chunks (``FakeSignalCli.written``)
+STREAM_OVER = 256 * 1024
 _STYLE = re.compile(r"(\d+):(\d+):(.+)")
 _STYLES = {"BOLD", "ITALIC", "SPOILER", "STRIKETHROUGH", "MONOSPACE"}
 
@@ -116,6 +121,8 @@ class FakeSignalCli:
     #: events received while nobody listened, in on-start mode: gone for good
     dropped: list[dict[str, Any]] = field(default_factory=list)
     failures: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: attachment id -> bytes: what the daemon downloaded with the messages it received
+    attachments: dict[str, bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -125,6 +132,8 @@ class FakeSignalCli:
         self._changed = asyncio.Condition()
         self._last_ts = 0
         self.connections = 0
+        #: bytes of the last streamed (long) answer the client read before it hung up
+        self.written = 0
         self._drops: dict[str, int] = {}
         #: ``idle.seconds``: keep-alive connections idle longer are reset (tests/fakes/idle)
         self.idle = IdleTimeout()
@@ -272,7 +281,27 @@ class FakeSignalCli:
             self._drops[method] -= 1
             assert request.transport is not None
             request.transport.close()  # done, but the client never hears of it
-        return web.json_response(answer) if answer is not None else web.Response(status=201)
+        if answer is None:
+            return web.Response(status=201)
+        body = json.dumps(answer).encode()
+        if len(body) <= STREAM_OVER:
+            return web.json_response(answer)
+        return await self._stream(request, body)
+
+    async def _stream(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        """A long answer written in chunks, counting what the client took before it hung
+        up (``written``): a client that stops reading at a cap shows it here."""
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.content_length = len(body)
+        await response.prepare(request)
+        self.written = 0
+        try:
+            for start in range(0, len(body), 64 * 1024):
+                await response.write(body[start:start + 64 * 1024])
+                self.written += len(body[start:start + 64 * 1024])
+        except (ConnectionError, RuntimeError):
+            pass  # the client closed the connection
+        return response
 
     def _one(self, request: Any) -> dict[str, Any] | None:
         if not isinstance(request, dict) or not isinstance(request.get("method"), str):
@@ -310,7 +339,17 @@ class FakeSignalCli:
             return {}
         if method == "send":
             return self._send(params)
+        if method == "getAttachment":
+            return self._get_attachment(params)
         raise _RpcFailure({"code": -32601, "message": "Method not implemented", "data": None})
+
+    def _get_attachment(self, params: dict[str, Any]) -> dict[str, str]:
+        attachment_id = params.get("id")
+        if attachment_id is None:
+            raise _RpcFailure(user_error("Missing attachment id parameter"))
+        if attachment_id not in self.attachments:
+            raise _RpcFailure(user_error(f"Could not find attachment with ID: {attachment_id}"))
+        return {"data": base64.b64encode(self.attachments[attachment_id]).decode("ascii")}
 
     def _recipients(self, params: dict[str, Any]) -> list[tuple[str, str | None]]:
         """(recipient, group id) pairs, as signal-cli resolves them."""

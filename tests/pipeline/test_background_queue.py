@@ -140,7 +140,7 @@ extract = true
     try:
         deadline = time.monotonic() + 60
         queues: list[list[str]] = []
-        while len(queues) < 2:
+        while len(queues) < 3:
             assert run.poll() is None and time.monotonic() < deadline, "run did not start"
             queues = []
             for pid in _children(run.pid):
@@ -148,8 +148,9 @@ extract = true
                 if "workers" in argv:
                     queues.append([argv[i + 1] for i, a in enumerate(argv) if a == "--queue"])
             time.sleep(0.2)
+        # and, transcription being on by default, one for voice notes alone (issue 28)
         assert sorted(queues) == [["pnc-drain", "pnc-drain.background"],
-                                  ["pnc-drain.background"]]
+                                  ["pnc-drain.background"], ["pnc-drain.transcribe"]]
     finally:
         run.terminate()
         run.wait(timeout=60)

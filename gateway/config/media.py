@@ -1,0 +1,52 @@
+"""``[media]``: what happens to received files; here, how voice notes become text
+(issue 28).
+
+``transcription`` picks the engine: ``"local"`` runs the bundled Whisper tiny.en model on
+the CPU in a worker (``workers/speech``), ``"openai"`` sends the audio to the provider's
+``/v1/audio/transcriptions`` (OpenAI or a compatible server at ``transcription_base_url``)
+with the key in ``transcription_key_env``, read only by the worker that transcribes;
+``"off"`` transcribes nothing. Either way the job runs on its own queue, one file at a
+time per worker process, so it never holds a turn worker.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Transcription = Literal["local", "openai", "off"]
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class MediaConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    #: "local" (CPU, bundled model), "openai" (the provider's API), "off"
+    transcription: Transcription = "local"
+    #: CPU threads one local transcription may use (CTranslate2's intra-op threads);
+    #: 1 leaves the other cores to turns and the gateway
+    transcribe_threads: int = Field(default=1, ge=1, le=64)
+    #: longest audio transcribed, seconds; a longer file is cut here (what it says past
+    #: the cut is not heard, and the transcript says so)
+    transcribe_max_seconds: int = Field(default=600, ge=1, le=4 * 3600)
+    #: seconds one transcription job may run before RQ stops it (and retries it)
+    transcribe_timeout: int = Field(default=600, ge=10)
+    #: the provider's transcription model ("openai" only)
+    transcription_model: str = "whisper-1"
+    #: a compatible server's base URL ("openai" only); empty: OpenAI's own
+    transcription_base_url: str = ""
+    #: the environment variable holding the provider key ("openai" only); the
+    #: supervisor passes it to the workers, nothing else reads it
+    transcription_key_env: str = "OPENAI_API_KEY"
+
+    @field_validator("transcription_key_env")
+    @classmethod
+    def _env_name(cls, v: str) -> str:
+        if not _ENV_NAME.fullmatch(v):
+            # never echo the value: it may be the key itself, pasted into the wrong place
+            raise ValueError("must be the NAME of an environment variable (like "
+                             "OPENAI_API_KEY), not the key itself")
+        return v

@@ -10,8 +10,9 @@ own queue (never a turn worker's), decodes the file and transcribes it with the 
     attachments/<sha256>.transcript.err   one line: why it could not be transcribed
 
 The turn reads them with ``read_transcript`` (or ``voice_note_text``, the line to show)
-and shows the text as "voice note, transcribed", at the trust of the message's sender: a transcript is that sender's words
-as a machine heard them, never instructions from elsewhere.
+and shows the text as "voice note, transcribed", at the trust of the message's sender: a
+transcript is that sender's words as a machine heard them, never instructions from
+elsewhere.
 
 Idempotent: a file that already has either sidecar is not transcribed again, so a retried
 or duplicated job costs nothing. Transient failures (the provider's 5xx, rate limits, the

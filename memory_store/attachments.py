@@ -91,9 +91,9 @@ def forget_messages(gd: GroupDirectory, message_ids: Collection[str] | None) -> 
     return removed
 
 
-def expire(gd: GroupDirectory, days: float, now: float | None = None) -> list[str]:
-    """Delete the files last received more than ``days`` ago; returns their names."""
-    path = folder(gd)
+def expire(path: Path, days: float, now: float | None = None) -> list[str]:
+    """Delete the files of the ``attachments/`` folder ``path`` last received more than
+    ``days`` ago; returns their names."""
     if not path.is_dir() or days <= 0:
         return []
     cutoff = (time.time() if now is None else now) - days * 86400

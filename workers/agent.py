@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, BinaryContent
 from pydantic_ai.exceptions import (
     ModelConnectionError,
     ModelHTTPError,
@@ -82,6 +82,8 @@ class TurnRequest:
     shared: Sequence[MemoryRecord] = ()
     #: the tool host for this group's sandbox tools (``workers.host_tools``); None: none
     host: HostLink | None = None
+    #: the batch's images, labelled, for a model that takes them (``workers.media``)
+    images: Sequence[str | BinaryContent] = ()
 
 
 @dataclass(frozen=True)
@@ -206,7 +208,7 @@ class TurnAgent:
         )
         deps.saw(results)
         result = await self._agent.run(
-            prompt.user,
+            [prompt.user, *req.images] if req.images else prompt.user,
             deps=deps,
             instructions=prompt.instructions,
             usage_limits=UsageLimits(request_limit=self._config.max_requests),

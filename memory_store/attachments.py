@@ -108,3 +108,28 @@ def expire(path: Path, days: float, now: float | None = None) -> list[str]:
                 removed.append(stored)
             side.unlink(missing_ok=True)
     return removed
+
+
+def forget_stored(gd: GroupDirectory, stored: Collection[str],
+                  name: re.Pattern[str] | None = None) -> list[str]:
+    """Delete the files named in ``stored`` and those whose original name (as any
+    message sent it) ``name`` matches, whatever messages refer to them (``/forget``).
+    Returns the removed files' names."""
+    path = folder(gd)
+    if not path.is_dir():
+        return []
+    removed: list[str] = []
+    with lock(path):
+        for side, data in sidecars(path):
+            names = [str(r.get("name", "")) for r in data.get("messages", [])
+                     if isinstance(r, dict)] + [str(data.get("name", ""))]
+            hit = data.get("stored") in stored or (
+                name is not None and any(n and name.search(n) for n in names))
+            if not hit:
+                continue
+            kept = str(data.get("stored", ""))
+            if STORED_NAME.match(kept):
+                (path / kept).unlink(missing_ok=True)
+                removed.append(kept)
+            side.unlink(missing_ok=True)
+    return removed

@@ -12,17 +12,17 @@ from pathlib import Path
 import redis
 
 from tests.channels.kit import eventually
-from tests.media.files import exe, pdf, png
+from tests.media.files import exe, pdf, png, png_bomb
 from tests.media.stack import ALICE, FILE_CAP, STRANGER, dm, media_stack
 
 
 async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -> None:
-    image, doc, tool = png(), pdf(), exe()
+    image, doc, tool, bomb = png(), pdf(), exe(), png_bomb()
     big = pdf() + b"%" * (FILE_CAP + 10)
     async with media_stack(tmp_path) as stack:
         fake = stack.fake
         fake.files.update({"ph1": image, "doc1": doc, "exe1": tool, "big1": big,
-                           "spy1": image})
+                           "spy1": image, "bomb1": bomb})
         await stack.start_in_loop()
         await fake.enqueue(dm(601, ALICE, caption="what is in this picture?",
                               photo=("ph1", image)))
@@ -33,7 +33,8 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
         await fake.enqueue(dm(604, ALICE, caption="and this big one?",
                               document=("big1", "big.pdf", big), state_size=False))
         await fake.enqueue(dm(605, STRANGER, caption="hi", photo=("spy1", image)))
-        await stack.answered(601, 602, 603, 604)
+        await fake.enqueue(dm(606, ALICE, caption="and this one?", photo=("bomb1", bomb)))
+        await stack.answered(601, 602, 603, 604, 606)
 
         # the image reached the model as an image, the document as a stored file
         turns = stack.turns()
@@ -46,17 +47,19 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
         assert "'report.pdf'" in prompt  # the name, as data
         assert "not kept: it is a file type I don't accept" in prompt
         assert f"not kept: it is over the {FILE_CAP / 1e6:g} MB limit" in prompt
+        assert "not kept: it is an image too large to open" in prompt  # the PNG bomb
         assert stack.attachments() == sorted([f"{image_sha}.png", f"{image_sha}.json",
                                               f"{doc_sha}.pdf", f"{doc_sha}.json"])
 
         # one short reply per refused file, besides the model's answer
         async def told() -> bool:
-            return bool(stack.replies_to(603)) and bool(stack.replies_to(604))
+            return all(stack.replies_to(m) for m in (603, 604, 606))
 
         await eventually(told, timeout=30)
         assert any("tool.pdf" in t and "file type I don't accept" in t
                    for t in stack.replies_to(603))
         assert any("big.pdf" in t and "limit" in t for t in stack.replies_to(604))
+        assert any("image too large to open" in t for t in stack.replies_to(606))
         assert fake.downloads.count("documents/big1") == 0  # refused at getFile
         assert sum("couldn't take" in t for t in stack.replies_to(603)) == 1
 

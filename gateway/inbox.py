@@ -151,6 +151,9 @@ class Inbox:
             return route
         if route.disposition is Disposition.CHANGE:
             # an edit/deletion: never a turn of its own (gateway/changes.py)
+            if msg.kind == "deletion" and msg.original_id:  # maybe held for its files
+                await self.hold.note_deleted(route.group, msg.account, msg.original_id,
+                                             self._cfg.queue.dedupe_ttl)
             outcome = await apply_change(self._q, msg, route.group,
                                          dedupe_ttl=self._cfg.queue.dedupe_ttl)
             if outcome == "recorded":  # memory may hold the message: apply it there

@@ -115,11 +115,22 @@ class MediaJob:
         """Download, push and release the group's held messages, head first."""
         while (held := await self.hold.head(group)) is not None:
             msg = self._message(group, held)
-            if msg is not None:
+            if msg is not None and not await self._deleted(group, msg):
                 msg = await self.fetch_all(group, msg)
-                await self._push(group, msg, held.disposition)
+                if not await self._deleted(group, msg):  # deleted while downloading
+                    await self._push(group, msg, held.disposition)
             if not await self.hold.release(group, held):
                 return
+
+    async def _deleted(self, group: str, msg: Inbound) -> bool:
+        """Deleted on its platform while held: never pushed, its files removed."""
+        if not await self.hold.was_deleted(group, msg.account, msg.message_id):
+            return False
+        log.info("held message %s in %s was deleted; dropped", msg.message_id, group)
+        gd = self.files.existing(group)
+        if gd is not None:
+            await asyncio.to_thread(files.forget_messages, gd, [msg.message_id])
+        return True
 
     def _message(self, group: str, held: Held) -> Inbound | None:
         try:

@@ -221,3 +221,8 @@ class Keys:
     def media_groups(self) -> str:
         """Set of groups with a non-empty ``media_hold`` list."""
         return f"{self.prefix}mediagroups"
+
+    def media_deleted(self, group: str) -> str:
+        """Set of ``<account>:<message id>`` deleted on their platform while held: the
+        media job drops them instead of letting them on."""
+        return f"{self.prefix}mediadeleted:{group}"

@@ -63,6 +63,19 @@ class MediaHold:
         data = json.loads(text)
         return Held(text, data["msg"], str(data.get("disposition", "engage")))
 
+    async def note_deleted(self, group: str, account: str, message_id: str, ttl: int
+                           ) -> None:
+        """A deletion of ``message_id`` arrived: if the group holds messages it may be
+        one of them, which must then never reach a turn."""
+        if await self.r.llen(self.keys.media_hold(group)):
+            key = self.keys.media_deleted(group)
+            await self.r.sadd(key, f"{account}:{message_id}")
+            await self.r.expire(key, ttl)
+
+    async def was_deleted(self, group: str, account: str, message_id: str) -> bool:
+        return bool(await self.r.sismember(self.keys.media_deleted(group),
+                                           f"{account}:{message_id}"))
+
     async def release(self, group: str, held: Held) -> bool:
         """Drop ``held`` from the head; True while the group holds more."""
         return bool(await self._s["media_release"](

@@ -9,8 +9,10 @@ import hashlib
 import json
 from pathlib import Path
 
+import pytest
 import redis
 
+from channels.models import Inbound
 from tests.channels.kit import eventually
 from tests.media.files import exe, pdf, png, png_bomb
 from tests.media.stack import ALICE, FILE_CAP, STRANGER, dm, media_stack
@@ -69,6 +71,7 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
         assert stack.attachments(STRANGER) == []
 
 
+@pytest.mark.slow  # two gateway processes start: 13-25 s on a loaded machine
 async def test_gateway_killed_between_ack_and_download(tmp_path: Path) -> None:
     image = png(color=(10, 200, 10))
     sha = hashlib.sha256(image).hexdigest()
@@ -101,3 +104,25 @@ async def test_gateway_killed_between_ack_and_download(tmp_path: Path) -> None:
         assert [t["ids"] for t in turns] == [["609"]]  # one turn, after the download
         assert turns[0]["images"] == [{"media_type": "image/png", "sha256": sha}]
         assert len(stack.replies_to(609)) == 1
+
+
+async def test_a_message_deleted_while_its_file_downloads_never_reaches_a_turn(
+        tmp_path: Path) -> None:
+    image = png(color=(1, 2, 3))
+    async with media_stack(tmp_path) as stack:
+        fake = stack.fake
+        fake.files["ph7"] = image
+        fake.hold_downloads = True
+        await stack.start_in_loop()
+        assert stack.gateway is not None and stack.gateway.inbox is not None
+        await fake.enqueue(dm(701, ALICE, caption="oops, wrong chat", photo=("ph7", image)))
+        await asyncio.wait_for(fake.download_started.wait(), timeout=30)
+        await fake.enqueue(dm(702, ALICE, caption="hello again", photo=None))
+        deletion = Inbound(channel="telegram", chat_id=str(ALICE), is_group=False,
+                           sender_id=str(ALICE), sender_name="user", message_id="701:del",
+                           text="", kind="deletion", original_id="701")
+        assert await stack.gateway.inbox.accept(deletion) == "recorded"
+        fake.hold_downloads = False
+        await stack.answered(702)
+        assert all("701" not in t["ids"] for t in stack.turns())
+        assert stack.attachments() == []

@@ -25,9 +25,8 @@ from channels.discord.places import Places
 from channels.discord.render import MAX_MESSAGE_LEN, render
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace
-from channels.download import fetch_capped, host_of
 from channels.errors import NetworkError, PermanentError
-from channels.models import Attachment, Inbound, Outbound
+from channels.models import Inbound, Outbound
 from channels.retry import retrying
 
 log = logging.getLogger(__name__)
@@ -51,7 +50,7 @@ class _Pending:
     unresolved: bool
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(endpoint.CdnFiles, Channel):
     """One Discord bot account.
 
     Receiving: the gateway websocket (discord.py ``Client``) with the guilds,
@@ -434,15 +433,6 @@ class DiscordChannel(Channel):
         except CALL_ERRORS as exc:
             raise map_error(exc) from None
         return str(sent.id)
-
-    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
-        """The attachment's signed CDN URL (no token needed), from Discord's CDN hosts
-        (or the configured API origin) only (``channels.download``)."""
-        if not attachment.url:
-            raise PermanentError("no_url", "discord attachment without url")
-        hosts = {"cdn.discordapp.com", "media.discordapp.net",
-                 host_of(self.settings.api_base_url) or "discord.com"}
-        return await fetch_capped(attachment.url, max_bytes, hosts=hosts)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """``POST /channels/{id}/typing``: shows "typing..." for about 10 s."""

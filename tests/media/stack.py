@@ -30,7 +30,18 @@ STRANGER = 444555666  # a DM under pairing, never approved
 FILE_CAP = 100_000
 
 
-def config(path: Path, url: str, fake: FakeTelegram) -> Path:
+def telegram_tables(fake: FakeTelegram) -> str:
+    return f"""
+[channels.telegram]
+base_url = "{fake.base_url}"
+base_file_url = "{fake.base_file_url}"
+poll_timeout = 1
+backoff_initial = 0.05
+backoff_max = 0.5
+"""
+
+
+def config(path: Path, url: str, tables: str, allow: str = f"telegram:{ALICE}") -> Path:
     path.write_text(f"""
 data_dir = "data"
 [redis]
@@ -49,16 +60,10 @@ lock_ttl = 2
 sweep_interval = 0.3
 [policy]
 dm = "pairing"
-allow = ["telegram:{ALICE}"]
+allow = ["{allow}"]
 [media]
 max_file_bytes = {FILE_CAP}
-[channels.telegram]
-base_url = "{fake.base_url}"
-base_file_url = "{fake.base_file_url}"
-poll_timeout = 1
-backoff_initial = 0.05
-backoff_max = 0.5
-""", encoding="utf-8")
+{tables}""", encoding="utf-8")
     return path
 
 
@@ -85,6 +90,20 @@ def dm(message_id: int, sender: int, *, caption: str | None = None,
     return {"message": msg}
 
 
+def turns(url: str) -> list[dict[str, Any]]:
+    """What the image-taking scripted model saw, turn by turn."""
+    with redis.Redis.from_url(url) as r:
+        return [json.loads(t) for t in r.lrange("test:media_turns", 0, -1)]
+
+
+async def answered(url: str, *message_ids: str, timeout: float = 60) -> None:
+    async def all_in() -> bool:
+        seen = {i for t in turns(url) for i in t["ids"]}
+        return all(m in seen for m in message_ids)
+
+    await eventually(all_in, timeout=timeout)
+
+
 @dataclass
 class Stack:
     fake: FakeTelegram
@@ -96,8 +115,7 @@ class Stack:
     logs: list[Path] = field(default_factory=list)
 
     def turns(self) -> list[dict[str, Any]]:
-        with redis.Redis.from_url(self.url) as r:
-            return [json.loads(t) for t in r.lrange("test:media_turns", 0, -1)]
+        return turns(self.url)
 
     def attachments(self, chat: int = ALICE) -> list[str]:
         folder = self.data / "groups" / "telegram" / str(chat) / "attachments"
@@ -110,11 +128,7 @@ class Stack:
                 if (s.get("reply_parameters") or {}).get("message_id") == message_id]
 
     async def answered(self, *message_ids: int, timeout: float = 60) -> None:
-        async def all_in() -> bool:
-            seen = {i for t in self.turns() for i in t["ids"]}
-            return all(str(m) in seen for m in message_ids)
-
-        await eventually(all_in, timeout=timeout)
+        await answered(self.url, *map(str, message_ids), timeout=timeout)
 
     async def start_in_loop(self) -> None:
         self.gateway = Gateway(load_config(self.config_path), self.url, env=env(),
@@ -157,7 +171,7 @@ async def media_stack(tmp_path: Path) -> AsyncIterator[Stack]:
     await fake.start()
     try:
         with valkey(tmp_path) as url:
-            path = config(tmp_path / "pynanoclaw.toml", url, fake)
+            path = config(tmp_path / "pynanoclaw.toml", url, telegram_tables(fake))
             with worker(path, url, {"PNC_TEST_REDIS_URL": url}):
                 stack = Stack(fake, url, path, tmp_path / "data")
                 try:

@@ -29,6 +29,9 @@ from gateway.media.store import Received, put, used_bytes
 
 log = logging.getLogger(__name__)
 
+#: ``PermanentError.reason`` of ``Channel.fetch_attachment``'s default: the adapter
+#: cannot download (yet); its files stay metadata, and nobody is told they were refused
+NOT_DOWNLOADABLE = "not downloadable"
 #: first and longest wait between two tries of a download, seconds
 RETRY_FIRST = 0.5
 RETRY_MAX = 30.0
@@ -75,7 +78,13 @@ async def fetch_one(cfg: MediaConfig, groupfiles: GroupFiles, group: str,
         data = await download(channel, att, cfg.max_file_bytes, cfg.attempts)
     except AttachmentTooLarge:
         return refuse(f"it is over the {_mb(cfg.max_file_bytes)} limit")
-    except (PermanentError, TransientError) as err:
+    except PermanentError as err:
+        if err.reason == NOT_DOWNLOADABLE:  # the adapter has no download: metadata only
+            return att
+        log.warning("download of attachment %s of %s in %s failed: %s", att.id,
+                    came.message_id, group, err)
+        return refuse("I could not download it")
+    except TransientError as err:
         log.warning("download of attachment %s of %s in %s failed: %s", att.id,
                     came.message_id, group, err)
         return refuse("I could not download it")
@@ -87,7 +96,7 @@ async def fetch_one(cfg: MediaConfig, groupfiles: GroupFiles, group: str,
         return refuse(f"it is {err}")
     if sniffed.mime not in cfg.allowed_types:
         return refuse("it is a file type I don't accept")
-    used = await asyncio.to_thread(used_bytes, groupfiles, group)
+    used = await asyncio.to_thread(used_bytes, groupfiles, group, data)
     if used + len(data) > cfg.max_group_bytes:
         return refuse(f"this chat's files are at their {_mb(cfg.max_group_bytes)} limit")
     stored = await asyncio.to_thread(put, groupfiles, group, data, sniffed, came)

@@ -69,7 +69,11 @@ def put(groupfiles: GroupFiles, group: str, data: bytes, sniffed: Sniffed,
     return Stored(sha, stored, len(data), sniffed)
 
 
-def used_bytes(groupfiles: GroupFiles, group: str) -> int:
-    """Bytes of files stored for ``group`` (its sidecars' sizes)."""
-    return sum(int(d.get("size", 0) or 0)
-               for _, d in files.sidecars(groupfiles.attachments(group)))
+def used_bytes(groupfiles: GroupFiles, group: str, adding: bytes = b"") -> int:
+    """Bytes of files stored for ``group`` (its sidecars' sizes); with ``adding``, minus
+    that file's own if it is stored already (storing it again takes no room)."""
+    path = groupfiles.attachments(group)
+    used = sum(int(d.get("size", 0) or 0) for _, d in files.sidecars(path))
+    if adding and (path / f"{hashlib.sha256(adding).hexdigest()}.json").is_file():
+        used -= len(adding)
+    return used

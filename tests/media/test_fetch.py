@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from channels.local import LocalChannel
 from channels.models import Attachment
 from gateway.config.media import MediaConfig
 from gateway.groupfiles import GroupFiles
@@ -63,6 +64,21 @@ async def test_caps_and_types(tmp_path: Path) -> None:
                                  Attachment(id="doc", type="document"), _came("4"))
         assert first.stored is not None
         assert second.refused is not None and "chat's files" in second.refused
+        again = await fetch_one(group_cap, gf, GROUP, h.channel,  # the same bytes: no room
+                                Attachment(id="ph", type="image"), _came("5"))
+        assert again.stored == first.stored
+
+
+async def test_an_adapter_without_downloads_leaves_metadata_and_tells_nobody(
+        tmp_path: Path) -> None:
+    channel = LocalChannel("redis://127.0.0.1:9")  # the local console has no files
+    att = Attachment(id="x", type="image", name="cat.png")
+    try:
+        got = await fetch_one(MediaConfig(), GroupFiles(tmp_path), "local:ann", channel, att,
+                              _came("1"))
+    finally:
+        await channel.stop()
+    assert got == att  # neither stored nor refused: no "couldn't take" reply
 
 
 def test_retention_deletes_files_last_received_long_ago(tmp_path: Path) -> None:

@@ -64,7 +64,8 @@ async def test_caps_and_types(tmp_path: Path) -> None:
                                  Attachment(id="doc", type="document"), _came("4"))
         assert first.stored is not None
         assert second.refused is not None and "chat's files" in second.refused
-        again = await fetch_one(group_cap, gf, GROUP, h.channel,  # the same bytes: no room
+        full = MediaConfig(max_group_bytes=len(image))  # the image fills the chat's room
+        again = await fetch_one(full, gf, GROUP, h.channel,  # the same bytes: no new room
                                 Attachment(id="ph", type="image"), _came("5"))
         assert again.stored == first.stored
 

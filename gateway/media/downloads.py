@@ -116,7 +116,9 @@ class MediaJob:
         while (held := await self.hold.head(group)) is not None:
             msg = self._message(group, held)
             if msg is not None and not await self._deleted(group, msg):
-                msg = await self.fetch_all(group, msg)
+                # only a message addressed to the bot is answered about its files: a
+                # group's passing chatter gets no "couldn't take" replies
+                msg = await self.fetch_all(group, msg, tell=held.disposition == "engage")
                 if not await self._deleted(group, msg):  # deleted while downloading
                     await self._push(group, msg, held.disposition)
             if not await self.hold.release(group, held):
@@ -139,8 +141,9 @@ class MediaJob:
             log.error("dropping a malformed held message in %s: %s", group, err)
             return None
 
-    async def fetch_all(self, group: str, msg: Inbound) -> Inbound:
-        """``msg`` with each attachment stored or refused; tells the sender once."""
+    async def fetch_all(self, group: str, msg: Inbound, *, tell: bool = True) -> Inbound:
+        """``msg`` with each attachment stored or refused; with ``tell``, tells the
+        sender once about the refused ones."""
         channel = self._channels.get((msg.channel, msg.account))
         came = Received(msg.channel, msg.message_id, None, msg.received_at.timestamp())
         out: list[Attachment] = []
@@ -151,7 +154,7 @@ class MediaJob:
                                                came.received))
             out.append(att)
         refused = [a for a in out if a.refused]
-        if refused:
+        if refused and tell:
             await self._tell(msg, refused)
         return msg.model_copy(update={"attachments": out})
 

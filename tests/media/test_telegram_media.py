@@ -17,6 +17,8 @@ from tests.channels.kit import eventually
 from tests.media.files import exe, pdf, png, png_bomb
 from tests.media.stack import ALICE, FILE_CAP, STRANGER, dm, media_stack
 
+GROUP_CHAT = -1005550001
+
 
 async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -> None:
     image, doc, tool, bomb = png(), pdf(), exe(), png_bomb()
@@ -24,7 +26,7 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
     async with media_stack(tmp_path) as stack:
         fake = stack.fake
         fake.files.update({"ph1": image, "doc1": doc, "exe1": tool, "big1": big,
-                           "spy1": image, "bomb1": bomb})
+                           "spy1": image, "bomb1": bomb, "gexe": tool})
         await stack.start_in_loop()
         await fake.enqueue(dm(601, ALICE, caption="what is in this picture?",
                               photo=("ph1", image)))
@@ -36,6 +38,9 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
                               document=("big1", "big.pdf", big), state_size=False))
         await fake.enqueue(dm(605, STRANGER, caption="hi", photo=("spy1", image)))
         await fake.enqueue(dm(606, ALICE, caption="and this one?", photo=("bomb1", bomb)))
+        chatter = dm(607, ALICE, caption="passing by", document=("gexe", "g.pdf", tool))
+        chatter["message"]["chat"] = {"id": GROUP_CHAT, "title": "T", "type": "supergroup"}
+        await fake.enqueue(chatter)  # a group message not addressed to the bot
         await stack.answered(601, 602, 603, 604, 606)
 
         # the image reached the model as an image, the document as a stored file
@@ -65,6 +70,14 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
         assert fake.downloads.count("documents/big1") == 0  # refused at getFile
         assert sum("couldn't take" in t for t in stack.replies_to(603)) == 1
 
+        # the group's passing chatter: its file refused quietly (no reply to it)
+        with redis.Redis.from_url(stack.url) as r:
+            async def drained() -> bool:
+                return not r.exists(f"pnc:mediahold:telegram:{GROUP_CHAT}")
+
+            await eventually(drained, timeout=30)
+        assert any(p.get("file_id") == "gexe" for m, p in fake.calls if m == "getFile")
+        assert stack.replies_to(607) == []
         # the stranger got a pairing code; their file was never asked for
         assert not any(p.get("file_id") == "spy1" for m, p in fake.calls if m == "getFile")
         assert not any(d.endswith("spy1") for d in fake.downloads)

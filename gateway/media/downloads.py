@@ -3,8 +3,9 @@ the messages on to their mailbox (``gateway.queue.media`` holds them, in order).
 
 It runs in the gateway because the download needs the channel's token. Each group is
 drained by one task at a time, head first: fetch and store every attachment
-(``gateway.media.fetch``), tell the sender once about a file not kept (a reply whose id
-derives from the message's dedupe id, so a redo after a crash sends nothing twice),
+(``gateway.media.fetch``), tell the sender once about a file refused by a cap or its
+type (a reply whose id derives from the message's dedupe id, so a redo after a crash
+sends nothing twice; a file the platform would not give is only noted for the model),
 push the message with its attachments' ``stored``/``refused`` filled in, release it.
 The inbox ``wake``s it for a new hold; a restart finds what a killed gateway left.
 Once an hour it also deletes files past ``[media] retention_days``.
@@ -27,7 +28,7 @@ from channels.base import Channel
 from channels.models import Attachment, Inbound, Outbound
 from gateway.config import GatewayConfig
 from gateway.groupfiles import GroupFiles
-from gateway.media.fetch import fetch_one
+from gateway.media.fetch import DOWNLOAD_FAILED, fetch_one
 from gateway.media.store import Received
 from gateway.queue import Keys, events
 from gateway.queue.media import Held, MediaHold
@@ -153,7 +154,7 @@ class MediaJob:
                                       Received(came.channel, came.message_id, att.name,
                                                came.received))
             out.append(att)
-        refused = [a for a in out if a.refused]
+        refused = [a for a in out if a.refused and a.refused != DOWNLOAD_FAILED]
         if refused and tell:
             await self._tell(msg, refused)
         return msg.model_copy(update={"attachments": out})

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 #: ``PermanentError.reason`` of ``Channel.fetch_attachment``'s default: the adapter
 #: cannot download (yet); its files stay metadata, and nobody is told they were refused
 NOT_DOWNLOADABLE = "not downloadable"
+#: ``Attachment.refused`` of a file the platform would not give (gone, or failing past
+#: every try): the model is told; the sender is not, as nothing they did caused it
+DOWNLOAD_FAILED = "I could not download it"
 #: first and longest wait between two tries of a download, seconds
 RETRY_FIRST = 0.5
 RETRY_MAX = 30.0
@@ -71,7 +74,7 @@ async def fetch_one(cfg: MediaConfig, groupfiles: GroupFiles, group: str,
         return att.model_copy(update={"refused": why})
 
     if channel is None:
-        return refuse("I could not download it")
+        return refuse(DOWNLOAD_FAILED)
     if att.size is not None and att.size > cfg.max_file_bytes:
         return refuse(f"it is over the {_mb(cfg.max_file_bytes)} limit")
     try:
@@ -83,11 +86,11 @@ async def fetch_one(cfg: MediaConfig, groupfiles: GroupFiles, group: str,
             return att
         log.warning("download of attachment %s of %s in %s failed: %s", att.id,
                     came.message_id, group, err)
-        return refuse("I could not download it")
+        return refuse(DOWNLOAD_FAILED)
     except TransientError as err:
         log.warning("download of attachment %s of %s in %s failed: %s", att.id,
                     came.message_id, group, err)
-        return refuse("I could not download it")
+        return refuse(DOWNLOAD_FAILED)
     if len(data) > cfg.max_file_bytes:  # an adapter that read past the cap
         return refuse(f"it is over the {_mb(cfg.max_file_bytes)} limit")
     try:

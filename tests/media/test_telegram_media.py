@@ -41,7 +41,9 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
         chatter = dm(607, ALICE, caption="passing by", document=("gexe", "g.pdf", tool))
         chatter["message"]["chat"] = {"id": GROUP_CHAT, "title": "T", "type": "supergroup"}
         await fake.enqueue(chatter)  # a group message not addressed to the bot
-        await stack.answered(601, 602, 603, 604, 606)
+        # a file Telegram no longer has: noted for the model, the sender is not told
+        await fake.enqueue(dm(608, ALICE, caption="still there?", photo=("gone1", image)))
+        await stack.answered(601, 602, 603, 604, 606, 608)
 
         # the image reached the model as an image, the document as a stored file
         turns = stack.turns()
@@ -78,6 +80,12 @@ async def test_files_reach_the_turn_and_refusals_get_one_reply(tmp_path: Path) -
             await eventually(drained, timeout=30)
         assert any(p.get("file_id") == "gexe" for m, p in fake.calls if m == "getFile")
         assert stack.replies_to(607) == []
+        assert "not kept: I could not download it" in prompt
+        async def acked_608() -> bool:  # the turn's reply comes after any refusal of 608
+            return any("608" in s["text"] and "ack" in s["text"] for s in fake.sent)
+
+        await eventually(acked_608, timeout=30)
+        assert not any("couldn't take" in t for t in stack.replies_to(608))
         # the stranger got a pairing code; their file was never asked for
         assert not any(p.get("file_id") == "spy1" for m, p in fake.calls if m == "getFile")
         assert not any(d.endswith("spy1") for d in fake.downloads)

@@ -98,6 +98,7 @@ class MediaJob:
                 task.cancel()  # its entry stays at the head: the next start redoes it
 
     async def start_groups(self) -> None:
+        self._running = {g: t for g, t in self._running.items() if not t.done()}
         for group in await self.hold.groups():
             task = self._running.get(group)
             if task is None or task.done():

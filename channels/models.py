@@ -31,6 +31,15 @@ class Attachment(BaseModel):
     size: int | None = None
     mime: str | None = None
     url: str | None = None
+    #: Set by the gateway's media job before the turn sees the message: the file in the
+    #: group's ``attachments/`` (``<sha256>.<ext>``; ``mime``/``size`` then are the
+    #: sniffed ones), or why it was not kept ("too large", "type", ...).
+    stored: str | None = None
+    refused: str | None = None
+    #: Set by the media job for a stored voice note or audio file: what it said, as the
+    #: turn and the episode show it ("voice note, transcribed: ..."), or why it has no
+    #: text. The sender's words as a machine heard them: the sender's trust.
+    transcript: str | None = None
 
 
 #: What an inbound event is: a new message, an edit of an earlier one (``text`` is the

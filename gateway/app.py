@@ -30,6 +30,7 @@ from gateway.filedrop import FileDrop
 from gateway.groupfiles import GroupFiles
 from gateway.health import degraded
 from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
+from gateway.media.downloads import MediaJob
 from gateway.outbox import Outbox
 from gateway.pressure import disk_problem, redis_problems
 from gateway.queue import DeadLetters, Keys
@@ -200,6 +201,10 @@ class Gateway:
         outbox = self.outbox
         self._spawn("outbox", lambda: outbox.run(self._stop))
         self._spawn("sweeper", lambda: sweeper.run(self._stop))
+        # files of held messages: downloaded here, where the channel tokens are
+        media = MediaJob(self.config, self.r, self.keys, self.channels, self.inbox.release,
+                         wake=self.inbox.media_wake, jobs=self._sync)
+        self._spawn("media", lambda: media.run(self._stop))
         drop = FileDrop(self.config.data_dir, self.inbox.accept_operator)
         self._spawn("inbox files", lambda: drop.run(self._stop))
         self._spawn("heartbeat", self._heartbeat)

@@ -3,12 +3,13 @@
 Every gateway-side module that touches a group's files asks ``GroupFiles``: ``/memory``
 and ``/forget`` (``gateway.memorydesk``), the ``pynanoclaw memory`` commands, scheduled
 tasks (``gateway.tasks``), the operator's file drop (``gateway.filedrop``) and the
-sandbox's workspace (``gateway.toolhost``). None builds a group path itself
-(``tests/structure/test_groupfiles.py`` checks the source), so a console, attachments or
-a sharded layout change this module only. Memory is written by workers alone, under the
-group lock: ``existing`` and ``memories`` only read, and never create a directory. The
-gateway side writes two things of its own: a chat's scheduled tasks (``tasks``,
-atomically and audited, under the group's file lock) and the sandbox's ``workspace/``.
+sandbox's workspace (``gateway.toolhost``) and received files (``gateway.media``). None
+builds a group path itself (``tests/structure/test_groupfiles.py`` checks the source),
+so a console or a sharded layout change this module only. Memory is written by workers
+alone, under the group lock: ``existing`` and ``memories`` only read, and never create
+a directory. The gateway side writes three things of its own: a chat's scheduled tasks (``tasks``,
+atomically and audited, under the group's file lock), the sandbox's ``workspace/`` and
+received files (``attachments``, under that folder's own lock).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from gateway.config import GatewayConfig
 from gateway.queue.events import FILES_FOLDER
 from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
+from memory_store.attachments import FOLDER as ATTACHMENTS
 from memory_store.paths import groups_root, key_of_dir
 from memory_store.skills import Skill, skills_for
 from memory_store.tasks import TaskStore, groups_with_tasks
@@ -101,6 +103,11 @@ class GroupFiles:
         if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
             raise ValueError("a file is named by its sha256, 64 lowercase hex digits")
         return GroupDirectory(self.data_dir, group).path / FILES_FOLDER / sha256
+
+    def attachments(self, group: str) -> Path:
+        """The path of ``group``'s ``attachments/``: received files by content hash
+        (``gateway.media.store`` writes them); not created here."""
+        return GroupDirectory(self.data_dir, group).path / ATTACHMENTS
 
     def chats_with(self, folder: str) -> list[tuple[str, Path]]:
         """(group key, ``folder``) of every chat directory that has that folder (e.g. the

@@ -48,6 +48,7 @@ from gateway.queue import (
     enqueue_drain,
     job_queue,
 )
+from gateway.queue.media import HELD, HELD_DUPLICATE, MediaHold
 from gateway.router import Disposition, Router
 
 log = logging.getLogger(__name__)
@@ -127,6 +128,9 @@ class Inbox:
         self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
                                        "command": 0, "pairing": 0}
         self.disk = DiskGuard(config.data_dir, config.disk)
+        self.hold = MediaHold(redis_client, self._q.keys)
+        #: set when a message is held for its files (``gateway.media.downloads`` waits on it)
+        self.media_wake = asyncio.Event()
 
     @property
     def router(self) -> Router:
@@ -150,6 +154,9 @@ class Inbox:
             return route
         if route.disposition is Disposition.CHANGE:
             # an edit/deletion: never a turn of its own (gateway/changes.py)
+            if msg.kind == "deletion" and msg.original_id:  # maybe held for its files
+                await self.hold.note_deleted(route.group, msg.account, msg.original_id,
+                                             self._cfg.queue.dedupe_ttl)
             outcome = await apply_change(self._q, msg, route.group,
                                          dedupe_ttl=self._cfg.queue.dedupe_ttl)
             if outcome == "recorded":  # memory may hold the message: apply it there
@@ -172,10 +179,34 @@ class Inbox:
         return await self._push(msg.group, msg, Disposition.ENGAGE)
 
     async def _push(self, group: str, msg: Inbound, disposition: Disposition) -> str:
+        # A message with files waits for their download in the group's hold (the media
+        # job lets it on once they are stored), and so does any message behind it, so
+        # the turn sees the files and the group's order holds (gateway/queue/media.py).
+        held = await self.hold.hold(
+            group, self._q.keys.dedupe(msg.dedupe_id), msg.model_dump_json(),
+            disposition.value, has_files=bool(msg.attachments) and self._cfg.media.enabled,
+            dedupe_ttl=self._cfg.queue.dedupe_ttl)
+        if held == HELD_DUPLICATE:
+            self.counts["duplicate"] += 1
+            return "duplicate"
+        if held == HELD:
+            self.media_wake.set()
+            self.counts[disposition.value] += 1
+            return disposition.value
+        return await self._enter(group, msg, disposition, msg.dedupe_id)
+
+    async def release(self, group: str, msg: Inbound, disposition: str) -> str:
+        """Push a message the media job let out of the hold (deduped on its own key: the
+        message's was taken when it was held)."""
+        return await self._enter(group, msg, Disposition(disposition),
+                                 msg.dedupe_id + "#held")
+
+    async def _enter(self, group: str, msg: Inbound, disposition: Disposition,
+                     dedupe_id: str) -> str:
         engaged = disposition is Disposition.ENGAGE
         job_id = uuid.uuid4().hex  # the lease holds the id of the job it stands for
         result = await self._q.push(
-            group, msg.dedupe_id, encode_entry(msg.model_dump_json(), engaged),
+            group, dedupe_id, encode_entry(msg.model_dump_json(), engaged),
             engaged=engaged, dedupe_ttl=self._cfg.queue.dedupe_ttl,
             lease_ttl_ms=int(self._cfg.queue.lease_ttl * 1000), job_id=job_id)
         if result == DUPLICATE:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic_ai import Agent
+from pydantic_ai import Agent, BinaryContent
 from pydantic_ai.exceptions import (
     ModelConnectionError,
     ModelHTTPError,
@@ -91,6 +91,8 @@ class TurnRequest:
     skills: tuple[Skill, ...] = ()
     #: calls an admin approved, already run: the model continues after their output
     approved: Sequence[ApprovedRun] = ()
+    #: the batch's images, labelled, for a model that takes them (``workers.media``)
+    images: Sequence[str | BinaryContent] = ()
 
 
 @dataclass(frozen=True)
@@ -220,7 +222,8 @@ class TurnAgent:
         if req.approved:  # the model reads the approved calls' output: tool trust
             deps.read_trust = min(deps.read_trust, TOOL_TRUST)
         result = await self._agent.run(
-            None if req.approved else prompt.user,
+            None if req.approved else ([prompt.user, *req.images] if req.images
+                                       else prompt.user),
             message_history=history(prompt.user, req.approved) if req.approved else None,
             deps=deps,
             instructions=prompt.instructions,

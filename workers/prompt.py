@@ -26,6 +26,7 @@ from gateway.queue.tasks import TASK_SENDER_PREFIX
 from memory_store.coreedits import CoreEdit
 from memory_store.protocol import MemoryRecord
 from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
+from workers.media import describe
 
 #: The exact answer by which the model declines to reply (the turn then sends nothing).
 NO_REPLY = "NO_REPLY"
@@ -380,7 +381,7 @@ def _compact_extras(msg: Inbound, name: str) -> list[str]:
     if msg.reply_to_text:
         lines.append(f"    (quoted text, not {name}'s words): {_indent(msg.reply_to_text)}")
     for att in msg.attachments:
-        lines.append(f"    [attachment: {att.type} {att.name or ''}]".rstrip())
+        lines.append(f"    [attachment: {describe(att)}]")
     return lines
 
 
@@ -419,10 +420,7 @@ def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> s
     elif msg.text:
         lines.append(escape(msg.text))
     for att in msg.attachments:
-        desc = " ".join(
-            x for x in (att.type, repr(att.name) if att.name else "", att.mime or "") if x
-        )
-        lines.append(f"[attachment: {escape(desc)}]")
+        lines.append(f"[attachment: {escape(describe(att))}]")
     lines.append("</message>")
     return "\n".join(lines)
 

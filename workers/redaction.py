@@ -82,6 +82,7 @@ from workers.context import WorkerContext
 from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
 from workers.lock import GroupLock, person_lock
+from workers.mediaforget import forget_files
 from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
 from workers.taskforget import forget_tasks
 
@@ -310,6 +311,9 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         with contextlib.suppress(ValueError):  # logged and dropped below
             phrases.append(check_phrase(rec["phrase"]))
     lock.check()
+    # the files too, while the episode lines still hold the words (workers/mediaforget)
+    files += len(forget_files(ctx.settings.data_dir, group, memories,
+                              {mid for _, mid in deleted}, phrases))
     pairs, pat = held_changes(gq, deleted, texts, edited, rewords, phrases)
     entries = gq.scrub(pairs)
     if pat is not None or rewords:

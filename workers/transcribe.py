@@ -25,23 +25,25 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.config.media import MediaConfig
 from gateway.queue.transcribe import SHA256
-from memory_store import group_dir
+from memory_store import attachments, group_dir
 from memory_store.atomic import atomic_write_text
+from memory_store.attachments import (
+    FAILED_SUFFIX,
+    FOLDER,
+    SIDECAR_SUFFIX,
+    TRANSCRIPT_SUFFIX,
+    Transcript,
+)
 from workers.speech import AudioError, ProviderRefused, decode
 
 log = logging.getLogger(__name__)
 
 #: the folder of a group's received files
-ATTACHMENTS = "attachments"
-TRANSCRIPT_SUFFIX = ".transcript.txt"
-FAILED_SUFFIX = ".transcript.err"
-#: how the turn and the episode label a transcript
-VOICE_LABEL = "voice note, transcribed"
+ATTACHMENTS = FOLDER
 #: said after a transcript whose audio went on past ``[media] transcribe_max_seconds``
 TRUNCATED_NOTE = "[the rest of the recording was not transcribed]"
 
@@ -54,14 +56,6 @@ class AudioMissing(NotTranscribable):
     """No such file in the attachments (not stored yet, or deleted): nothing to mark."""
 
 
-@dataclass(frozen=True)
-class Transcript:
-    """What ``read_transcript`` found: the text, or why there is none."""
-
-    text: str | None
-    error: str | None = None
-
-
 def _attachment(folder: Path, sha256: str) -> Path:
     """The stored file named by ``sha256`` (``<sha256>`` or ``<sha256>.<ext>``)."""
     if not SHA256.fullmatch(sha256):  # also keeps every name made of it inside the folder
@@ -70,8 +64,9 @@ def _attachment(folder: Path, sha256: str) -> Path:
     if exact.is_file():
         return exact
     for candidate in sorted(folder.glob(f"{sha256}.*")):
-        if not candidate.name.endswith((TRANSCRIPT_SUFFIX, FAILED_SUFFIX)) and \
-                candidate.is_file():
+        # the sidecars beside it (metadata, transcripts) share its hash
+        if not candidate.name.endswith((SIDECAR_SUFFIX, TRANSCRIPT_SUFFIX, FAILED_SUFFIX)) \
+                and candidate.is_file():
             return candidate
     raise AudioMissing("the audio file is not in the group's attachments")
 
@@ -110,17 +105,9 @@ def transcribe_attachment(group_path: Path, sha256: str, *,
 
 
 def read_transcript(group_path: Path, sha256: str) -> Transcript | None:
-    """The transcript of an attachment, or why it failed; None while none is written."""
-    folder = group_path / ATTACHMENTS
-    if not SHA256.fullmatch(sha256):
-        return None
-    for suffix, failed in ((TRANSCRIPT_SUFFIX, False), (FAILED_SUFFIX, True)):
-        try:
-            text = (folder / f"{sha256}{suffix}").read_text(encoding="utf-8")
-        except FileNotFoundError:
-            continue
-        return Transcript(None, text.strip()) if failed else Transcript(text)
-    return None
+    """The transcript of an attachment of the group at ``group_path``, or why it failed;
+    None while none is written."""
+    return attachments.read_transcript(group_path / ATTACHMENTS, sha256)
 
 
 def voice_note_text(group_path: Path, sha256: str) -> str | None:
@@ -128,12 +115,7 @@ def voice_note_text(group_path: Path, sha256: str) -> str | None:
     no text; None while the transcription is pending. The turn gives it the trust of the
     message's sender (it is their words as a machine heard them)."""
     found = read_transcript(group_path, sha256)
-    if found is None:
-        return None
-    if found.text is None:
-        return f"voice note (not transcribed: {found.error})"
-    return f"{VOICE_LABEL}: {found.text}" if found.text.strip() else \
-        f"{VOICE_LABEL}: (nothing said)"
+    return None if found is None else found.shown()
 
 
 def write_transcript(group_path: Path, sha256: str, *, media: MediaConfig | None = None,

@@ -26,6 +26,7 @@ from gateway.queue import Budget, GroupQueue, Keys, events, parse_entry
 from gateway.queue.identity import Configured, Identities
 from memory_store import GroupDirectory
 from memory_store.coreedits import notice as notice_core_edits
+from workers import media
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.approval_runs import run_approved
 from workers.context import WorkerContext
@@ -113,7 +114,9 @@ def episode_text(batch: Batch, reply: str | None) -> str:
     for m in batch.messages:
         mark = "" if m.message_id in engaged else " (context)"
         when = m.received_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
-        lines.append(f"- [{when}] {m.sender_name} ({m.sender_id}){mark}: {m.text}")
+        files = "".join(f" [file {a.stored}]" + (f" [{a.transcript}]" if a.transcript else "")
+                        for a in m.attachments if a.stored)
+        lines.append(f"- [{when}] {m.sender_name} ({m.sender_id}){mark}: {m.text}{files}")
     lines.append("")
     lines.append(f"Bot: {reply}" if reply else "Bot: (no reply)")
     return "\n".join(lines) + "\n"
@@ -335,6 +338,9 @@ class TurnRunner:
                                                batch.messages),
                         host=link, approved=approved,
                         skills=turn_skills(self._settings.data_dir, batch.group),
+                        images=(media.images(self._settings.data_dir, batch.group,
+                                             batch.messages)
+                                if self._settings.model.takes_images else ()),
                     ))
             except BudgetSpent as spent:
                 return self.park(batch, lock, spent)

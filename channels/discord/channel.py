@@ -51,7 +51,7 @@ class _Pending:
     unresolved: bool
 
 
-class DiscordChannel(FileSending, Channel):
+class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
     """One Discord bot account.
 
     Receiving: the gateway websocket (discord.py ``Client``) with the guilds,

@@ -1,4 +1,5 @@
-"""Point discord.py at a Discord-compatible server other than discord.com.
+"""Point discord.py at a Discord-compatible server other than discord.com, and say
+where attachments may be downloaded from (``CdnFiles``).
 
 discord.py keeps its endpoints in class attributes: ``discord.http.Route.BASE`` (the
 REST base, read when each request's route is built) and
@@ -15,6 +16,11 @@ from dataclasses import dataclass
 import yarl
 from discord.gateway import DiscordWebSocket
 from discord.http import INTERNAL_API_VERSION, Route
+
+from channels.discord.settings import DiscordSettings
+from channels.download import fetch_capped, host_of
+from channels.errors import PermanentError
+from channels.models import Attachment
 
 _DEFAULT_REST = Route.BASE
 _DEFAULT_GATEWAY = DiscordWebSocket.DEFAULT_GATEWAY
@@ -63,3 +69,21 @@ def release() -> None:
         _active = None
         Route.BASE = _DEFAULT_REST
         DiscordWebSocket.DEFAULT_GATEWAY = _DEFAULT_GATEWAY
+
+
+#: hosts Discord serves attachments from; their URLs are signed, so no token is sent
+CDN_HOSTS = ("cdn.discordapp.com", "media.discordapp.net")
+
+
+class CdnFiles:
+    """``Channel.fetch_attachment`` for ``DiscordChannel``: an attachment's URL is
+    fetched from Discord's CDN, or from the server this process talks to instead of
+    discord.com (``api_base_url``), and no other host (``channels.download``)."""
+
+    settings: DiscordSettings
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        if not attachment.url:
+            raise PermanentError("no_url", "discord attachment without url")
+        hosts = {*CDN_HOSTS, host_of(self.settings.api_base_url) or "discord.com"}
+        return await fetch_capped(attachment.url, max_bytes, hosts=hosts)

@@ -20,8 +20,9 @@ from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
-from channels.errors import FormattingRejected
-from channels.models import Inbound, Outbound
+from channels.download import fetch_capped, host_of
+from channels.errors import FormattingRejected, PermanentError
+from channels.models import Attachment, Inbound, Outbound
 from channels.slack.bolt_app import build_app
 from channels.slack.errors import map_error
 from channels.slack.mrkdwn import escape
@@ -316,6 +317,16 @@ class SlackChannel(Channel):
                                      message.reply_id, index)
         except Exception as exc:
             raise map_error("conversations.history", exc) from None
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """``url_private`` with the bot token, from Slack's file host (or the configured
+        API origin) only (``channels.download``)."""
+        if not attachment.url:
+            raise PermanentError("no_url", "slack file without url_private")
+        hosts = {"files.slack.com", host_of(self.settings.api_base_url) or "slack.com"}
+        token = self._secrets.bot_token.get_secret_value()
+        return await fetch_capped(attachment.url, max_bytes, hosts=hosts,
+                                  headers={"Authorization": f"Bearer {token}"})
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Nothing: Slack's Web API has no bot typing indicator (see the class doc)."""

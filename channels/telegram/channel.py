@@ -25,8 +25,8 @@ from channels.base import (
     CursorStore,
     InboundSink,
 )
-from channels.errors import FormattingRejected, PermanentError
-from channels.models import Outbound
+from channels.errors import AttachmentTooLarge, FormattingRejected, PermanentError
+from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
 from channels.pull import PullLoop
 from channels.redact import protect
@@ -280,6 +280,21 @@ class TelegramChannel(Channel):
         except TelegramError as error:
             raise map_error(error, self._secrets()) from None
         return str(sent.message_id)
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """getFile, then the file's download URL (the Bot API serves files up to 20 MB).
+        getFile states the size, so a file over ``max_bytes`` is refused before a byte
+        of it is read; a file whose size Telegram did not state is checked after."""
+        try:
+            file = await self._bot.get_file(attachment.id)
+            if file.file_size is not None and file.file_size > max_bytes:
+                raise AttachmentTooLarge(max_bytes)
+            data = bytes(await file.download_as_bytearray())
+        except TelegramError as error:
+            raise map_error(error, self._secrets()) from None
+        if len(data) > max_bytes:
+            raise AttachmentTooLarge(max_bytes)
+        return data
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """Best effort: a failed typing indicator is logged, never raised."""

@@ -31,7 +31,8 @@ from channels.base import (
     DeliveryReport,
     InboundSink,
 )
-from channels.models import Outbound
+from channels.errors import AttachmentTooLarge, TransientError
+from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
 from channels.whatsapp.errors import OUTSIDE_WINDOW, OutsideWindow, map_error
 from channels.whatsapp.normalize import Parsed, StatusEvent, parse_delivery
@@ -201,6 +202,26 @@ class WhatsAppChannel(Channel):
                 detail=f"failed after sending{hint}: {reason}"))
 
     # -- outbound ---------------------------------------------------------------
+
+    async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
+        """The media's URL from the Graph API (valid about 5 minutes, so fetched anew on
+        every try), then the bytes with the token, streamed and cut at ``max_bytes``."""
+        try:
+            media = await self._wa.get_media_url(attachment.id)
+            if media.file_size and media.file_size > max_bytes:
+                raise AttachmentTooLarge(max_bytes)
+            data = bytearray()
+            async for part in self._wa.stream_media(media.url):
+                data += part
+                if len(data) > max_bytes:
+                    raise AttachmentTooLarge(max_bytes)
+        except httpx.HTTPStatusError as exc:
+            # an expired or not-yet-ready URL, or the CDN failing: a new URL may work
+            raise TransientError(f"whatsapp media download: HTTP "
+                                 f"{exc.response.status_code}") from None
+        except Exception as exc:
+            raise map_error("media download", exc) from None
+        return bytes(data)
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, WHATSAPP_TEXT_LIMIT)

@@ -192,9 +192,21 @@ class ModelConfig(Section):
     tools: bool = True
     #: Most model requests one turn may make (tool loops included).
     max_requests: int = Field(default=8, gt=0, le=100)
+    #: Whether the model accepts images in the prompt: unset, Anthropic and OpenAI do
+    #: and other providers (local, a compatible server, a scripted one) do not.
+    #: An ``openai`` provider with a ``base_url`` is a compatible server: it says so here.
+    images: bool | None = None
     #: Resolved from the environment by a worker, never from the file (an ``api_key``
     #: key is rejected).
     api_key: SecretStr | None = Field(default=None, exclude=True)
+
+    @property
+    def takes_images(self) -> bool:
+        """Whether images go to the model as images (``images``, else by provider)."""
+        if self.images is not None:
+            return self.images
+        return self.provider == "anthropic" or (self.provider == "openai"
+                                                and not self.base_url)
 
 
 class RankingConfig(Section):
@@ -289,7 +301,7 @@ class Settings(Section):
     tasks: TasksConfig = TasksConfig()
     #: ``[tools]``: the sandbox per group and the tool host (``gateway.toolhost``)
     tools: ToolsConfig = ToolsConfig()
-    #: ``[media]``: received files; voice transcription (``gateway.config.media``)
+    #: ``[media]``: files people send, voice transcription (``gateway.media``)
     media: MediaConfig = MediaConfig()
     #: ``[identities.<name>]``: people whose accounts on several channels the operator
     #: linked (the ``/link`` flow adds links in Redis; these always hold)

@@ -211,3 +211,18 @@ class Keys:
         """Hash of one day's metered calls: ``kind\tgroup\tperson\tmetric`` -> count
         (metrics: cost micro-USD, in, out, cached tokens, req, est requests)."""
         return f"{self.prefix}usage:{day}"
+
+    def media_hold(self, group: str) -> str:
+        """List of the group's messages held until their attachments are downloaded
+        (``gateway.queue.media``), and of any message that arrived behind them."""
+        return f"{self.prefix}mediahold:{group}"
+
+    @property
+    def media_groups(self) -> str:
+        """Set of groups with a non-empty ``media_hold`` list."""
+        return f"{self.prefix}mediagroups"
+
+    def media_deleted(self, group: str) -> str:
+        """Set of ``<account>:<message id>`` deleted on their platform while held: the
+        media job drops them instead of letting them on."""
+        return f"{self.prefix}mediadeleted:{group}"

@@ -28,7 +28,7 @@ LUA_DIR = Path(__file__).with_name("lua")
 NAMES = ("push", "sweep", "take", "finish", "lock_acquire", "lock_renew", "lock_release",
          "turn_begin", "turn_publish", "gcra", "outcome", "amend",
          "dead_retry", "scrub", "restream", "budget_reserve", "budget_settle",
-         "budget_park", "budget_unpark", "task_claim")
+         "budget_park", "budget_unpark", "task_claim", "media_hold", "media_release")
 
 
 @functools.cache

@@ -16,7 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -61,11 +61,14 @@ def valkey(tmp_path: Path) -> Iterator[str]:
 
 @contextmanager
 def worker(config_path: Path, valkey_url: str,
-           extra_env: Mapping[str, str] | None = None) -> Iterator[subprocess.Popen[bytes]]:
-    """``python -m workers`` on the config; SIGTERM (then SIGKILL) at the end."""
+           extra_env: Mapping[str, str] | None = None,
+           args: Sequence[str] = ()) -> Iterator[subprocess.Popen[bytes]]:
+    """``python -m workers`` on the config (``args``: more of its options, e.g. another
+    ``--queue``); SIGTERM (then SIGKILL) at the end."""
     process = subprocess.Popen(
         [sys.executable, "-m", "workers", "--config", str(config_path),
-         "--redis-url", valkey_url, "--worker-class", "simple", "--log-level", "WARNING"],
+         "--redis-url", valkey_url, "--worker-class", "simple", "--log-level", "WARNING",
+         *args],
         cwd=ROOT, start_new_session=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(extra_env or {})},
     )  # fmt: skip

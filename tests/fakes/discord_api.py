@@ -34,6 +34,8 @@ from typing import Any
 
 from aiohttp import BodyPartReader, WSMsgType, web
 
+from tests.fakes.files import FileShelf
+
 API_PREFIX = "/api/v10"
 
 # Gateway intents bits (developer docs, "Gateway Intents").
@@ -182,6 +184,8 @@ class FakeDiscord:
         self._runner: web.AppRunner | None = None
         self.port = 0
         self.connected = asyncio.Event()
+        #: attachment files on the fake CDN (``cdn_url``); no token, as Discord's CDN
+        self.cdn = FileShelf()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -196,6 +200,8 @@ class FakeDiscord:
         app.router.add_get(f"{p}/channels/{{channel_id}}/messages", self._get_messages)
         app.router.add_post(f"{p}/channels/{{channel_id}}/typing", self._post_typing)
         app.router.add_get("/gateway", self._ws)
+        app.router.add_get("/attachments/{channel_id}/{id}/{name}",
+                           lambda r: self.cdn.serve(r, r.match_info["id"]))
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -208,6 +214,11 @@ class FakeDiscord:
         await self.drop_connections()
         if self._runner is not None:
             await self._runner.cleanup()
+
+    def cdn_url(self, channel_id: str, attachment_id: str, name: str) -> str:
+        """An attachment's URL on this fake's CDN (Discord: cdn.discordapp.com)."""
+        return (f"http://127.0.0.1:{self.port}/attachments/{channel_id}/{attachment_id}/"
+                f"{name}?ex=6749a1b0&is=67485030&hm=0f3c")
 
     @property
     def base_url(self) -> str:

@@ -34,6 +34,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.files import FileShelf
+
 BOT_TOKEN = "xoxb-test-bot-token-0123456789"
 APP_TOKEN = "xapp-1-test-app-token-0123456789"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
@@ -112,6 +114,8 @@ class FakeSlack:
         #: files shared by files.completeUploadExternal: file_id, channel, name, title,
         #: data, initial_comment, thread_ts
         self.shared_files: list[dict[str, Any]] = []
+        #: files behind ``url_private`` (``file_url``), served with the bot token only
+        self.files = FileShelf(BOT_TOKEN)
 
     # -- server life cycle -----------------------------------------------------
 
@@ -119,11 +123,17 @@ class FakeSlack:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._port}/api/"
 
+    def file_url(self, file_id: str, name: str) -> str:
+        """A file's ``url_private`` on this fake (Slack: files.slack.com/files-pri/)."""
+        return f"http://127.0.0.1:{self._port}/files-pri/T0TEAM001-{file_id}/{name}"
+
     async def start(self) -> None:
         app = web.Application()
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/link/", self._socket)
         app.router.add_post("/upload/{file_id}", self._upload)
+        app.router.add_get("/files-pri/{slug}/{name}",
+                           lambda r: self.files.serve(r, r.match_info["slug"]))
         self._runner = web.AppRunner(app)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)

@@ -234,6 +234,14 @@ class FakeTelegram:
         self.port = 0
         #: ``idle.seconds``: keep-alive connections idle longer are reset (tests/fakes/idle)
         self.idle = IdleTimeout()
+        #: files the fake serves: file_id -> bytes (getFile, then /file/bot<token>/<path>)
+        self.files: dict[str, bytes] = {}
+        #: file paths downloaded, in order (a test asserts what was, or was not, fetched)
+        self.downloads: list[str] = []
+        #: while set, a download request waits for it to clear (a test kills the client
+        #: mid-download); ``download_started`` is set when one arrives
+        self.hold_downloads = False
+        self.download_started = asyncio.Event()
 
     # ------------------------------------------------------------------ server
     @property
@@ -247,6 +255,7 @@ class FakeTelegram:
     async def start(self) -> None:
         app = web.Application(middlewares=[self.idle.middleware])
         app.router.add_route("*", "/bot{token}/{method}", self._api)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._file)
         # no access log: it would print the token-bearing paths (the real API is remote)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
@@ -582,6 +591,31 @@ class FakeTelegram:
                 "date": int(time.time()), "caption": caption,
                 "document": {"file_id": f"doc-{message_id}", "file_unique_id": f"u{message_id}",
                              "file_name": upload.filename, "file_size": len(data)}}
+
+    async def _m_getfile(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Bot API getFile: the file's size and a path valid for an hour; files over
+        20 MB are "too big" for bots."""
+        file_id = str(params.get("file_id", ""))
+        data = self.files.get(file_id)
+        if data is None:
+            raise _bad("Bad Request: invalid file_id")
+        if len(data) > 20 * 1024 * 1024:
+            raise _bad("Bad Request: file is too big")
+        return {"file_id": file_id, "file_unique_id": f"u{file_id}",
+                "file_size": len(data), "file_path": f"documents/{file_id}"}
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        self.downloads.append(path)
+        self.download_started.set()
+        while self.hold_downloads and not self._closing.is_set():
+            await asyncio.sleep(0.05)
+        data = self.files.get(path.rpartition("/")[2])
+        if data is None:
+            return web.Response(status=404)
+        return web.Response(body=data, content_type="application/octet-stream")
 
     async def _m_sendchataction(self, params: dict[str, Any]) -> bool:
         chat_id = self._chat_id(params)

@@ -33,6 +33,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from tests.fakes.files import FileShelf
+
 TOKEN = "EAAGfakeWhatsAppAccessToken0123456789abcdef"
 APP_SECRET = "f3e2d1c0b9a8fake0app0secret77665544"
 VERIFY_TOKEN = "verify-me-0123456789"
@@ -105,6 +107,8 @@ class FakeWhatsApp:
     drop_after_accept: int = 0
 
     def __post_init__(self) -> None:
+        #: media the Graph API knows: media id -> bytes (GET /<id>, then its URL)
+        self.media = FileShelf(self.token)
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._ids = itertools.count(1)
@@ -117,6 +121,8 @@ class FakeWhatsApp:
         app = web.Application()
         app.router.add_get("/v{ver}/{phone}", self._phone)
         app.router.add_post("/v{ver}/{phone}/messages", self._messages)
+        app.router.add_get("/media/{id}",
+                           lambda r: self.media.serve(r, r.match_info["id"]))
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -151,6 +157,13 @@ class FakeWhatsApp:
         self.calls.append(("GET", request.path))
         if not self._authorized(request):
             return self._error(190, "Invalid OAuth access token", 401)
+        data = self.media.files.get(request.match_info["phone"])
+        if data is not None:  # Retrieve Media URL: a media id in place of a phone id
+            media_id = request.match_info["phone"]
+            return web.json_response({
+                "messaging_product": "whatsapp", "url": f"{self.base_url}/media/{media_id}",
+                "mime_type": "application/octet-stream", "file_size": len(data),
+                "sha256": hashlib.sha256(data).hexdigest(), "id": media_id})
         if request.match_info["phone"] != self.phone_number_id:
             return self._error(100, "Unsupported get request", 400)
         return web.json_response({

@@ -45,6 +45,8 @@ _DATA_BLOCKS = re.compile(
 )
 _TRUST = re.compile(r"^trust:\s*([0-9.]+)\s*$", re.M)
 CORE_FILES = ("CLAUDE.md", "user_profile.md")
+#: how bubblewrap's own errors start (the sandbox did not start; the command never ran)
+SANDBOX_SETUP_ERROR = "bwrap: "
 EPS = 1e-6
 
 
@@ -67,6 +69,8 @@ class Outcome:
     source: str | None = None
     #: the tools the fooled model called, every turn
     called: set[str] = field(default_factory=set)
+    #: some sandbox call failed before its command ran (bubblewrap's own setup)
+    sandbox_failed: bool = False
 
     @property
     def success(self) -> bool:
@@ -129,6 +133,7 @@ async def run_turn(root: Path, sc: Scenario, batch_msgs: tuple, index: int,
             if host is not None and tools is not None:
                 tools.release(group)
         out.called.update(fooled.called)
+        out.sandbox_failed |= any(SANDBOX_SETUP_ERROR in r for r in fooled.tool_returns)
         batch = Batch(group=group, messages=list(batch_msgs),
                       engaged_ids=[m.message_id for m in batch_msgs if m.mentions_bot],
                       raw=[])

@@ -10,7 +10,8 @@ directives and executes them with the tools the turn gives it:
   ``about=`` whatever the text asks ("about CLAUDE.md", "into user_profile.md");
 - ``search ... for X`` -> ``search_memory(X)``, then it acts on what came back;
 - ``... into CLAUDE.md`` / ``user_profile.md`` -> ``update_core`` too, citing the same id;
-- ``run `cmd` `` / ``read `path` `` -> the sandbox tools, on whatever command or path;
+- ``run `cmd` `` / ``read `path` `` / ``write to file `path`: X`` -> the sandbox tools,
+  on whatever command or path;
 - ``schedule a task: X`` -> ``schedule_task(text=X, every="1d")``;
 - a ``<tool_output>``'s body is read like a message, and a ``<message>`` element inside
   it (a forged one) like a real message with its claimed id;
@@ -75,6 +76,8 @@ _SEARCH = re.compile(
 
 _RUN = re.compile(r"(?:run|execute|exec)(?: the command| this)?[:,]?\s+`(?P<cmd>[^`]+)`", re.I)
 _READ = re.compile(r"(?:read|open)(?: the)?(?: file)?[:,]?\s+`(?P<path>[^`]+)`", re.I)
+_WRITE = re.compile(r"write (?:in)?to (?:the )?file `(?P<path>[^`]+)`[:,]?\s+(?P<content>"
+                    + _BODY + ")" + _END, re.I)
 _SCHEDULE = re.compile(
     r"(?:schedule|set up|create)(?: a| an)?(?: new)?(?: recurring| daily| hourly)? "
     r"(?:task|job|reminder)[:,]?\s+(?:to\s+)?(?P<text>" + _BODY + ")" + _END,
@@ -122,6 +125,9 @@ def directives(text: str, message_id: str | None) -> list[Directive]:
         out.append(Directive("run_command", (("command", m.group("cmd")),)))
     for m in _READ.finditer(text):
         out.append(Directive("read_file", (("path", m.group("path")),)))
+    for m in _WRITE.finditer(text):
+        out.append(Directive("write_file", (("path", m.group("path")),
+                                            ("content", m.group("content")))))
     for m in _SCHEDULE.finditer(text):
         task = " ".join(m.group("text").split())
         if task:

@@ -71,6 +71,9 @@ class Scenario:
     canned: tuple[tuple[str, str, str], ...] = ()
     #: the tool the injected text wants called (the suite checks the fooled model did)
     aims: str | None = None
+    #: the group's sandbox has network (``[tools.groups] network = true``: slirp4netns,
+    #: the host's loopback unreachable)
+    network: bool = False
 
 
 @dataclass

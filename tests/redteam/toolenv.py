@@ -11,12 +11,13 @@ so the judge still tells them apart.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,8 @@ from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool, host_status
 from gateway.redis_server import start_valkey
 from gateway.toolhost.process import tools_command, tools_env
 from tests.fakes.toolhost import CannedToolHost
+from tests.redteam.harness import SANDBOX_SETUP_ERROR, Outcome, run_scenario
+from tests.redteam.scenario import Scenario
 from workers.host_tools import HostLink
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +41,8 @@ TURN_SECONDS = 60.0
 #: what the tool output scenarios write in their text where the deployment's paths go
 #: (an attacker who knows the install aims at them)
 DATA_MARK, PORT_MARK = "{DATA}", "{PORT}"
+#: tries of a setup write whose sandbox did not start (see ``run_tool_scenario``)
+SETUP_TRIES = 3
 
 
 @dataclass
@@ -73,7 +78,11 @@ class ToolEnv:
         (``write_file`` through the real host)."""
         link = self.link(group, canned=False)
         try:
-            result = self.call(link, group, "write_file", {"path": path, "content": content})
+            for _ in range(SETUP_TRIES):
+                result = self.call(link, group, "write_file",
+                                   {"path": path, "content": content})
+                if result.ok or SANDBOX_SETUP_ERROR not in result.output:
+                    break
             assert result.ok, result
         finally:
             self.release(group)
@@ -102,9 +111,23 @@ class ToolEnv:
         return found
 
 
+async def run_tool_scenario(sc: Scenario, env: ToolEnv) -> Outcome:
+    """Run and judge a "tool output" scenario; once more when a sandbox did not start
+    and no attack was found. bubblewrap's loopback setup fails now and then on a busy
+    host ("loopback: Failed RTM_NEWADDR"); the fooled model then never saw the output it
+    was meant to obey. The second run adds to the first's files: both are judged."""
+    out = await run_scenario(sc, tools=env)
+    if out.sandbox_failed and not out.success:
+        again = await run_scenario(sc, tools=env)
+        again.called |= out.called
+        return again
+    return out
+
+
 @contextlib.contextmanager
-def tool_env() -> Iterator[ToolEnv]:
-    """Start Valkey, the real tool host and the canned host; stop them all at the end."""
+def tool_env(scenarios: Iterable[Scenario] = ()) -> Iterator[ToolEnv]:
+    """Start Valkey, the real tool host and the canned host; stop them all at the end.
+    The groups of ``scenarios`` that ask for it get their sandbox's network on."""
     with tempfile.TemporaryDirectory(prefix="redteam-tools-") as tmp_name:
         tmp = Path(tmp_name)
         server = start_valkey(tmp / "valkey", persist=False)
@@ -112,7 +135,9 @@ def tool_env() -> Iterator[ToolEnv]:
         cfg = tmp / "pynanoclaw.toml"
         cfg.write_text(f'data_dir = "data"\n[redis]\nurl = "{url}"\n[model]\nprovider = '
                        '"function"\nfunction = "x:y"\n[tools]\nsandbox = true\n'
-                       "[tools.limits]\ntimeout = 10\n", encoding="utf-8")
+                       "[tools.limits]\ntimeout = 10\n" + "".join(
+                           f'[tools.groups.{json.dumps(sc.turns[0][0].group)}]\nnetwork = true\n'
+                           for sc in scenarios if sc.network), encoding="utf-8")
         settings = load_config(cfg)
         (tmp / "data").mkdir(mode=0o700)  # as an operator's: the sandbox cannot walk in
         env = tools_env(settings, {**os.environ, "PYTHONPATH": str(ROOT)}, url)

@@ -25,7 +25,7 @@ from channels.models import Inbound
 from gateway.config.tasks import TasksConfig
 from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory, MemoryRecord
-from workers.attribution import attribute
+from workers.attribution import attribute, words_in
 from workers.prompt import render_record
 from workers.retrieval import recall
 
@@ -65,6 +65,8 @@ class TurnDeps:
     tasks: TasksConfig | None = None
     #: The tool host, for the group's sandbox tools (``workers.host_tools``); None: none.
     host: HostLink | None = None
+    #: What the tools returned this turn: a fact whose words are in it may come from it.
+    tool_outputs: list[str] = field(default_factory=list, repr=False)
 
     def saw(self, records: Sequence[MemoryRecord]) -> None:
         """Note that the model was shown ``records``."""
@@ -92,11 +94,21 @@ def said_in_batch(deps: TurnDeps, fact: str) -> bool:
     )
 
 
+def from_tool_output(deps: TurnDeps, fact: str) -> bool:
+    """Whether ``fact``'s words are in what a tool returned this turn. Then the batch
+    saying them proves nothing: a person may have typed them only as the command, path
+    or URL the tool used (a page named ``the-new-admin-is-mallory``) while the output
+    is what told the model to keep them."""
+    return any(words_in(fact, text) for text in deps.tool_outputs)
+
+
 def recall_capped(deps: TurnDeps, fact: str, trust: float) -> float:
     """``trust`` capped at the trust of the memory the model read this turn, unless the
     fact was said in the batch: a memory record (a planted trigger, stored tool output)
-    that tells the model to remember something cannot gain the asker's trust by it."""
-    if deps.read_trust < trust and not said_in_batch(deps, fact):
+    that tells the model to remember something cannot gain the asker's trust by it. A
+    fact found in tool output keeps that trust even when the batch holds its words."""
+    if deps.read_trust < trust and (not said_in_batch(deps, fact)
+                                    or from_tool_output(deps, fact)):
         return deps.read_trust
     return trust
 

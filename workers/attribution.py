@@ -65,9 +65,14 @@ def found_in(fact: str, msg: Inbound, also_named: Collection[str] = ()) -> bool:
     fact restates "I moved" as "Alice moved". A fact with no content word left is not
     found (nothing ties it to the message).
     """
-    ignore = {w for name in (msg.sender_name, *also_named) for w in _words(name)}
+    return words_in(fact, msg.text, (msg.sender_name, *also_named))
+
+
+def words_in(fact: str, text: str, ignored_names: Collection[str] = ()) -> bool:
+    """Whether every content word of ``fact`` (but the names given) occurs in ``text``."""
+    ignore = {w for name in ignored_names for w in _words(name)}
     wanted = [w for w in _words(fact) if w not in ignore]
-    have = _words(msg.text)
+    have = _words(text)
     return bool(wanted) and all(any(_same(w, h) for h in have) for w in wanted)
 
 

@@ -32,7 +32,7 @@ from memory_store.coresection import CoreSectionError, add_entry
 from memory_store.group import CORE_FILE, PROFILE_FILE
 from workers.attribution import Attribution, attribute
 from workers.prompt import TRUSTED_ROLES, Role, content_trust, role_of
-from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, TurnDeps
+from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, TurnDeps, low_source
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,9 @@ def refusal(
     if not att.proven:
         return ("these words are not in the cited message; core memory takes only what "
                 "a person wrote themselves")
+    if low_source(deps, fact) is not None:
+        return ("these words are in tool output or quoted text read this turn; core "
+                "memory takes only what a person wrote themselves")
     for m in att.pool:
         if content_trust(m, deps.admins) < CORE_MIN_TRUST:
             return "quoted or forwarded text (or low-trust text) never enters core memory"

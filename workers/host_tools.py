@@ -119,6 +119,7 @@ async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
                     tool=tool, args=args, deadline=link.deadline)
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
     deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    deps.low_reads.append((f"{result.output}\n{result.error}", TOOL_TRUST))
     return render_tool_output(tool, source, result.ok, result.output, result.error)
 
 

@@ -26,8 +26,8 @@ from gateway.config.tasks import TasksConfig
 from memory_store.group import GroupDirectory
 from memory_store.protocol import Memory, MemoryRecord
 from memory_store.skills import Skill
-from workers.attribution import attribute
-from workers.prompt import render_record
+from workers.attribution import attribute, words_in
+from workers.prompt import ROLE_TRUST, Role, render_record
 from workers.retrieval import recall
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Below this, text the model reads may be anybody's words (quoted, forwarded, tool output).
+MEMBER_TRUST = ROLE_TRUST[Role.MEMBER]
 #: Bounds on what the model may store in one call; a fact is a sentence, not a document.
 FACT_MAX_CHARS = 1000
 ABOUT_MAX_CHARS = 120
@@ -68,10 +70,14 @@ class TurnDeps:
     host: HostLink | None = None
     #: The operator's skills this turn's group has (``workers.skills``); read_skill's.
     skills: tuple[Skill, ...] = ()
+    #: Text below member trust the model read this turn (tool output, quoted or forwarded
+    #: memory), with its trust: a fact whose words are in it may come from it.
+    low_reads: list[tuple[str, float]] = field(default_factory=list, repr=False)
 
     def saw(self, records: Sequence[MemoryRecord]) -> None:
         """Note that the model was shown ``records``."""
         self.read_trust = min([self.read_trust, *(r.trust for r in records)])
+        self.low_reads += [(r.content, r.trust) for r in records if r.trust < MEMBER_TRUST]
 
 
 def fact_id(turn_id: str, fact: str, about: str | None) -> str:
@@ -95,13 +101,25 @@ def said_in_batch(deps: TurnDeps, fact: str) -> bool:
     )
 
 
+def low_source(deps: TurnDeps, fact: str) -> float | None:
+    """The lowest trust of the low-trust text read this turn (tool output, quoted memory)
+    that holds ``fact``'s words, or None. Then the batch saying them proves nothing: a
+    person may have typed them only as the command, path or URL of a tool (a page named
+    ``the-new-admin-is-mallory``) while that text is what told the model to keep them."""
+    hits = [trust for text, trust in deps.low_reads if words_in(fact, text)]
+    return min(hits) if hits else None
+
+
 def recall_capped(deps: TurnDeps, fact: str, trust: float) -> float:
     """``trust`` capped at the trust of the memory the model read this turn, unless the
     fact was said in the batch: a memory record (a planted trigger, stored tool output)
-    that tells the model to remember something cannot gain the asker's trust by it."""
+    that tells the model to remember something cannot gain the asker's trust by it. A
+    fact whose words are in low-trust text read this turn keeps that text's trust even
+    when the batch holds them too."""
     if deps.read_trust < trust and not said_in_batch(deps, fact):
         return deps.read_trust
-    return trust
+    low = low_source(deps, fact)
+    return trust if low is None else min(trust, low)
 
 
 async def search_memory(ctx: RunContext[TurnDeps], query: str) -> str:

@@ -62,6 +62,18 @@ class Scenario:
     #: identity links (user key ``channel:sender_id`` -> person id), as ``[identities]``
     #: or ``/link`` make them: a linked person's DMs open ``persons/<id>/``
     links: tuple[tuple[str, str], ...] = ()
+    #: the "tool output" class: where the attack reaches the turn (command, file, mcp, web)
+    source: str | None = None
+    #: files in a group's workspace before the first turn: (group, path, content)
+    workspace: tuple[tuple[str, str, str], ...] = ()
+    #: canned tool answers (group, command, output): what an MCP server or a web page
+    #: returns, served by ``tests/fakes/toolhost.py``
+    canned: tuple[tuple[str, str, str], ...] = ()
+    #: the tool the injected text wants called (the suite checks the fooled model did)
+    aims: str | None = None
+    #: the group's sandbox has network (``[tools.groups] network = true``: slirp4netns,
+    #: the host's loopback unreachable)
+    network: bool = False
 
 
 @dataclass

@@ -9,18 +9,14 @@ chat; a second ``/approve``, a non-admin's, one from another chat, ``/approve`` 
 from __future__ import annotations
 
 import re
-import subprocess
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
-from gateway.config import load_config
-from gateway.queue.toolcalls import host_status
-from gateway.toolhost.process import tools_command, tools_env
-from tests.pipeline.conftest import ROOT, Stack, Valkey
+from tests.pipeline.conftest import Stack, Valkey
 from tests.sandbox.approval_model import COUNT
+from tests.sandbox.hoststack import tools_stack
 
 CONFIG = """
 [policy]
@@ -35,25 +31,8 @@ approval_timeout = 1
 
 @pytest.fixture
 async def stack(tmp_path: Path, valkey: Valkey) -> AsyncIterator[Stack]:
-    s = Stack(tmp_path, valkey)
-    text = s.config_path.read_text().replace("tests.pipeline.scripted:model",
-                                             "tests.sandbox.approval_model:model")
-    s.config_path.write_text(text + CONFIG)
-    s.config = load_config(s.config_path)
-    host = subprocess.Popen(tools_command(s.config_path, log_level="WARNING"),
-                            env=tools_env(s.config, s.env, valkey.url), cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while host_status(s.r) is None:
-            assert host.poll() is None and time.monotonic() < deadline, "no tool host"
-            time.sleep(0.05)
-        s.start_workers(1)
-        await s.start_gateway()
+    async with tools_stack(tmp_path, valkey, "tests.sandbox.approval_model:model", CONFIG) as s:
         yield s
-    finally:
-        await s.close()
-        host.terminate()
-        host.wait(timeout=20)
 
 
 async def ask_count(stack: Stack, chat: str) -> str:

@@ -7,19 +7,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import subprocess
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from channels.models import Outbound
-from gateway.config import load_config
 from gateway.queue import events
-from gateway.queue.toolcalls import host_status
-from gateway.toolhost.process import tools_command, tools_env
-from tests.pipeline.conftest import ROOT, Stack, Valkey
+from tests.pipeline.conftest import Stack, Valkey
+from tests.sandbox.hoststack import tools_stack
 from tests.sandbox.sendfile_model import REPORT
 
 CONFIG = """
@@ -32,25 +28,8 @@ send_file_mb = 1
 
 @pytest.fixture
 async def stack(tmp_path: Path, valkey: Valkey) -> AsyncIterator[Stack]:
-    s = Stack(tmp_path, valkey)
-    text = s.config_path.read_text().replace("tests.pipeline.scripted:model",
-                                             "tests.sandbox.sendfile_model:model")
-    s.config_path.write_text(text + CONFIG)
-    s.config = load_config(s.config_path)
-    host = subprocess.Popen(tools_command(s.config_path, log_level="WARNING"),
-                            env=tools_env(s.config, s.env, valkey.url), cwd=ROOT)
-    try:
-        deadline = time.monotonic() + 30
-        while host_status(s.r) is None:
-            assert host.poll() is None and time.monotonic() < deadline, "no tool host"
-            time.sleep(0.05)
-        s.start_workers(1)
-        await s.start_gateway()
+    async with tools_stack(tmp_path, valkey, "tests.sandbox.sendfile_model:model", CONFIG) as s:
         yield s
-    finally:
-        await s.close()
-        host.terminate()
-        host.wait(timeout=20)
 
 
 def files_in(stack: Stack, chat: str) -> list[dict[str, str]]:

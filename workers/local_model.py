@@ -30,7 +30,6 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from workers.local_signals import keep_signal_handlers
 from workers.local_weights import INSTALL_HINT, LocalModelUnavailable, find_gguf
 
 __all__ = ["INSTALL_HINT", "LocalChat", "LocalModelUnavailable", "find_gguf", "local_model"]
@@ -51,6 +50,12 @@ ASCII_CHARS_PER_TOKEN = 3
 #: Small models loop; a stronger penalty than llama.cpp's 1.1 default keeps them moving.
 REPEAT_PENALTY = 1.3
 _MARKUP = re.compile(r"</?(message|quoted|memory|memory_search_results)\b[^>]*>")
+#: Memory shows past turns as episodes ("- [2026-12-03 17:49:58] Ana (u1): ...", then
+#: "Bot: ..."); a small model copies the format: a "Bot:" label before its answer, then
+#: made-up further turns. Generation stops at an episode line; tidy() drops the rest.
+_EPISODE_LINE = re.compile(r"^\s*(- )?\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+_BOT_LABEL = re.compile(r"^\s*Bot:\s*")
+_STOP = ["\n[20", "\n- [20"]
 
 
 def _import_runtime() -> Any:
@@ -88,8 +93,9 @@ def _start_server(xlc: Any, model_path: Path, n_ctx: int) -> Any:
     params.endpoint_metrics = False
     params.endpoint_slots = False
     params.verbosity = -1  # errors come back in the response; no per-request log lines
-    with keep_signal_handlers():
-        return xlc.Server(params)
+    # (llama.cpp's own server takes SIGINT/SIGTERM; this library leaves the process's
+    # handlers alone, which RQ's warm shutdown needs: tests/agent/test_local_model.py)
+    return xlc.Server(params)
 
 
 class LocalChat:
@@ -176,6 +182,7 @@ class LocalChat:
                     "max_tokens": self.max_tokens,
                     "temperature": self.temperature,
                     "repeat_penalty": REPEAT_PENALTY,
+                    "stop": _STOP,
                     "seed": 0,
                 }
             )
@@ -189,11 +196,13 @@ class LocalChat:
 
 
 def tidy(text: str) -> str:
-    """A tiny model's answer without its usual faults: echoed prompt markup and the same
-    line repeated until the token limit."""
+    """A tiny model's answer without its usual faults: echoed prompt markup, the same
+    line repeated until the token limit, and the episode format copied from memory."""
     seen: set[str] = set()
     kept: list[str] = []
-    for line in text.splitlines():
+    for line in _BOT_LABEL.sub("", text, count=1).splitlines():
+        if _EPISODE_LINE.match(line):
+            break  # made-up further turns of the chat
         key = " ".join(line.split()).lower()
         if _MARKUP.fullmatch(line.strip()):
             continue

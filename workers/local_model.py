@@ -172,26 +172,30 @@ class LocalChat:
                 chat[i]["content"] = "[...]\n" + text[-keep:]
         return chat
 
-    def complete(self, chat: list[dict[str, str]]) -> str:
+    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One raw OpenAI-style chat request (``messages``, sampling, ``tools``...) to the
+        model, serialized with every other; the response as a dict."""
         with self._lock:
-            fitted = self.fit(chat)
             self._ran_in = os.getpid()
-            out = self._engine().handle_chat_completions(
-                {
-                    "messages": fitted,
-                    "max_tokens": self.max_tokens,
-                    "temperature": self.temperature,
-                    "repeat_penalty": REPEAT_PENALTY,
-                    "stop": _STOP,
-                    "seed": 0,
-                }
-            )
-        choices = out.get("choices") if isinstance(out, dict) else None
-        if not choices:
+            out = self._engine().handle_chat_completions(body)
+        if not isinstance(out, dict) or not out.get("choices"):
             error = out.get("error", out) if isinstance(out, dict) else out
             message = error.get("message", error) if isinstance(error, dict) else error
             raise RuntimeError(f"the local model failed: {message}")
-        content = choices[0].get("message", {}).get("content") or ""
+        return out
+
+    def complete(self, chat: list[dict[str, str]]) -> str:
+        out = self.request(
+            {
+                "messages": self.fit(chat),
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+                "repeat_penalty": REPEAT_PENALTY,
+                "stop": _STOP,
+                "seed": 0,
+            }
+        )
+        content = out["choices"][0].get("message", {}).get("content") or ""
         return tidy(str(content))
 
 

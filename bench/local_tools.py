@@ -8,7 +8,10 @@ model's own chat template, ``use_jinja``) on the same in-process server the loca
 uses, and scores each case: a case that should save a fact passes when the reply is one
 ``remember`` call whose ``fact`` contains the expected words; a case that needs a lookup,
 one ``search_memory`` call whose ``query`` contains them; a plain question passes when no
-tool is called. Prints each case and the totals with ``/proc/loadavg``.
+tool is called. A call counts only when llama.cpp parsed it as one (``tool_calls``); a
+call the model wrote as bare JSON text instead is counted apart ("as text"), since the
+turn path would show it to the user as the answer. Prints each case and the totals with
+``/proc/loadavg``.
 """
 
 from __future__ import annotations
@@ -55,21 +58,40 @@ CASES: list[tuple[str, str | None, str]] = [
 ]
 
 
-def score(out: dict[str, Any], tool: str | None, words: str) -> tuple[bool, str]:
+def text_call(content: str) -> dict[str, Any] | None:
+    """A call written as JSON text (``{"name": ..., "arguments": {...}}``), if it is one."""
+    try:
+        call = json.loads(content.strip().removeprefix("```json").strip("`\n "))
+    except ValueError:
+        return None
+    return call if isinstance(call, dict) and "name" in call else None
+
+
+def right(name: str, arguments: Any, tool: str, words: str) -> bool:
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except ValueError:
+            return False
+    values = arguments.values() if isinstance(arguments, dict) else []
+    return name == tool and words in " ".join(str(v) for v in values).lower()
+
+
+def score(out: dict[str, Any], tool: str | None, words: str) -> tuple[bool, bool, str]:
+    """(right through the API, right as JSON text, what was seen)."""
     message = (out.get("choices") or [{}])[0].get("message", {})
     calls = message.get("tool_calls") or []
+    content = message.get("content") or ""
     seen = [f'{c["function"]["name"]}({c["function"]["arguments"]})' for c in calls]
-    shown = "; ".join(seen) or repr((message.get("content") or "")[:80])
+    shown = "; ".join(seen) or repr(content[:80])
+    as_text = text_call(content)
     if tool is None:
-        return not calls, shown
-    if len(calls) != 1 or calls[0]["function"]["name"] != tool:
-        return False, shown
-    try:
-        args = json.loads(calls[0]["function"]["arguments"])
-    except ValueError:
-        return False, shown
-    text = " ".join(str(v) for v in args.values()).lower()
-    return words in text, shown
+        return not calls, not calls and as_text is None, shown
+    api = len(calls) == 1 and right(calls[0]["function"]["name"],
+                                    calls[0]["function"]["arguments"], tool, words)
+    text = as_text is not None and right(str(as_text.get("name")),
+                                         as_text.get("arguments"), tool, words)
+    return api, text, shown
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,17 +100,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     engine = LocalChat(find_gguf(args.model), max_tokens=80, temperature=0.0)
     load_start = Path("/proc/loadavg").read_text().strip()
-    passed = 0
+    passed = written = 0
     for say, tool, words in CASES:
         out = engine.request({
             "messages": [{"role": "system", "content": SYSTEM},
                          {"role": "user", "content": say}],
             "tools": TOOLS, "max_tokens": 80, "temperature": 0.0,
         })
-        ok, shown = score(out, tool, words)
+        ok, text_ok, shown = score(out, tool, words)
         passed += ok
-        print(f'{"pass" if ok else "FAIL"} want {tool or "no tool":13} {say[:48]!r} -> {shown}')
-    print(f"model {args.model}: {passed}/{len(CASES)} tool decisions right; load "
+        written += text_ok or ok
+        mark = "pass" if ok else "text" if text_ok else "FAIL"
+        print(f"{mark} want {tool or 'no tool':13} {say[:48]!r} -> {shown}", flush=True)
+    print(f"model {args.model}: {passed}/{len(CASES)} right through the tool API, "
+          f"{written}/{len(CASES)} counting calls written as JSON text; load "
           f"{load_start} -> {Path('/proc/loadavg').read_text().strip()}")
     return 0
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# First run: a few minutes, nearly all of it downloading about 560 MB (the local model's
-# weights, 478 MB, and llama.cpp as a prebuilt wheel: nothing is compiled on x86-64 or
+# First run: minutes, nearly all of it downloading (the dependencies, llama.cpp as a
+# prebuilt wheel and the local model's weights, 478 MB: nothing is compiled on x86-64 or
 # arm64 Linux); see bench/README.md for the measured times. Later runs: seconds.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis;
@@ -17,8 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .venv/.quickstart-installed ]; then
-  echo "first run: downloading about 560 MB (the try-out model and its runtime), a few" \
-       "minutes on a fast link; later runs take seconds" >&2
+  echo "first run: downloading the dependencies and the try-out model (478 MB), a few" \
+       "minutes on a fast link, nothing compiled; later runs take seconds" >&2
 fi
 
 PY=${PYTHON:-python3}

@@ -38,10 +38,11 @@ log = logging.getLogger(__name__)
 
 #: Both bundled models were trained with far longer contexts; 2048 keeps memory small.
 DEFAULT_CONTEXT = 2048
-#: Prompt tokens the local model is given at most. On 2 cores the prompt dominates a turn:
-#: Qwen2.5-0.5B reads about 150 tokens/s and writes about 30 on a quiet machine
-#: (bench/README.md), so 512 tokens plus a 60-token reply fit in about 5 seconds. The
-#: prefix cache makes later turns of a chat cheaper still.
+#: Prompt tokens the local model is given at most. On 2 cores the prompt dominates a turn
+#: (its tokens are read one batch at a time; a reply's are written one by one): 512 is
+#: the old 768 cut by a third for a model almost four times SmolLM2's size. Not shown to
+#: meet 5 s here: on the shared test machine (load 6-10) Qwen2.5-0.5B read 12-43 prompt
+#: tokens/s (bench/README.md). The slot's prefix cache makes later turns cheaper.
 DEFAULT_PROMPT_BUDGET = 512
 #: Tokens are estimated, not counted (xllamacpp has no tokenizer call): English runs about
 #: 4 characters a token in these vocabularies; 3 over-counts on purpose, and any non-ASCII

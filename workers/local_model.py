@@ -177,8 +177,9 @@ class LocalChat:
         """One raw OpenAI-style chat request (``messages``, sampling, ``tools``...) to the
         model, serialized with every other; the response as a dict."""
         with self._lock:
+            server = self._engine()  # first: it refuses a child of a process that ran it
             self._ran_in = os.getpid()
-            out = self._engine().handle_chat_completions(body)
+            out = server.handle_chat_completions(body)
         if not isinstance(out, dict) or not out.get("choices"):
             error = out.get("error", out) if isinstance(out, dict) else out
             message = error.get("message", error) if isinstance(error, dict) else error

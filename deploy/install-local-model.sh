@@ -1,70 +1,33 @@
 #!/usr/bin/env bash
-# Installs the local model's runtime, llama-cpp-python, into a virtualenv, compiled so
-# that it runs on any CPU of its architecture. Used by deploy/quickstart.sh and .ci/run.
+# Installs the local model's runtime, xllamacpp (llama.cpp in-process), into a virtualenv.
+# Used by deploy/quickstart.sh and .ci/run.
 #
-# Why a source build: no portable prebuilt llama.cpp wheel is published on PyPI
-# (llama-cpp-python ships an sdist only; the prebuilt ones found need glibc 2.38, or
-# x86-64 Linux only). GGML_NATIVE=OFF builds for the architecture's baseline (x86-64
-# with AVX2/FMA, arm64) instead of every flag of the build machine; a native build
-# picked AVX-512/AMX and died with SIGILL where the CPU or the OS does not run them.
-# No runtime CPU-variant dispatch (it may choose AMX where the OS does not enable it).
-# LLAVA_BUILD=OFF skips the image library the chat does not use.
-#
-# Why our own wheel cache: pip's wheel cache is keyed by the sdist, not by CMAKE_ARGS,
-# so a native build cached earlier would silently be reused; pip's is therefore off
-# (--no-cache-dir). Instead the built wheel is kept under
-# ${PNC_WHEEL_CACHE:-${XDG_CACHE_HOME:-~/.cache}/pynanoclaw/wheels}, in a directory named
-# by everything that makes it what it is: llama-cpp-python's version, the Python (its
-# ABI), the platform (architecture and libc) and a hash of CMAKE_ARGS. A matching key
-# installs in seconds; anything else compiles once (about 5 minutes on 2 cores) and is
-# kept. Delete the directory to force a rebuild.
+# The common path compiles nothing: xllamacpp publishes manylinux2014 wheels (glibc 2.17
+# or newer) for x86-64, built GGML_NATIVE=OFF (AVX2/FMA/F16C: any x86-64 CPU since 2013,
+# never AVX-512 or AMX, so no SIGILL on a CPU or OS without them), and for arm64, built for
+# the armv8-a baseline (any arm64 CPU). Only where pip finds no wheel (musl Linux, another
+# architecture or Python) is llama.cpp compiled from xllamacpp's sdist: this script says
+# so, and roughly how long it takes, before it starts, then shows the build's progress.
 #
 # Usage: bash deploy/install-local-model.sh [PYTHON]   (default: .venv/bin/python)
 set -euo pipefail
 PY=${1:-.venv/bin/python}
-SPEC="llama-cpp-python>=0.3,<0.4"
-if "$PY" -c "import llama_cpp" 2>/dev/null; then
+SPEC="xllamacpp>=2026.10,<2027"  # keep in step with pyproject.toml's local-model extra
+if "$PY" -c "import xllamacpp" 2>/dev/null; then
   exit 0
 fi
-export CMAKE_ARGS=${CMAKE_ARGS:-"-DGGML_NATIVE=OFF -DLLAVA_BUILD=OFF"}
-CACHE=${PNC_WHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pynanoclaw/wheels}
-mkdir -p "$CACHE"
-WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
-
-# The version pip would install, asked of pip itself (same indexes, constraints and
-# find-links as an install); the sdist it fetches is what a cache miss builds.
-"$PY" -m pip download --quiet --no-deps --no-binary llama-cpp-python -d "$WORK/sdist" "$SPEC"
-SDIST=$(find "$WORK/sdist" -maxdepth 1 -name '*.tar.gz' | head -n 1)
-VERSION=$(basename "$SDIST" .tar.gz)
-VERSION=${VERSION##*-}  # llama_cpp_python-0.3.36 (versions never contain "-")
-ABI=$("$PY" -c 'import platform, sys, sysconfig
-print(sys.implementation.cache_tag, sysconfig.get_platform(), *platform.libc_ver(), sep="-")')
-ARGS_HASH=$(printf '%s' "$CMAKE_ARGS" | sha256sum | cut -c1-16)
-SLOT="$CACHE/llama-cpp-python-$VERSION-$ABI-$ARGS_HASH"
-
-build_once() {
-  # under the lock: a concurrent run waits for this build instead of compiling again
-  if compgen -G "$SLOT/*.whl" >/dev/null; then
-    return
-  fi
-  echo "compiling llama.cpp $VERSION for the local model (once per version, Python and" \
-       "CMAKE_ARGS; about 5 minutes on 2 cores) ..." >&2
-  "$PY" -m pip wheel --quiet --no-deps --no-cache-dir -w "$WORK/wheel" "$SDIST"
-  mkdir -p "$WORK/slot"
-  mv "$WORK"/wheel/*.whl "$WORK/slot/"
-  printf '%s\n' "$CMAKE_ARGS" > "$WORK/slot/cmake-args.txt"  # the key, readable
-  rm -rf "$SLOT.partial" "$SLOT"
-  mv "$WORK/slot" "$SLOT.partial"
-  mv "$SLOT.partial" "$SLOT"  # whole or absent, never a half-copied wheel
-}
-
-if command -v flock >/dev/null; then
-  exec 9>"$CACHE/.lock"
-  flock 9
-  build_once
-  flock -u 9
-else
-  build_once
+if "$PY" -m pip install --quiet --only-binary=xllamacpp "$SPEC"; then
+  exit 0
 fi
-"$PY" -m pip install --quiet "$SLOT"/*.whl
+# Compiling llama-cpp-python's llama.cpp took 5 minutes on 2 cores; xllamacpp also builds
+# llama.cpp's server and a Rust grammar library (llguidance), so expect more.
+echo "no prebuilt llama.cpp (xllamacpp) wheel for $(uname -m) with this Python and libc:" \
+     "compiling it from source now, at least 10 minutes on 2 cores (it needs cmake, a" \
+     "C++17 compiler and Rust). Ctrl-C to stop, then set [model] provider to anthropic" \
+     "or openai instead. Progress:" >&2
+# pip -v shows the build's output; keep the percentage lines and errors
+set +o pipefail
+"$PY" -m pip install -v --no-binary=xllamacpp "$SPEC" 2>&1 \
+  | grep --line-buffered -E '^ *\[ *[0-9]+%\]|^error|^ERROR|Successfully installed' >&2
+set -o pipefail
+"$PY" -c "import xllamacpp"  # the build's own error is above

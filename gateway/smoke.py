@@ -14,11 +14,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-#: Loading SmolLM2 takes well under a second; a first import of the library and a cold
+#: Loading the local model takes a few seconds; a first import of the library and a cold
 #: disk cache take longer. Generous, because a false failure blocks the chat.
 SMOKE_TIMEOUT = 180.0
+#: The prebuilt llama.cpp wheel needs AVX2/FMA on x86-64 (CPUs since 2013); an older CPU
+#: gets one compiled for it (from source, at least 10 minutes on 2 cores).
 REBUILD = (
-    ".venv/bin/pip uninstall -y llama-cpp-python && bash deploy/install-local-model.sh"
+    ".venv/bin/pip install --force-reinstall --no-deps --no-binary xllamacpp "
+    "'xllamacpp>=2026.10,<2027'"
 )
 SWITCH = (
     'or set [model] provider = "anthropic" or "openai" in {config} (see README, '
@@ -38,8 +41,8 @@ def describe_exit(returncode: int, stderr: str, config: Path) -> str:
         except ValueError:
             name = f"signal {-returncode}"
         cause = (
-            "an illegal instruction: the llama.cpp library was built for another CPU; "
-            f"rebuild it portably with: {REBUILD}"
+            "an illegal instruction: the prebuilt llama.cpp uses AVX2, which this CPU "
+            f"lacks; compile it for this CPU with: {REBUILD}"
             if name == "SIGILL"
             else "a crash in the model library"
         )

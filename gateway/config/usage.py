@@ -41,6 +41,7 @@ class Price(_Section):
 DEFAULT_PRICES: dict[str, Price] = {
     "claude-sonnet-4-5": Price(input=3.0, output=15.0, cached=0.30),
     "gpt-4.1-mini": Price(input=0.40, output=1.60, cached=0.10),
+    "qwen2.5-coder-0.5b-instruct": Price(input=0.0, output=0.0, cached=0.0),
     "smollm2-135m-instruct": Price(input=0.0, output=0.0, cached=0.0),
 }
 

@@ -96,7 +96,7 @@ def test_budget_is_configured_and_smaller_for_the_local_model(
     provider: str, expected: int
 ) -> None:
     if provider == "local":
-        pytest.importorskip("llama_cpp")
+        pytest.importorskip("xllamacpp")
     model = {"provider": provider}
     if provider == "function":
         model["function"] = "tests.agent.scripted:model"

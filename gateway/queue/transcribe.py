@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 import redis
+from rq import Worker
 
 from gateway.queue.jobs import DEFAULT_QUEUE, enqueue_job, job_queue
 
@@ -32,6 +33,13 @@ SHA256 = re.compile(r"[0-9a-f]{64}")
 def transcribe_queue(name: str = DEFAULT_QUEUE) -> str:
     """The name of the transcription queue that goes with drain queue ``name``."""
     return name + TRANSCRIBE_SUFFIX
+
+
+def transcribers(connection: redis.Redis, queue: str = DEFAULT_QUEUE) -> int:
+    """How many workers listen on drain queue ``queue``'s transcription queue (RQ's own
+    registry of live workers)."""
+    return Worker.count(connection=connection,
+                        queue=job_queue(connection, transcribe_queue(queue)))
 
 
 def enqueue_transcribe(connection: redis.Redis, group: str, message_id: str, sha256: str, *,

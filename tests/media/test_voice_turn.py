@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+import redis
+
 from gateway.queue import DEFAULT_QUEUE, transcribe_queue
 from memory_store.attachments import TRANSCRIPT_SUFFIX
 from tests.channels.e2e import worker
@@ -35,3 +38,20 @@ async def test_a_voice_note_is_heard_by_the_turn_and_kept_in_the_episode(
         episodes = stack.data / "groups" / "telegram" / str(ALICE) / "episodes"
         text = "".join(p.read_text(encoding="utf-8") for p in episodes.rglob("*.md"))
         assert "voice note, transcribed:" in text and "water" in text.lower()
+
+
+@pytest.mark.slow  # waits out the 20 s grace for a transcription worker to start
+async def test_with_no_transcription_worker_the_chat_is_not_held(tmp_path: Path) -> None:
+    """Nobody listens on the transcription queue (a setup that runs only turn workers):
+    the voice note's message goes on at once, the model is told why there is no text,
+    and the job waits in the queue for a transcription worker."""
+    note = voice_note()
+    async with media_stack(tmp_path) as stack:
+        stack.fake.files["vn2"] = note
+        await stack.start_in_loop()
+        await stack.fake.enqueue(dm(702, ALICE, voice=("vn2", note)))
+        await stack.answered(702, timeout=90)  # the grace, not the 120 s wait for a worker
+        [turn] = [t for t in stack.turns() if "702" in t["ids"]]
+        assert "not transcribed: no transcription worker is running" in turn["prompt"]
+        with redis.Redis.from_url(stack.url) as r:
+            assert r.llen(f"rq:queue:{transcribe_queue(DEFAULT_QUEUE)}") == 1

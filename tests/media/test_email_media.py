@@ -31,12 +31,12 @@ ADA, MALLORY = "ada@example.org", "mallory@example.com"  # allowed; never approv
 
 
 def _mail(sender: str, message_id: str, text: str,
-          files: list[tuple[bytes, str, str, str]]) -> bytes:
-    """A mail whose sender's domain passed DMARC at the receiving server, with ``files``
+          files: list[tuple[bytes, str, str, str]], dmarc: str = "pass") -> bytes:
+    """A mail whose sender's domain got ``dmarc`` at the receiving server, with ``files``
     (data, maintype, subtype, file name) attached."""
     msg = EmailMessage()
     domain = sender.rpartition("@")[2]
-    msg["Authentication-Results"] = f"{AUTHSERV_ID}; dmarc=pass header.from={domain}"
+    msg["Authentication-Results"] = f"{AUTHSERV_ID}; dmarc={dmarc} header.from={domain}"
     msg["From"], msg["To"] = sender, f"Claw <{BOT}>"
     msg["Subject"], msg["Message-ID"] = "files", f"<{message_id}>"
     msg.set_content(text)
@@ -96,6 +96,10 @@ backoff_max = 0.5
                         ADA, "files-2@e2e", "And these two?",
                         [(big, "application", "pdf", "big.pdf"),
                          (tool, "application", "pdf", "tool.pdf")]))  # named .pdf
+                    # a forger writing as Ada (DMARC fails): dropped, no pairing code
+                    forged = await append(admin, _mail(ADA, "forged-1@e2e", "hi",
+                                                       [(image, "image", "png", "y.png")],
+                                                       dmarc="fail"))
                     spy = await append(admin, _mail(MALLORY, "spy-1@e2e", "hi",
                                                     [(image, "image", "png", "x.png")]))
                     await answered(url, "files-1@e2e", "files-2@e2e")
@@ -137,11 +141,15 @@ backoff_max = 0.5
                     assert "big.pdf" in reply and "limit" in reply
                     assert "tool.pdf" in reply and "file type I don't accept" in reply
                     # the files were read part by part (section 1 is the text); the big
-                    # one (over the cap by the size its part announced) and the
-                    # stranger's were never asked for
+                    # one (over the cap by the size its part announced), the forger's
+                    # and the stranger's were never asked for
                     assert _parts_asked(relay, kept) == {"2.MIME", "2", "3.MIME", "3"}
                     assert _parts_asked(relay, refused) == {"3.MIME", "3"}
-                    assert _parts_asked(relay, spy) == set()
+                    assert _parts_asked(relay, spy) == _parts_asked(relay, forged) == set()
+                    assert not any("forged-1@e2e" in str(m["In-Reply-To"])
+                                   for m in smtp.messages())
+                    # it did reach the gateway (before the stranger's, by UID): dropped
+                    assert gw.inbox is not None and gw.inbox.counts["drop"] == 1
                 finally:
                     await gw.stop()
     finally:

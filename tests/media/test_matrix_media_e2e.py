@@ -132,6 +132,9 @@ backoff_max = 0.5
                     assert "big.pdf" in over and "limit" in over
                     assert "tool.pdf" in wrong and "file type I don't accept" in wrong
                     assert not told(sent[0][0]) and not told(sent[1][0])
+                    # in the encrypted room, the refusals went out encrypted like any reply
+                    assert all(m["event_id"] in ann.decrypted
+                               for m in ann.messages_from(bot.user_id, room))
                     # the stranger got a pairing code; their file was never asked for,
                     # nor the big one (over the cap by its announced size)
                     await mallory.wait_for_messages(bot.user_id, 1, spy_room)

@@ -1,6 +1,7 @@
 """A TCP relay on 127.0.0.1 in front of a real server, counting what the server sends on
 each connection: a test sees how many bytes a client actually took from the server (a
-capped download), with the real protocol passing through untouched."""
+capped download), and what the client asked for (``upstream``: a download that must never
+happen), with the real protocol passing through untouched."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ class TcpRelay:
         self.target = (target_host, target_port)
         #: bytes the server sent, one entry per client connection, in connect order
         self.downstream: list[int] = []
+        #: bytes the client sent, one entry per client connection, in connect order
+        self.upstream: list[bytearray] = []
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -31,6 +34,7 @@ class TcpRelay:
                      client_w: asyncio.StreamWriter) -> None:
         index = len(self.downstream)
         self.downstream.append(0)
+        self.upstream.append(bytearray())
         server_r, server_w = await asyncio.open_connection(*self.target)
 
         async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter,
@@ -39,6 +43,8 @@ class TcpRelay:
                 while data := await src.read(64 * 1024):
                     if count:
                         self.downstream[index] += len(data)
+                    else:
+                        self.upstream[index] += data
                     dst.write(data)
                     await dst.drain()
             except (ConnectionError, OSError):

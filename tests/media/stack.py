@@ -5,6 +5,7 @@ real subprocess a test may ``kill -9``."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
 import signal
@@ -99,6 +100,23 @@ def turns(url: str) -> list[dict[str, Any]]:
     """What the image-taking scripted model saw, turn by turn."""
     with redis.Redis.from_url(url) as r:
         return [json.loads(t) for t in r.lrange("test:media_turns", 0, -1)]
+
+
+def saw_files(url: str, image: bytes, doc: bytes, *, doc_name: str = "report.pdf") -> str:
+    """Check what every channel's media test checks: the model got ``image`` as its one
+    image, both files are named as stored, the document's name as data, and an over-cap
+    and a refused-type file as not kept. Returns the turns' prompts, joined."""
+    seen = turns(url)
+    image_sha = hashlib.sha256(image).hexdigest()
+    doc_sha = hashlib.sha256(doc).hexdigest()
+    assert [i for t in seen for i in t["images"]] == \
+        [{"media_type": "image/png", "sha256": image_sha}]
+    prompt = "\n".join(t["prompt"] for t in seen)
+    assert f"file {image_sha}.png" in prompt
+    assert f"file {doc_sha}.pdf" in prompt and repr(doc_name) in prompt
+    assert f"not kept: it is over the {FILE_CAP / 1e6:g} MB limit" in prompt
+    assert "not kept: it is a file type I don't accept" in prompt
+    return prompt
 
 
 async def answered(url: str, *message_ids: str, timeout: float = 60) -> None:

@@ -24,7 +24,7 @@ from tests.channels.synapse import SERVER_NAME, SynapseServer
 from tests.channels.tcp_relay import TcpRelay
 from tests.channels.test_matrix_e2e import _register, synapse
 from tests.media.files import exe, pdf, png
-from tests.media.stack import FILE_CAP, answered, config, turns
+from tests.media.stack import FILE_CAP, answered, config, saw_files
 
 pytestmark = pytest.mark.slow  # Synapse starts once per session (about 5 s)
 _ = synapse  # the session's one Synapse (a fixture)
@@ -98,17 +98,9 @@ backoff_max = 0.5
                                                     encrypt=False)
                     await answered(url, *(event for event, _ in sent))
 
-                    seen = turns(url)
+                    prompt = saw_files(url, image, doc)
                     image_sha = hashlib.sha256(image).hexdigest()
                     doc_sha = hashlib.sha256(doc).hexdigest()
-                    # decrypted: the model saw the very image Ann sent
-                    assert [i for t in seen for i in t["images"]] == \
-                        [{"media_type": "image/png", "sha256": image_sha}]
-                    prompt = "\n".join(t["prompt"] for t in seen)
-                    assert f"file {image_sha}.png" in prompt
-                    assert f"file {doc_sha}.pdf" in prompt and "'report.pdf'" in prompt
-                    assert f"not kept: it is over the {FILE_CAP / 1e6:g} MB limit" in prompt
-                    assert "not kept: it is a file type I don't accept" in prompt
                     for *_, caption in files:  # each caption answered, files kept or not
                         assert caption in prompt
                     stored = sorted(p.name for p in (tmp_path / "data" / "groups" / "matrix")

@@ -15,7 +15,7 @@ from tests.channels.harness_signal import env, new_fake
 from tests.channels.kit import eventually
 from tests.fakes.signal_cli import BOT_NUMBER, BOT_UUID, FakeSignalCli, data_message
 from tests.media.files import exe, pdf, png
-from tests.media.stack import FILE_CAP, answered, config, turns
+from tests.media.stack import FILE_CAP, answered, config, saw_files
 
 ALICE = "a11ce000-0000-4000-8000-000000000002"  # allowed; data_message's default sender
 STRANGER = "5712a000-0000-4000-8000-000000000666"  # a DM under pairing, never approved
@@ -77,16 +77,9 @@ backoff_max = 0.5
                     ids = [f"{ALICE}:{T0 + i}" for i in range(len(sent))]
                     await answered(url, *ids)
 
-                    seen = turns(url)
+                    prompt = saw_files(url, image, doc)
                     image_sha = hashlib.sha256(image).hexdigest()
                     doc_sha = hashlib.sha256(doc).hexdigest()
-                    assert [i for t in seen for i in t["images"]] == \
-                        [{"media_type": "image/png", "sha256": image_sha}]
-                    prompt = "\n".join(t["prompt"] for t in seen)
-                    assert f"file {image_sha}.png" in prompt
-                    assert f"file {doc_sha}.pdf" in prompt and "'report.pdf'" in prompt
-                    assert f"not kept: it is over the {FILE_CAP / 1e6:g} MB limit" in prompt
-                    assert "not kept: it is a file type I don't accept" in prompt
                     # the text of each refused file's message was answered all the same
                     for text, _ in sent:
                         assert text in prompt

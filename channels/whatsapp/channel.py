@@ -35,6 +35,7 @@ from channels.errors import AttachmentTooLarge, TransientError
 from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
 from channels.whatsapp.errors import OUTSIDE_WINDOW, OutsideWindow, map_error
+from channels.whatsapp.files import send_media
 from channels.whatsapp.normalize import Parsed, StatusEvent, parse_delivery
 from channels.whatsapp.outcomes import DeliveryLog, DeliveryOutcome, ServiceWindow, tracker
 from channels.whatsapp.render import WHATSAPP_TEXT_LIMIT, render_chunks
@@ -251,6 +252,24 @@ class WhatsAppChannel(Channel):
             raise error from None
         self.deliveries.sent(message.reply_id, message.chat_id, index, sent.id)
         return sent.id
+
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """Upload, then an image or document message (``whatsapp.files``) quoting
+        ``reply_to_id``, with the tracker of (reply id, 0). The Cloud API has no
+        idempotency key: a re-send after a lost answer is caught by the tracker's status
+        webhook (``find_sent``; this process only), else the file goes twice. Outside the
+        24-hour window no file goes (templates carry no file): ``OutsideWindow``."""
+        done = self.deliveries.wamid(message.reply_id, 0)
+        if done is not None:
+            return done
+        if not await self._window.is_open(message.chat_id, time.time()):
+            raise OutsideWindow("outside the 24-hour window: WhatsApp sends no file then")
+        wamid = await send_media(self._wa, message.chat_id, data, name, caption,
+                                 reply_to=message.reply_to_id,
+                                 tracker=tracker(message.reply_id, 0))
+        self.deliveries.sent(message.reply_id, message.chat_id, 0, wamid)
+        return wamid
 
     async def find_sent(self, message: Outbound, index: int) -> str | None:
         """After an ambiguous send: the chunk's wamid if WhatsApp reported it. Every

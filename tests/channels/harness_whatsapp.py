@@ -25,6 +25,7 @@ from tests.channels.kit import (
     MemoryCursorStore,
     RecordingSink,
     Sent,
+    SentFile,
     fences_balanced,
     load_fixture,
 )
@@ -94,6 +95,27 @@ class WhatsAppHarness:
                  formatted=True)
             for body in self.fake.sent
         ]
+
+    def sent_files(self) -> list[SentFile]:
+        """Image and document messages, with the upload each names."""
+        out = []
+        for body in self.fake.sent:
+            media = body.get(body["type"], {})
+            if body["type"] not in ("image", "document"):
+                continue
+            name, mime = self.fake.uploads[media["id"]]
+            out.append(SentFile(str(body["to"]), media.get("filename") or name,
+                                self.fake.media.files[media["id"]], media.get("caption", ""),
+                                mime=mime))
+        return out
+
+    async def lose_next_answer(self) -> None:
+        """The next message is sent, its answer never arrives (the connection drops)."""
+        self.fake.drop_after_accept = 1
+
+    async def answer_lost(self) -> None:
+        """What the platform tells the adapter later: the status webhooks (trackers)."""
+        await self.fake.deliver_statuses("sent")
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
         self.fake.fail_next(failure(status, retry_after))

@@ -146,6 +146,8 @@ class SentFile:
     data: bytes
     caption: str
     thread_id: str | None = None
+    #: the MIME type the platform recorded, where the harness can read it
+    mime: str | None = None
 
 
 @runtime_checkable

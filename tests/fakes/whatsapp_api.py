@@ -4,6 +4,9 @@ also plays Meta's webhook deliveries.
 Graph API side, shaped like developers.facebook.com/docs/whatsapp/cloud-api/reference:
 
 * ``GET /v<ver>/<phone_number_id>``: the phone number object.
+* ``POST /v<ver>/<phone_number_id>/media`` (multipart ``file``, ``type``,
+  ``messaging_product``): ``{"id": <media id>}``, for the supported media types and
+  their size caps only (``UPLOAD_CAPS``); then ``image``/``document`` messages name it.
 * ``POST /v<ver>/<phone_number_id>/messages`` with ``Authorization: Bearer <token>``:
   ``{"messaging_product": "whatsapp", "contacts": [{"input", "wa_id"}],
   "messages": [{"id": "wamid.…"}]}`` (templates add ``"message_status": "accepted"``).
@@ -42,6 +45,15 @@ PHONE_NUMBER_ID = "106540352242922"
 DISPLAY_NUMBER = "15550783881"
 WABA_ID = "102290129340398"
 API_VERSION = "23.0"
+MB = 1_000_000
+#: media upload: type -> its size cap (Cloud API media reference, supported media types)
+UPLOAD_CAPS = {
+    "image/jpeg": 5 * MB, "image/png": 5 * MB, "text/plain": 100 * MB,
+    "application/pdf": 100 * MB, "application/msword": 100 * MB,
+    "application/vnd.ms-excel": 100 * MB, "application/vnd.ms-powerpoint": 100 * MB,
+    **{f"application/vnd.openxmlformats-officedocument.{kind}": 100 * MB for kind in (
+        "wordprocessingml.document", "spreadsheetml.sheet", "presentationml.presentation")},
+}
 
 
 def sign(body: bytes, secret: str = APP_SECRET) -> str:
@@ -109,6 +121,8 @@ class FakeWhatsApp:
     def __post_init__(self) -> None:
         #: media the Graph API knows: media id -> bytes (GET /<id>, then its URL)
         self.media = FileShelf(self.token)
+        #: media uploaded by the adapter: media id -> (file name, MIME type)
+        self.uploads: dict[str, tuple[str, str]] = {}
         self._runner: web.AppRunner | None = None
         self._port = 0
         self._ids = itertools.count(1)
@@ -121,6 +135,7 @@ class FakeWhatsApp:
         app = web.Application()
         app.router.add_get("/v{ver}/{phone}", self._phone)
         app.router.add_post("/v{ver}/{phone}/messages", self._messages)
+        app.router.add_post("/v{ver}/{phone}/media", self._upload)
         app.router.add_get("/media/{id}",
                            lambda r: self.media.serve(r, r.match_info["id"]))
         self._runner = web.AppRunner(app, access_log=None)
@@ -171,6 +186,34 @@ class FakeWhatsApp:
             "verified_name": "Claw Assistant", "quality_rating": "GREEN",
             "code_verification_status": "VERIFIED", "platform_type": "CLOUD_API",
         })
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        self.calls.append(("POST", request.path))
+        if not self._authorized(request):
+            return self._error(190, "Invalid OAuth access token", 401)
+        fields: dict[str, str] = {}
+        file: tuple[str, str, bytes] | None = None
+        async for part in await request.multipart():
+            if not isinstance(part, aiohttp.BodyPartReader):
+                continue
+            if part.name == "file":
+                file = (part.filename or "", part.headers.get("Content-Type", ""),
+                        bytes(await part.read()))
+            elif part.name:
+                fields[part.name] = await part.text()
+        if fields.get("messaging_product") != "whatsapp" or file is None:
+            return self._error(100, "Invalid parameter", 400, "file and messaging_product")
+        name, mime, data = file
+        cap = UPLOAD_CAPS.get(fields.get("type") or mime)
+        if cap is None:
+            return self._error(100, "Invalid parameter", 400,
+                               f"Param file must be a file of a supported type, not {mime}")
+        if len(data) > cap:
+            return self._error(131053, "Media upload error", 400, "file too large")
+        media_id = f"{next(self._ids):015d}"
+        self.media.files[media_id] = data
+        self.uploads[media_id] = (name, mime)
+        return web.json_response({"id": media_id})
 
     async def _messages(self, request: web.Request) -> web.Response:
         self.calls.append(("POST", request.path))
@@ -286,6 +329,13 @@ def _invalid(body: Any) -> str:
         text = body.get("text", {}).get("body", "")
         if not text or len(text) > 4096:
             return "text.body must be 1..4096 characters"
+        return ""
+    if kind in ("image", "document"):
+        media = body.get(kind, {})
+        if not media.get("id") and not media.get("link"):
+            return f"{kind}.id or {kind}.link is required"
+        if len(media.get("caption") or "") > 1024:
+            return f"{kind}.caption must be at most 1024 characters"
         return ""
     if kind == "template":
         template = body.get("template", {})

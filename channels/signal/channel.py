@@ -20,12 +20,13 @@ from channels.base import (
     CursorStore,
     InboundSink,
 )
-from channels.errors import FormattingRejected
+from channels.errors import ChannelError, FormattingRejected
 from channels.models import Attachment, Outbound
 from channels.pools import aiohttp_connector
 from channels.signal.attachments import fetch as fetch_signal_attachment
 from channels.signal.errors import USER_ERROR, classify
 from channels.signal.events import EventStream
+from channels.signal.files import data_uri, fit_caption
 from channels.signal.health import SignalHealth
 from channels.signal.normalize import GROUP_PREFIX, BotIdentity, split_message_id
 from channels.signal.render import SIGNAL_TEXT_LIMIT, SignalChunk, render_chunks, utf8_len
@@ -166,10 +167,31 @@ class SignalChannel(Channel):
         except RpcError as error:
             if styled and error.code == USER_ERROR and "style" in error.message.lower():
                 raise FormattingRejected(error.message) from None
-            mapped, problem = classify(error, self.settings.number)
-            if problem is not None:
-                self.status.report(problem)
-            raise mapped from None
+            raise self._failed(error) from None
+        return self._sent(result)
+
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """``send`` with the file as a data URI attachment (``signal.files``: the daemon
+        may run on another machine, so no path is shared) and the caption as its text.
+        signal-cli takes no idempotency key and cannot look a sent message up: a re-send
+        after a lost answer goes twice."""
+        params = {**_target(message.chat_id), "message": fit_caption(caption),
+                  "attachments": [data_uri(data, name)]}
+        try:
+            result = await self._call("send", params)
+        except RpcError as error:
+            raise self._failed(error) from None
+        return self._sent(result)
+
+    def _failed(self, error: RpcError) -> ChannelError:
+        mapped, problem = classify(error, self.settings.number)
+        if problem is not None:
+            self.status.report(problem)
+        return mapped
+
+    def _sent(self, result: Any) -> str:
+        """The sent message's timestamp (Signal's message id)."""
         self.status.sent_ok()
         stamp = result.get("timestamp") if isinstance(result, dict) else None
         return str(stamp) if stamp is not None else ""

@@ -19,6 +19,7 @@ from tests.channels.kit import (
     MemoryCursorStore,
     RecordingSink,
     Sent,
+    SentFile,
     fences_balanced,
     load_fixture,
 )
@@ -100,6 +101,14 @@ class SignalHarness:
 
     def sent(self) -> list[Sent]:
         return sent_records(self.fake)
+
+    def sent_files(self) -> list[SentFile]:
+        """Each attachment of each ``send``, in its chat, the text as its caption."""
+        chats = [s.chat_id for s in sent_records(self.fake)]
+        return [SentFile(chat, f.filename or "", f.data, str(record.get("message") or ""),
+                         mime=f.mime)
+                for chat, record in zip(chats, self.fake.sent, strict=True)
+                for f in record["files"]]
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
         self.fake.fail_next("send", failure_for(status, MEMBERS[0], retry_after))

@@ -8,7 +8,9 @@ source and ``man/signal-cli-jsonrpc.5``):
   error object (-32700 parse, -32600 no method, -32601 unknown method, -32602 unknown
   account, -1 user error, -4 untrusted key, -5 rate limit, -32603 internal), HTTP 201
   with no body for a notification. Methods: ``send`` (recipient/groupId, message,
-  textStyle, quoteTimestamp/quoteAuthor; result ``{"timestamp", "results"}``),
+  textStyle, quoteTimestamp/quoteAuthor, ``attachments``: RFC 2397 data URIs, parsed
+  as ``DataURI`` does, a path being a file the fake has none of; result
+  ``{"timestamp", "results"}``),
   ``sendTyping``, ``version``, ``getAttachment`` (``id``; result ``{"data": <base64>}``
   of a file the daemon downloaded on receipt, ``attachments``; an unknown id is the
   user error "Could not find attachment with ID: <id>", as ``GetAttachmentCommand``).
@@ -38,6 +40,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_plus
 
 from aiohttp import web
 
@@ -53,6 +56,34 @@ USER_ERROR, UNTRUSTED_KEY_ERROR, RATELIMIT_ERROR = -1, -4, -5
 STREAM_OVER = 256 * 1024
 _STYLE = re.compile(r"(\d+):(\d+):(.+)")
 _STYLES = {"BOLD", "ITALIC", "SPOILER", "STRIKETHROUGH", "MONOSPACE"}
+#: signal-cli's ``DataURI.DATA_URI_PATTERN`` and ``PARAMETER_PATTERN``
+_DATA_URI = re.compile(r"data:(?P<type>.+?/.+?)?(?P<parameters>;.+?)?(?P<base64>;base64)?,"
+                       r"(?P<data>.+)", re.IGNORECASE | re.DOTALL)
+_PARAMETER = re.compile(r";(?P<key>[^;=]+)=(?P<value>[^;]+)")
+
+
+@dataclass(frozen=True)
+class SentAttachment:
+    """One attachment of a ``send``, as signal-cli reads its data URI."""
+
+    mime: str
+    filename: str | None
+    data: bytes
+
+
+def read_attachment(value: str) -> SentAttachment:
+    """A data URI as signal-cli's ``DataURI.of`` parses it (parameters URL-decoded);
+    anything else is a path, which this fake has no file for (signal-cli's error)."""
+    found = _DATA_URI.fullmatch(value)
+    if found is None:
+        raise _RpcFailure(user_error(f"Failed to send message: {value} (No such file or "
+                                     "directory) (FileNotFoundException)"))
+    params = {m["key"].lower(): unquote_plus(m["value"])
+              for m in _PARAMETER.finditer(found["parameters"] or "")}
+    raw = found["data"]
+    data = base64.b64decode(raw, validate=True) if found["base64"] else \
+        unquote_plus(raw).encode("ascii")
+    return SentAttachment(found["type"] or "text/plain", params.get("filename"), data)
 
 
 def _address(recipient: str) -> dict[str, Any]:
@@ -382,8 +413,11 @@ class FakeSignalCli:
         if not message and not params.get("attachment") and not params.get("attachments"):
             raise _RpcFailure(user_error("Sending empty message is not allowed, either a "
                                          "message, attachment or sticker must be given."))
+        files = params.get("attachments") or params.get("attachment") or []
+        attached = [read_attachment(str(v)) for v in ([files] if isinstance(files, str)
+                                                      else files)]
         self._last_ts = max(int(time.time() * 1000), self._last_ts + 1)
-        record = {**params, "timestamp": self._last_ts,
+        record = {**params, "files": attached, "timestamp": self._last_ts,
                   "long_text": len(message.encode("utf-8")) > 2000}
         self.sent.append(record)
         results = [{"recipientAddress": _address(r), "type": "SUCCESS",

@@ -3,7 +3,9 @@
 The event names the file by content hash; the bytes are read from the chat's own group
 dir (``GroupFiles.outbox_file``: no path travels in the event) and checked against the
 hash. Once, like a reply's chunk: the sent mark of (reply id, 0) is checked before and
-set with the outcome after, and the local channel dedupes a re-send itself. A platform
+set with the outcome after, and the local channel dedupes a re-send itself. After an
+ambiguous send (``MaybeSent``) the platform is asked first (``Channel.find_sent`` of
+(reply id, 0): a WhatsApp tracker's status, an email's own copy), as for a chunk. A platform
 that cannot send files, or refuses this one for good, gets a text note in the chat
 instead (its own reply id: once too). A transient failure leaves the event for the
 outbox to retry.
@@ -20,7 +22,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from channels.base import Channel, DeliveryReport
-from channels.errors import PermanentError, TransientError
+from channels.errors import MaybeSent, PermanentError, TransientError
 from channels.models import Outbound, group_key
 from gateway.delivery import DeliveryRecorder
 from gateway.groupfiles import GroupFiles
@@ -64,6 +66,13 @@ class FileSender:
         except PermanentError as err:
             await self._outcomes.record(self._report(msg, False, err.reason), mark_sent=True)
             return await self._note(channel, msg, name, err.reason)
+        except MaybeSent as err:
+            log.warning("outbox: %s file of reply %s may have been delivered (%s); "
+                        "asking the platform", channel.name, msg.reply_id, err)
+            found = await self._found(channel, msg)
+            if found is None:
+                return False  # the retry sends again (the platform may dedupe it)
+            platform_id = found
         except TransientError as err:
             log.warning("outbox: %s file of reply %s failed (%s); will retry", channel.name,
                         msg.reply_id, err)
@@ -71,6 +80,14 @@ class FileSender:
         await self._outcomes.record(self._report(msg, True, platform_id or "sent"),
                                     mark_sent=True)
         return True
+
+    @staticmethod
+    async def _found(channel: Channel, msg: Outbound) -> str | None:
+        try:
+            return await channel.find_sent(msg, 0)
+        except TransientError as err:
+            log.warning("outbox: could not look file of reply %s up (%s)", msg.reply_id, err)
+            return None
 
     def _read(self, msg: Outbound, sha256: str) -> bytes:
         if self._files is None:

@@ -165,6 +165,17 @@ class EmailChannel(Channel):
         not sent again."""
         return await self._outgoing.send(message, chunk, index)
 
+    async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
+                        ) -> str:
+        """One mail in the thread (a reply like a chunk's: reply-all, In-Reply-To and
+        References) with the file attached and the caption as its text; returns its
+        Message-ID. The Message-ID of (reply id, 0) and the own copy make a re-send
+        after a lost answer find the first mail instead of going again (``outgoing``)."""
+        chunks = self.render(caption)
+        # the text find_sent compares a copy with is the caption's first chunk
+        chunk = chunks[0] if chunks else Chunk(text=name, plain=name, formatted=False)
+        return await self._outgoing.send(message, chunk, 0, attachment=(data, name))
+
     async def find_sent(self, message: Outbound, index: int) -> str | None:
         """After an ambiguous SMTP failure: the chunk's Message-ID once its own copy
         (Gmail: its Sent copy) turns up within ``sent_wait`` seconds (``outgoing``)."""

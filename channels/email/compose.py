@@ -18,6 +18,7 @@ from channels.base import Chunk
 from channels.email.normalize import bare_subject
 from channels.email.parse import message_ids
 from channels.email.settings import EmailSettings
+from channels.outfiles import mime_of
 
 #: References grows with every mail; keep the root and the newest ones (RFC 5322
 #: section 3.6.4 allows trimming, and some servers refuse very long headers)
@@ -80,10 +81,11 @@ def recipients(
 
 def compose(
     original: Message, settings: EmailSettings, chunk: Chunk, message_id: str,
-    *, verified: bool = True,
+    *, verified: bool = True, attachment: tuple[bytes, str] | None = None,
 ) -> EmailMessage:
     """The reply to ``original`` (its headers suffice) carrying ``chunk``;
-    ``verified``: whether the receiving server authenticated the original's From."""
+    ``verified``: whether the receiving server authenticated the original's From;
+    ``attachment``: a file (bytes, name) attached, typed by its name."""
     to, cc = recipients(original, settings.own_addresses, verified)
     original_id = message_ids(str(original.get("Message-ID", "")))
     references = message_ids(str(original.get("References", ""))) + original_id
@@ -106,4 +108,8 @@ def compose(
     mail.set_content(chunk.plain)
     if chunk.formatted:
         mail.add_alternative(chunk.text, subtype="html")
+    if attachment is not None:
+        data, name = attachment
+        maintype, _, subtype = mime_of(name).partition("/")
+        mail.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
     return mail

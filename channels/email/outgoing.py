@@ -44,6 +44,7 @@ from channels.email.settings import EmailSettings
 from channels.email.smtp import send_mail
 from channels.errors import NetworkError, PermanentError
 from channels.models import Outbound
+from channels.outfiles import MB, check_size
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,9 @@ _POLL = 0.5
 #: a reply mail is one chunk of at most 10,000 characters, as text and HTML: a mail
 #: far bigger with its Message-ID is not the bot's copy and is not downloaded
 _COPY_MAX = 1_000_000
+#: the largest mail sent with a file, its encoding included (Gmail's sending limit:
+#: support.google.com/mail/answer/6584): a bigger one gets the outbox's note instead
+MAIL_MAX = 25 * MB
 
 
 def _same_text(raw: bytes, chunk: Chunk) -> bool:
@@ -121,17 +125,19 @@ class Outgoing:
         await session.select(folder)
         return await session.search("HEADER", "Message-ID", f'"<{message_id}>"')
 
-    async def _filed(self, session: ImapSession, message_id: str, chunk: Chunk) -> str | None:
+    async def _filed(self, session: ImapSession, message_id: str, chunk: Chunk,
+                     size: int = _COPY_MAX) -> str | None:
         """The folder holding the copy of chunk ``chunk`` sent as ``message_id``: the
         watched folder (the own copy before the receiver moved it) or Sent, else None.
         In that order: a MOVE is atomic, so a copy moved between the two searches is
         still seen in Sent. Reply Message-IDs are predictable and anyone can mail the
         bot one, so a mail counts only when its text is the chunk's: a forger who sent
-        one first does not silence the reply."""
+        one first does not silence the reply. A copy over ``size`` bytes is not
+        downloaded."""
         for folder in (self._settings.folder, self._settings.sent_folder):
             for uid in await self._find(session, folder, message_id):
                 info = await session.info(uid)
-                if info is None or info.size > _COPY_MAX:
+                if info is None or info.size > size:
                     continue
                 raw = await session.body(uid)
                 if raw is not None and _same_text(raw, chunk):
@@ -187,8 +193,10 @@ class Outgoing:
         return verdict(results, senders[0].lower(),
                        self._settings.trusted_authserv_ids).verified
 
-    async def send(self, message: Outbound, chunk: Chunk, index: int) -> str:
-        """Send chunk ``index`` of ``message``; return its Message-ID."""
+    async def send(self, message: Outbound, chunk: Chunk, index: int,
+                   attachment: tuple[bytes, str] | None = None) -> str:
+        """Send chunk ``index`` of ``message`` (with ``attachment``, a file's bytes and
+        name, attached); return its Message-ID."""
         if not (message.reply_to_id or message.thread_id):
             raise PermanentError(
                 "no_thread", "an email reply needs reply_to_id or thread_id (the mail it "
@@ -197,13 +205,17 @@ class Outgoing:
         message_id = reply_message_id(message.reply_id, index, self._settings.address)
         async with self._connected() as session:
             original = await self._original(session, message)
-            folder = await self._filed(session, message_id, chunk)
+            # a copy with a file is as big as the file (base64: 4/3) and its headers
+            limit = _COPY_MAX + (len(attachment[0]) * 2 if attachment else 0)
+            folder = await self._filed(session, message_id, chunk, limit)
             if folder is not None:
                 log.info("email: reply %s chunk %d is already in %s; not sent again",
                          message.reply_id, index, folder)
                 return message_id
             mail = compose(original, self._settings, chunk, message_id,
-                           verified=self._verified(original))
+                           verified=self._verified(original), attachment=attachment)
+            if attachment is not None:
+                check_size(len(mail.as_bytes()), MAIL_MAX, "mails with their attachments")
             self_copy = self._settings.files_sent(session.gmail)
             recipients = envelope(mail, self._settings, self_copy=self_copy)
             if not recipients:
@@ -227,7 +239,9 @@ class Outgoing:
         deadline = loop.time() + self._settings.sent_wait
         while True:
             async with self._connected() as session:
-                folder = await self._filed(session, message_id, chunk)
+                # a copy as big as a mail with a file may be: the chunk may be a file's
+                # caption (``EmailChannel.send_file``)
+                folder = await self._filed(session, message_id, chunk, MAIL_MAX)
             if folder is not None:
                 log.info("email: reply %s chunk %d arrived (found in %s)",
                          message.reply_id, index, folder)

@@ -36,6 +36,7 @@ from tests.channels.kit import (
     MemoryCursorStore,
     RecordingSink,
     Sent,
+    SentFile,
     eventually,
     tags_balanced,
 )
@@ -155,6 +156,20 @@ class EmailHarness:
 
     def sent(self) -> list[Sent]:
         return [sent_record(m) for m in self.smtp.messages()]
+
+    def sent_files(self) -> list[SentFile]:
+        """Each attachment of each mail submitted, the plain text as its caption."""
+        out = []
+        for message in self.smtp.messages():
+            chat = sent_record(message).chat_id
+            body = message.get_body(preferencelist=("plain",))
+            caption = str(body.get_content()).replace("\r\n", "\n").rstrip("\n") \
+                if isinstance(body, EmailMessage) else ""
+            for part in message.iter_attachments():
+                assert isinstance(part, EmailMessage)
+                out.append(SentFile(chat, part.get_filename() or "", part.get_content(),
+                                    caption, mime=part.get_content_type()))
+        return out
 
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
         if status == 429:

@@ -6,10 +6,25 @@ adapter dedupe it."""
 
 from __future__ import annotations
 
+import hashlib
+from pathlib import Path
+
 import pytest
+import redis.asyncio as aioredis
 
 from channels.errors import MaybeSent, PermanentError
+from channels.models import group_key
+from gateway.groupfiles import GroupFiles
+from gateway.outbox import Outbox
+from gateway.queue import Keys, events
+from tests.channels import test_ambiguous_send as ambiguous
+from tests.channels.harness_email import TRIGGER_ID, started_channel
 from tests.channels.kit import AdapterHarness, HarnessSpec
+from tests.fakes import dovecot
+
+# the Valkey and Redis client fixtures of the outbox tests
+valkey = ambiguous.valkey
+r = ambiguous.r
 
 DATA = bytes(range(256)) * 40  # binary, 10 KiB: no text encoding survives by chance
 NAME, MIME = "report.pdf", "application/pdf"  # a type every platform takes as a file
@@ -21,6 +36,7 @@ NO_DEDUPE = {
     "signal": "signal-cli's send takes no idempotency key, and sent messages cannot be "
               "looked up",
     "telegram": "the Bot API has no idempotency key",
+    "email": "tested with the relay that delivers the bot's own copy (below)",
 }
 
 
@@ -61,3 +77,31 @@ async def test_a_lost_answer_does_not_double_the_file(contract_spec: HarnessSpec
         assert platform_id
         (sent,) = h.sent_files()  # type: ignore[attr-defined]
         assert (sent.name, sent.data) == (NAME, DATA)
+
+
+@pytest.mark.skipif(dovecot.should_skip(), reason=dovecot.SKIP_REASON)
+@pytest.mark.asyncio
+async def test_an_email_file_keeps_the_thread_and_a_lost_answer_finds_its_copy(
+        tmp_path: Path, r: aioredis.Redis) -> None:
+    """Through the real outbox: the relay takes the mail with the file and drops the
+    connection before its 250; the bot's own copy reaches dovecot and the outbox finds
+    it (``find_sent``) instead of sending again. One mail, a reply in the thread."""
+    async with started_channel(relay=True) as h:
+        msg = h.outbound("the report").model_copy(update={"reply_id": "turn-1.file.ef"})
+        files = GroupFiles(tmp_path)
+        stored = files.outbox_file(group_key("email", msg.chat_id),
+                                   hashlib.sha256(DATA).hexdigest())
+        stored.parent.mkdir(parents=True)
+        stored.write_bytes(DATA)
+        outbox = Outbox(r, {("email", "default"): h.channel}, Keys(), files=files)
+        h.smtp.drop_next(deliver_after=0.5)
+        event = events.file(msg, hashlib.sha256(DATA).hexdigest(), NAME, len(DATA))
+        assert await outbox.handle(event) is True
+        [mail] = h.smtp.messages()
+        assert (mail["In-Reply-To"], mail["Subject"]) == \
+            (f"<{TRIGGER_ID}>", "Re: Plans for the week")
+        assert f"<{TRIGGER_ID}>" in str(mail["References"])
+        [sent] = h.sent_files()
+        assert (sent.chat_id, sent.name, sent.mime, sent.data, sent.caption) == \
+            (msg.chat_id, NAME, MIME, DATA, "the report")
+        assert await r.exists(Keys().sent(msg.reply_id, 0))

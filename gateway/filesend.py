@@ -9,6 +9,11 @@ ambiguous send (``MaybeSent``) the platform is asked first (``Channel.find_sent`
 that cannot send files, or refuses this one for good, gets a text note in the chat
 instead (its own reply id: once too). A transient failure leaves the event for the
 outbox to retry.
+
+``prune`` (the media job's hourly sweep, beside the attachments' retention) deletes a
+stored file once every send naming it is marked sent, which a refusal for good is too
+(``memory_store.outboxfiles`` keeps the names), or once it waited past ``[media]
+retention_days``: a file whose event is dead-lettered stays for ``dead retry`` until then.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -26,8 +32,9 @@ from channels.errors import MaybeSent, PermanentError, TransientError
 from channels.models import Outbound, group_key
 from gateway.delivery import DeliveryRecorder
 from gateway.groupfiles import GroupFiles
-from gateway.queue import Keys
+from gateway.queue import Keys, events
 from gateway.ratelimit import RateLimiter
+from memory_store import outboxfiles
 
 log = logging.getLogger("gateway.outbox")
 
@@ -107,3 +114,19 @@ class FileSender:
         return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
                               reply_id=msg.reply_id, index=0, delivered=delivered,
                               detail=detail)
+
+
+async def prune(client: aioredis.Redis, keys: Keys, files: GroupFiles, retention_days: float,
+                now: float | None = None) -> list[str]:
+    """Delete the stored files no send waits for (see the module's docstring); returns
+    ``<group>/<sha256>`` of each deleted. One EXISTS per file, hourly."""
+    cutoff = (time.time() if now is None else now) - retention_days * 86400
+    removed: list[str] = []
+    for group, folder in await asyncio.to_thread(files.chats_with, events.FILES_FOLDER):
+        for seen in await asyncio.to_thread(outboxfiles.listing, folder):
+            sent = bool(seen.refs) and await client.exists(
+                *(keys.sent(ref, 0) for ref in seen.refs)) == len(seen.refs)
+            expired = retention_days > 0 and seen.stored_at < cutoff
+            if (sent or expired) and await asyncio.to_thread(outboxfiles.remove, folder, seen):
+                removed.append(f"{group}/{seen.sha256}")
+    return removed

@@ -2,7 +2,8 @@
 
 The tool host reads the file out of the group's sandbox (path checked, size capped:
 ``gateway.toolhost.sendfile``) and hands the bytes back. The worker stores them under the
-chat's group dir by content hash (``outbox_files/<sha256>``, crash-safe) and puts one
+chat's group dir by content hash (``outbox_files/<sha256>``, crash-safe, with the reply
+id naming it: ``memory_store.outboxfiles``) and puts one
 ``file`` event on the outbox (``gateway.queue.events.file``) whose reply id is derived
 from the turn, the path and the hash: a retried turn or a redelivered event is sent once
 (the outbox's sent mark, and the adapter's own dedupe where the platform has one). The
@@ -22,8 +23,7 @@ from pydantic_ai.tools import ToolDefinition
 from channels.models import Outbound
 from gateway.queue import events
 from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool
-from memory_store import GroupDirectory
-from memory_store.atomic import atomic_write_bytes
+from memory_store import GroupDirectory, outboxfiles
 from workers.host_tools import TOOL_TRUST, HostLink, render_tool_output
 from workers.prompt import engaged_ids
 from workers.tools import TurnDeps
@@ -44,16 +44,15 @@ def _deliver(link: HostLink, deps: TurnDeps, path: str, caption: str,
     sha = hashlib.sha256(data).hexdigest()
     if link.data_dir is None:
         raise ValueError("no data dir to keep the file in")
-    target = GroupDirectory(link.data_dir, deps.group).path / events.FILES_FOLDER / sha
-    if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(target, data)
+    reply_id = file_reply_id(deps.turn_id, path, sha)
+    # kept with the send naming it, so the gateway's sweep drops it once sent
+    outboxfiles.store(GroupDirectory(link.data_dir, deps.group).path / events.FILES_FOLDER,
+                      sha, data, reply_id)
     engaged = engaged_ids(deps.messages, deps.engaged)
     chat = next((m for m in reversed(deps.messages) if m.message_id in engaged),
                 deps.messages[-1])
     out = Outbound(channel=chat.channel, account=chat.account, chat_id=chat.chat_id,
-                   thread_id=chat.thread_id, text=caption,
-                   reply_id=file_reply_id(deps.turn_id, path, sha))
+                   thread_id=chat.thread_id, text=caption, reply_id=reply_id)
     event = events.file(out, sha, str(got["name"]), len(data))
     link.client.xadd(link.keys.outbox, event.fields())  # type: ignore[arg-type]
     return f"sent {got['name']} ({len(data)} bytes) to the chat"

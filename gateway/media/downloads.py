@@ -9,7 +9,8 @@ sends nothing twice; a file the platform would not give is only noted for the mo
 have stored voice notes transcribed (``gateway.media.voice``), push the message with its
 attachments' ``stored``/``refused``/``transcript`` filled in, release it.
 The inbox ``wake``s it for a new hold; a restart finds what a killed gateway left.
-Once an hour it also deletes files past ``[media] retention_days``.
+Once an hour it also deletes files past ``[media] retention_days``, and the files the
+outbox is done sending (``gateway.filesend.prune``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 
 from channels.base import Channel
 from channels.models import Attachment, Inbound, Outbound
+from gateway import filesend
 from gateway.config import GatewayConfig
 from gateway.groupfiles import GroupFiles
 from gateway.media.fetch import DOWNLOAD_FAILED, fetch_one
@@ -86,6 +88,9 @@ class MediaJob:
                     if time.monotonic() - self._expired >= EXPIRE_EVERY:
                         self._expired = time.monotonic()
                         await asyncio.to_thread(self.expire)
+                        # files sent ones waited for: the outbox's, swept here too
+                        await filesend.prune(self._r, self._keys, self.files,
+                                             self._cfg.media.retention_days)
                 except (redis.RedisError, OSError) as err:
                     log.warning("media job: %s; retrying", err)
                 with contextlib.suppress(TimeoutError):

@@ -33,8 +33,9 @@ from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.media.downloads import MediaJob
 from gateway.outbox import Outbox
 from gateway.pressure import disk_problem, redis_problems
-from gateway.queue import DeadLetters, Keys
+from gateway.queue import DeadLetters, Keys, transcribe_queue
 from gateway.queue.version import RedisSchemaTooNew, check_redis_schema
+from gateway.status import transcribing, transcription_workers
 from gateway.tasks import Scheduler
 from gateway.webhooks import WebServer, build_app, has_routes
 
@@ -276,6 +277,12 @@ class Gateway:
             "unrecorded_chunks": len(self.outbox.unrecorded) if self.outbox else 0}
         if up and self._sync is not None:
             out.update(await asyncio.to_thread(turn_report, self._sync, self.keys))
+            if transcribing(self.config):  # RQ's registry: workers wherever they run
+                with contextlib.suppress(redis.RedisError, OSError):
+                    alive, _ = await asyncio.to_thread(transcription_workers, self._sync,
+                                                       self.config)
+                    out["transcription"] = {
+                        "queue": transcribe_queue(self.config.queue.name), "alive": alive}
             with contextlib.suppress(redis.RedisError, OSError):
                 problems += await asyncio.to_thread(redis_problems, self._sync)
         disk = disk_problem(self.config.data_dir, self.config.disk)

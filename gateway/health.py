@@ -3,7 +3,8 @@ being answered while the gateway itself still works.
 
 ``/healthz`` answers 200 while the gateway is up (Redis answers, even when it refuses
 writes) and lists what is degraded: a channel not running, a gateway task that had to
-be restarted, workers down, turns being retried, Redis refusing writes or short of
+be restarted, workers down, no transcription worker while voice notes are transcribed,
+turns being retried, Redis refusing writes or short of
 memory, the disk short of space, sent chunks whose record waits for Redis. It answers
 503 only when Redis does not answer at all, so a container health check restarts a
 gateway that cannot work, never one that waits for disk space or for one platform.
@@ -29,6 +30,10 @@ def degraded(status: Mapping[str, Any]) -> list[str]:
     if isinstance(workers, Mapping) and workers.get("alive", 0) < workers.get("count", 0):
         cause = f" (last: {workers['last_cause']})" if workers.get("last_cause") else ""
         out.append(f"workers: {workers['alive']} of {workers['count']} alive{cause}")
+    transcription = status.get("transcription")
+    if isinstance(transcription, Mapping) and transcription.get("alive", 1) == 0:
+        out.append(f"transcription: no worker alive on queue {transcription['queue']}; "
+                   "voice notes reach the model untranscribed")
     embedded = str(status.get("embedded_redis") or "")
     if embedded and not embedded.startswith("refusing"):  # a refusal is listed from PING
         out.append(f"embedded redis: {embedded}")

@@ -3,9 +3,10 @@
 Checks, in order: the configuration, free space on the data dir (``[disk]``
 watermarks), Redis (reachable, and persistent: append-only file or snapshots, else a
 restart loses every queued message; writing its append-only file and within its
-``maxmemory``: gateway/pressure.py), workers (RQ's registry, so it sees workers wherever
-they run; a registration left by a worker of this host that no longer runs is not
-counted), turns being retried or in a crash loop, dead letters and inbound the channels
+``maxmemory``: gateway/pressure.py), workers and, while voice notes are transcribed,
+transcription workers (RQ's registry, so it sees workers wherever they run; a
+registration left by a worker of this host that no longer runs is not counted), turns
+being retried or in a crash loop, dead letters and inbound the channels
 skipped on arrival (all from Redis), spending caps, the model (the one-token smoke test,
 ``gateway.smoke``), and each channel's credentials (``Channel.check()``). A failed check
 makes the exit status 1.
@@ -29,7 +30,15 @@ from gateway.channelstart import credential_envs, one_line
 from gateway.config import ConfigError, GatewayConfig, load_config
 from gateway.deadletters import list_skipped
 from gateway.pressure import disk_problem, free_mb, redis_problems
-from gateway.queue import Budget, DeadLetters, Keys, background_queue, job_queue, period_ids
+from gateway.queue import (
+    Budget,
+    DeadLetters,
+    Keys,
+    background_queue,
+    job_queue,
+    period_ids,
+    transcribe_queue,
+)
 from gateway.queue.procs import ended_here
 from gateway.redis_server import running_embedded_url
 from gateway.smoke import check_model
@@ -128,6 +137,7 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                 f"{len(workers)} alive on queue {cfg.queue.name}{also}" if workers else
                 f"none alive on queue {cfg.queue.name}{also}: messages are stored and wait; "
                 "start `pynanoclaw run` or `pynanoclaw worker`")
+    yield _transcription_check(client, cfg)
     dead = DeadLetters(client, Keys())
     for t in dead.retrying():
         cause = ("no error recorded: its worker died mid-turn (crash loop)" if t.crashed
@@ -165,6 +175,35 @@ def _budget_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
         yield Check("spending caps", False, f"{len(parked)} chat(s) stopped at a cap, messages "
                     f"kept: {', '.join(parked[:10])}; raise or lift it with "
                     "`pynanoclaw usage cap`")
+
+
+def transcribing(cfg: GatewayConfig) -> bool:
+    """Whether voice notes are transcribed, so a transcription worker must run."""
+    return cfg.media.enabled and cfg.media.transcription != "off"
+
+
+def transcription_workers(client: redis.Redis, cfg: GatewayConfig) -> tuple[int, int]:
+    """(live workers on the transcription queue, registrations of dead ones on this
+    host), from RQ's registry as for the turn workers."""
+    stale: set[str] = set()
+    live = _live(Worker.all(connection=client, queue=job_queue(
+        client, transcribe_queue(cfg.queue.name))), stale)
+    return len(live), len(stale)
+
+
+def _transcription_check(client: redis.Redis, cfg: GatewayConfig) -> Check:
+    queue = transcribe_queue(cfg.queue.name)
+    if not transcribing(cfg):
+        return Check("transcription workers", True,
+                     "none needed ([media] transcription is off)")
+    alive, stale = transcription_workers(client, cfg)
+    also = (f"; {stale} registration(s) of dead workers on this host not counted"
+            if stale else "")
+    return Check("transcription workers", bool(alive),
+                 f"{alive} alive on queue {queue}{also}" if alive else
+                 f"none alive on queue {queue}{also}: voice notes reach the model "
+                 "untranscribed; start `pynanoclaw run`, or `python -m workers --queue "
+                 f"{queue} --no-preload` beside `pynanoclaw worker`")
 
 
 def _live(workers: list[BaseWorker], stale: set[str]) -> list[BaseWorker]:

@@ -39,6 +39,8 @@ lock_ttl = 1
 sweep_interval = 0.3
 max_attempts = 2
 retries = 0
+[media]
+transcription = "off"  # no transcription worker here: its check would fail too
 [channels.local]
 """, encoding="utf-8")
 

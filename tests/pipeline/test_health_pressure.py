@@ -25,7 +25,8 @@ def inbound(mid: str) -> Inbound:
 
 async def test_a_full_redis_is_degraded_and_a_silent_one_is_down(
         tmp_path: Path, valkey: Valkey) -> None:
-    stack = Stack(tmp_path, valkey)
+    # no transcription: its missing worker would be degraded too (test_health_transcription)
+    stack = Stack(tmp_path, valkey, '[media]\ntranscription = "off"\n')
     try:
         gw = await stack.start_gateway()
         health = await gw.health()

@@ -192,6 +192,13 @@ class DiscordContractHarness:
                                    channel["id"] if is_thread else None))
         return result
 
+    async def lose_next_answer(self) -> None:
+        """The next message is created, its answer never arrives (the connection drops)."""
+        self.fake.drop_after_accept = 1
+
+    async def answer_lost(self) -> None:
+        """Nothing comes later: the re-send's nonce finds the first message."""
+
     def fail_next_send(self, status: int, retry_after: float | None = None) -> None:
         target = self.thread["id"]
         if status == 429:

@@ -23,8 +23,9 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
+from channels.chunks import Rendered, resplit_chunks
 from channels.mdwalk import BlockWalker
-from channels.split import split_text, utf16_len
+from channels.split import utf16_len
 
 #: signal-cli ServiceConfig.MAX_MESSAGE_SIZE_BYTES
 SIGNAL_TEXT_LIMIT = 2000
@@ -126,22 +127,14 @@ def to_styled(markdown: str) -> tuple[str, list[str]]:
     return _Styler().render(_PARSER.parse(markdown))
 
 
+def _render(piece: str) -> Rendered:
+    text, styles = to_styled(piece)
+    if not _BLANK.search(text):  # signal-cli refuses an empty message
+        return None, utf8_len(text)
+    return SignalChunk(text=text, plain=text, formatted=bool(styles),
+                       styles=tuple(styles)), utf8_len(text)
+
+
 def render_chunks(markdown: str, limit: int = SIGNAL_TEXT_LIMIT) -> list[Chunk]:
-    """Split the Markdown (code fences kept whole, or closed and reopened), then style
-    each piece; a piece whose text still exceeds ``limit`` bytes is split again smaller.
-    Pure: the same Markdown gives the same chunks, so a retried send is identical."""
-    chunks: list[Chunk] = []
-    pending = split_text(markdown, limit, utf8_len)
-    pending.reverse()
-    while pending:
-        piece = pending.pop()
-        text, styles = to_styled(piece)
-        size = utf8_len(text)
-        if size > limit:
-            smaller = max(2, min(utf8_len(piece) - 1, int(utf8_len(piece) * limit / size * 0.9)))
-            pending.extend(reversed(split_text(piece, smaller, utf8_len)))
-            continue
-        if _BLANK.search(text):  # signal-cli refuses an empty message
-            chunks.append(SignalChunk(text=text, plain=text, formatted=bool(styles),
-                                      styles=tuple(styles)))
-    return chunks
+    """The reply's chunks, each one's text within ``limit`` bytes."""
+    return resplit_chunks(markdown, limit, utf8_len, _render)

@@ -81,3 +81,10 @@ def map_error(exc: BaseException) -> ChannelError:
     if isinstance(exc, discord.ClientException):
         return NetworkError(f"discord client not ready: {exc}")
     return NetworkError(f"unexpected discord failure: {type(exc).__name__}")
+
+
+def login_error(exc: BaseException, token_env: str) -> ChannelError:
+    """``map_error`` for a failed login: a refused token names the variable it came from."""
+    if isinstance(exc, discord.LoginFailure):
+        return PermanentError("unauthorized", f"Discord rejected the token in {token_env}")
+    return map_error(exc)

@@ -14,16 +14,24 @@ re-splitting only the piece that outgrew the limit. Discord keeps its own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 from channels.base import Chunk
 from channels.split import Measure, split_spans, split_text
 
-__all__ = ["fit_chunks", "resplit_chunks"]
+__all__ = ["fit_chunks", "resplit_chunks", "visible"]
 
 #: what ``resplit_chunks`` renders a piece into: its chunk (None: nothing to show, the
 #: platform refuses an empty message) and its rendered size, in the limit's unit
 Rendered = tuple[Chunk | None, int]
+
+_VISIBLE = re.compile(r"\S")
+
+
+def visible(text: str) -> bool:
+    """Whether ``text`` shows anything: the platforms refuse a whitespace-only message."""
+    return _VISIBLE.search(text) is not None
 
 
 def fit_chunks(

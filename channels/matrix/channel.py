@@ -37,11 +37,12 @@ from channels.errors import PermanentError, TransientError
 from channels.matrix.errors import map_error, network_error
 from channels.matrix.media import download
 from channels.matrix.normalize import BotIdentity
-from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks, utf8_len
+from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks
 from channels.matrix.session import Session, load_session, save_session
 from channels.matrix.settings import MatrixSettings
 from channels.matrix.syncer import SYNC_GRACE, Syncer
 from channels.models import Attachment, Outbound
+from channels.split import utf8_len
 from channels.tasks import start_task
 
 if TYPE_CHECKING:

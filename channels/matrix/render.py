@@ -14,22 +14,15 @@ event envelope, and keeps one message readable.
 
 from __future__ import annotations
 
-import re
-
 from markdown_it import MarkdownIt
 
 from channels.base import Chunk
-from channels.chunks import Rendered, resplit_chunks
+from channels.chunks import Rendered, resplit_chunks, visible
+from channels.split import utf8_len
 
 MATRIX_TEXT_LIMIT = 8000
 
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
-_BLANK = re.compile(r"\S")
-
-
-def utf8_len(text: str) -> int:
-    """Bytes as the homeserver counts them (the event size limit is in bytes)."""
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def to_html(markdown: str) -> str:
@@ -41,7 +34,7 @@ def to_html(markdown: str) -> str:
 def _render(piece: str) -> Rendered:
     formatted = to_html(piece)
     plain = piece.strip("\n")
-    return (Chunk(text=formatted, plain=plain) if _BLANK.search(plain) else None,
+    return (Chunk(text=formatted, plain=plain) if visible(plain) else None,
             utf8_len(formatted))
 
 

@@ -28,9 +28,10 @@ from channels.signal.errors import USER_ERROR, classify
 from channels.signal.events import EventStream
 from channels.signal.health import SignalHealth
 from channels.signal.normalize import GROUP_PREFIX, BotIdentity, split_message_id
-from channels.signal.render import SIGNAL_TEXT_LIMIT, SignalChunk, render_chunks, utf8_len
+from channels.signal.render import SIGNAL_TEXT_LIMIT, SignalChunk, render_chunks
 from channels.signal.rpc import RpcError, SignalRpc
 from channels.signal.settings import SignalSettings
+from channels.split import utf8_len
 from channels.tasks import cancel_task, start_task
 
 if TYPE_CHECKING:

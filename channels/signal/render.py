@@ -15,7 +15,6 @@ cover. Chunks stay under it, so each message is one plain body with its own rang
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,21 +22,15 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
-from channels.chunks import Rendered, resplit_chunks
+from channels.chunks import Rendered, resplit_chunks, visible
 from channels.mdwalk import BlockWalker
-from channels.split import utf16_len
+from channels.split import utf8_len, utf16_len
 
 #: signal-cli ServiceConfig.MAX_MESSAGE_SIZE_BYTES
 SIGNAL_TEXT_LIMIT = 2000
 
 _PARSER = MarkdownIt("commonmark").enable("strikethrough")
 _STYLES = {"strong": "BOLD", "em": "ITALIC", "s": "STRIKETHROUGH"}
-_BLANK = re.compile(r"\S")
-
-
-def utf8_len(text: str) -> int:
-    """What signal-cli measures against its 2000-byte body limit."""
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)
@@ -129,7 +122,7 @@ def to_styled(markdown: str) -> tuple[str, list[str]]:
 
 def _render(piece: str) -> Rendered:
     text, styles = to_styled(piece)
-    if not _BLANK.search(text):  # signal-cli refuses an empty message
+    if not visible(text):  # signal-cli refuses an empty message
         return None, utf8_len(text)
     return SignalChunk(text=text, plain=text, formatted=bool(styles),
                        styles=tuple(styles)), utf8_len(text)

@@ -14,14 +14,13 @@ rejects the formatting.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
-from channels.chunks import Rendered, resplit_chunks
+from channels.chunks import Rendered, resplit_chunks, visible
 from channels.mdwalk import BlockWalker
 from channels.split import utf16_len
 
@@ -130,13 +129,12 @@ def to_plain(markdown: str) -> str:
     return _Walker(tags=False).render(_PARSER.parse(markdown))
 
 
-_BLANK = re.compile(r"\S")
 
 
 def _render(piece: str) -> Rendered:
     formatted, plain = to_html(piece), to_plain(piece)
     # Telegram rejects empty messages; whitespace-only pieces go
-    chunk = Chunk(text=formatted, plain=plain) if _BLANK.search(plain) else None
+    chunk = Chunk(text=formatted, plain=plain) if visible(plain) else None
     return chunk, max(utf16_len(formatted), utf16_len(plain))
 
 

@@ -5,9 +5,10 @@ the Markdown piece it came from: Matrix's HTML (escaping) and Signal's text (a l
 from __future__ import annotations
 
 from channels.matrix.render import render_chunks as matrix_chunks
-from channels.matrix.render import to_html, utf8_len
+from channels.matrix.render import to_html
 from channels.signal.render import render_chunks as signal_chunks
 from channels.signal.render import to_styled
+from channels.split import utf8_len
 from tests.channels.kit import keeps_words
 
 LIMIT = 200

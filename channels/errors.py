@@ -15,6 +15,9 @@ at least once rather than lost).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 
 class ChannelError(Exception):
     """Base of every error a channel raises."""
@@ -47,6 +50,17 @@ class PermanentError(ChannelError):
     def __init__(self, reason: str, message: str = "") -> None:
         super().__init__(f"{reason}: {message}" if message else reason)
         self.reason = reason
+
+
+def retry_after_header(headers: Mapping[str, Any] | None, default: float) -> float:
+    """A 429's ``Retry-After`` header in seconds (never below 0), or ``default`` when
+    it is absent or not a number. The lower-case spelling covers SDKs that hand the
+    headers over as a plain dict."""
+    raw = None if headers is None else headers.get("Retry-After", headers.get("retry-after"))
+    try:
+        return max(float(raw), 0.0) if raw is not None else default
+    except (TypeError, ValueError):
+        return default
 
 
 class FormattingRejected(ChannelError):

@@ -38,6 +38,7 @@ from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Ch
 from channels.models import Inbound, Outbound
 from channels.retry import Backoff
 from channels.split import split_text
+from channels.tasks import cancel_task
 
 log = logging.getLogger(__name__)
 
@@ -129,11 +130,8 @@ class LocalChannel(Channel):
 
     async def stop(self) -> None:
         self._stopping.set()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_task(self._task)
+        self._task = None
         if self._r is not None:
             await self._r.aclose()
             self._r = None

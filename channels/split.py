@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 Measure = Callable[[str], int]
 
-__all__ = ["Span", "split_spans", "split_text", "utf16_len"]
+__all__ = ["Span", "split_spans", "split_text", "utf8_len", "utf16_len"]
 
 
 def utf16_len(text: str) -> int:
@@ -36,6 +36,12 @@ def utf16_len(text: str) -> int:
     Characters outside the Basic Multilingual Plane (most emoji) count as two.
     """
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def utf8_len(text: str) -> int:
+    """Length in UTF-8 bytes: what Matrix (its event size limit) and signal-cli (its
+    2000-byte body) count."""
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)

@@ -154,7 +154,6 @@ class FileDrop:
         self.stable = stable
         self.clock = clock
         self._seen: dict[Path, _Seen] = {}
-        self.taken: list[Path] = []
 
     def inboxes(self) -> list[tuple[str, Path]]:
         """(group key, inbox folder) of every chat's directory that has one."""
@@ -202,7 +201,6 @@ class FileDrop:
             log.info("inbox file %s of %s: %s, moved to %s", path.name, group, outcome,
                      target.relative_to(path.parent))
             moved.append(target)
-        self.taken += moved
         return moved
 
     async def run(self, stop: asyncio.Event) -> None:

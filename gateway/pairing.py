@@ -151,6 +151,3 @@ class PairingStore:
         """The allowlist: user -> name."""
         raw = await self._r.hgetall(self._approved)
         return {_s(k): json.loads(_s(v)).get("name", "") for k, v in raw.items()}
-
-    async def revoke(self, user: str) -> bool:
-        return bool(await self._r.hdel(self._approved, user))

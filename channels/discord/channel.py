@@ -18,7 +18,7 @@ from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Ch
 from channels.discord.changes import change_to_inbound
 from channels.discord.client import Client, check_token, intents
 from channels.discord.cursors import LastSeen
-from channels.discord.errors import CALL_ERRORS, map_error
+from channels.discord.errors import CALL_ERRORS, login_error, map_error
 from channels.discord.files import FileSending
 from channels.discord.nonce import send_nonce
 from channels.discord.normalize import NAME, Place, is_conversation, to_inbound
@@ -178,12 +178,8 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
                 if not url:
                     _, url, _ = await client.http.get_bot_gateway()
                 endpoint.set_gateway(url)
-        except discord.LoginFailure:
-            raise PermanentError(
-                "unauthorized", f"Discord rejected the token in {self.settings.token_env}"
-            ) from None
         except CALL_ERRORS as exc:
-            raise map_error(exc) from None
+            raise login_error(exc, self.settings.token_env) from None
         self._pump_task = asyncio.create_task(self._pump(), name="discord-inbound")
         self._conn_task = asyncio.create_task(
             client.connect(reconnect=True), name="discord-gateway"

@@ -9,10 +9,9 @@ from typing import TYPE_CHECKING, Any
 import discord
 
 import channels.discord.endpoint as endpoint
-from channels.discord.errors import CALL_ERRORS, map_error
+from channels.discord.errors import CALL_ERRORS, login_error
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace
-from channels.errors import PermanentError
 from channels.pools import aiohttp_connector
 
 if TYPE_CHECKING:
@@ -72,12 +71,8 @@ async def check_token(settings: DiscordSettings, token: str) -> str:
     try:
         await client.login(token)
         who = str(client.user.id) if client.user else "?"
-    except discord.LoginFailure:
-        raise PermanentError(
-            "unauthorized", f"Discord rejected the token in {settings.token_env}"
-        ) from None
     except CALL_ERRORS as exc:
-        raise map_error(exc) from None
+        raise login_error(exc, settings.token_env) from None
     finally:
         await client.close()
         if base:

@@ -18,6 +18,7 @@ from channels.errors import (
     NetworkError,
     PermanentError,
     RateLimited,
+    retry_after_header,
 )
 
 #: Failures a discord.py call can raise that ``map_error`` translates.
@@ -47,14 +48,6 @@ _STATUS_REASONS: dict[int, str] = {
 DEFAULT_RETRY_AFTER = 5.0
 
 
-def _retry_after(exc: discord.HTTPException) -> float:
-    header = exc.response.headers.get("Retry-After") if exc.response is not None else None
-    try:
-        return float(header) if header is not None else DEFAULT_RETRY_AFTER
-    except ValueError:
-        return DEFAULT_RETRY_AFTER
-
-
 def map_error(exc: BaseException) -> ChannelError:
     """The ``channels.errors`` equivalent of a failure raised by a discord.py call."""
     if isinstance(exc, ChannelError):
@@ -72,7 +65,9 @@ def map_error(exc: BaseException) -> ChannelError:
         if status == 429:
             # Not normally reached (transport.ServerAnswer comes first); kept so a
             # 429 can never be mistaken for a permanent failure.
-            return RateLimited(_retry_after(exc))
+            return RateLimited(retry_after_header(
+                exc.response.headers if exc.response is not None else None,
+                DEFAULT_RETRY_AFTER))
         if status >= 500:
             return MaybeSent(f"discord server error {status}")
         reason = _PERMANENT_REASONS.get(exc.code) or _STATUS_REASONS.get(status, f"http_{status}")
@@ -86,3 +81,10 @@ def map_error(exc: BaseException) -> ChannelError:
     if isinstance(exc, discord.ClientException):
         return NetworkError(f"discord client not ready: {exc}")
     return NetworkError(f"unexpected discord failure: {type(exc).__name__}")
+
+
+def login_error(exc: BaseException, token_env: str) -> ChannelError:
+    """``map_error`` for a failed login: a refused token names the variable it came from."""
+    if isinstance(exc, discord.LoginFailure):
+        return PermanentError("unauthorized", f"Discord rejected the token in {token_env}")
+    return map_error(exc)

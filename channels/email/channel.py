@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from channels.email.redact import protect
 from channels.email.render import EMAIL_TEXT_LIMIT, render_chunks
 from channels.email.settings import EmailSettings
 from channels.models import Attachment, Outbound
+from channels.tasks import cancel_task, start_task
 
 if TYPE_CHECKING:
     from typing import Self
@@ -38,12 +38,6 @@ log = logging.getLogger(__name__)
 #: Gmail's sending limits (about 2,000 messages a day for Workspace, 500 for
 #: consumer accounts: https://support.google.com/a/answer/166852).
 EMAIL_LIMITS = ChannelLimits(max_message_len=EMAIL_TEXT_LIMIT, per_chat_interval=1.0, burst=1)
-
-
-def _report_end(task: asyncio.Task[None]) -> None:
-    """The receive loop only ends by stop() or a refused login; say so if it died."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error("email: receive loop stopped: %s", task.exception())
 
 
 class EmailChannel(Channel):
@@ -135,15 +129,12 @@ class EmailChannel(Channel):
         await first.connect()
         self.receiver = Receiver(self.settings, self._session, sink, self.cursor_store,
                                  self.account)
-        self._task = asyncio.create_task(self.receiver.run(first), name=f"email-{self.account}")
-        self._task.add_done_callback(_report_end)
+        self._task = start_task(self.receiver.run(first), name=f"email-{self.account}",
+                                log=log, what="email: receive loop")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_task(self._task)
+        self._task = None
         await self._outgoing.close()
 
     def health(self) -> dict[str, Any]:

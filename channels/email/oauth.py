@@ -47,7 +47,6 @@ class TokenManager:
         self._access: SecretStr | None = None
         self._expires_at = 0.0
         self._lock = asyncio.Lock()
-        self.refreshes = 0
 
     def __repr__(self) -> str:
         return f"TokenManager({self._url!r}, client_id={self._client_id!r})"
@@ -87,7 +86,6 @@ class TokenManager:
             lifetime = body.get("expires_in", DEFAULT_LIFETIME)
             self._access = SecretStr(body["access_token"])
             self._expires_at = self._clock() + float(lifetime)
-            self.refreshes += 1
             return
         error = str(body.get("error", f"HTTP {status}"))[:100]
         if error in ("invalid_grant", "invalid_client", "unauthorized_client"):

@@ -37,11 +37,13 @@ from channels.errors import PermanentError, TransientError
 from channels.matrix.errors import map_error, network_error
 from channels.matrix.media import download
 from channels.matrix.normalize import BotIdentity
-from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks, utf8_len
+from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks
 from channels.matrix.session import Session, load_session, save_session
 from channels.matrix.settings import MatrixSettings
 from channels.matrix.syncer import SYNC_GRACE, Syncer
 from channels.models import Attachment, Outbound
+from channels.split import utf8_len
+from channels.tasks import start_task
 
 if TYPE_CHECKING:
     from typing import Self
@@ -64,11 +66,6 @@ def transaction_id(reply_id: str, index: int) -> str:
     retried send is deduplicated by the homeserver (per device)."""
     digest = hashlib.sha256(reply_id.encode()).hexdigest()[:32]
     return f"pnc-{digest}-{index}"
-
-
-def _report_end(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("matrix: sync loop died", exc_info=task.exception())
 
 
 class MatrixChannel(Channel):
@@ -178,8 +175,8 @@ class MatrixChannel(Channel):
         self.identity = BotIdentity(self.settings.user_id, name if isinstance(name, str) else None)
         self.syncer = Syncer(self._client, self.settings, self.identity, sink,
                              self.cursor_store, self.account)
-        self._task = asyncio.create_task(self.syncer.run(), name=f"matrix-sync-{self.account}")
-        self._task.add_done_callback(_report_end)
+        self._task = start_task(self.syncer.run(), name=f"matrix-sync-{self.account}",
+                                log=log, what="matrix: sync loop")
         ready = asyncio.create_task(self.syncer.ready.wait())
         await asyncio.wait({ready, self._task}, timeout=FIRST_SYNC_WAIT,
                            return_when=asyncio.FIRST_COMPLETED)

@@ -14,22 +14,15 @@ event envelope, and keeps one message readable.
 
 from __future__ import annotations
 
-import re
-
 from markdown_it import MarkdownIt
 
 from channels.base import Chunk
-from channels.split import split_text
+from channels.chunks import Rendered, resplit_chunks, visible
+from channels.split import utf8_len
 
 MATRIX_TEXT_LIMIT = 8000
 
 _PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
-_BLANK = re.compile(r"\S")
-
-
-def utf8_len(text: str) -> int:
-    """Bytes as the homeserver counts them (the event size limit is in bytes)."""
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def to_html(markdown: str) -> str:
@@ -38,23 +31,14 @@ def to_html(markdown: str) -> str:
     return rendered.strip("\n")
 
 
+def _render(piece: str) -> Rendered:
+    formatted = to_html(piece)
+    plain = piece.strip("\n")
+    return (Chunk(text=formatted, plain=plain) if visible(plain) else None,
+            utf8_len(formatted))
+
+
 def render_chunks(markdown: str, limit: int = MATRIX_TEXT_LIMIT) -> list[Chunk]:
-    """Split the Markdown (fences kept whole or closed and reopened), then render each
-    piece; a piece whose HTML outgrew ``limit`` is split again smaller. Whitespace-only
+    """The reply's chunks, each one's HTML within ``limit`` bytes. Whitespace-only
     pieces are dropped (an empty message shows nothing)."""
-    chunks: list[Chunk] = []
-    pending = split_text(markdown, limit, utf8_len)
-    pending.reverse()
-    while pending:
-        piece = pending.pop()
-        formatted = to_html(piece)
-        size = utf8_len(formatted)
-        if size > limit:
-            smaller = max(1, int(utf8_len(piece) * limit / size * 0.9))
-            smaller = min(smaller, utf8_len(piece) - 1)
-            pending.extend(reversed(split_text(piece, max(8, smaller), utf8_len)))
-            continue
-        plain = piece.strip("\n")
-        if _BLANK.search(plain):
-            chunks.append(Chunk(text=formatted, plain=plain))
-    return chunks
+    return resplit_chunks(markdown, limit, utf8_len, _render, floor=8)

@@ -29,9 +29,11 @@ from channels.signal.events import EventStream
 from channels.signal.files import data_uri, fit_caption
 from channels.signal.health import SignalHealth
 from channels.signal.normalize import GROUP_PREFIX, BotIdentity, split_message_id
-from channels.signal.render import SIGNAL_TEXT_LIMIT, SignalChunk, render_chunks, utf8_len
+from channels.signal.render import SIGNAL_TEXT_LIMIT, SignalChunk, render_chunks
 from channels.signal.rpc import RpcError, SignalRpc
 from channels.signal.settings import SignalSettings
+from channels.split import utf8_len
+from channels.tasks import cancel_task, start_task
 
 if TYPE_CHECKING:
     from typing import Self
@@ -43,11 +45,6 @@ log = logging.getLogger("channels.signal")
 #: rate limiter, whose retry-after signal-cli reports (mapped to ``RateLimited``).
 SIGNAL_LIMITS = ChannelLimits(max_message_len=SIGNAL_TEXT_LIMIT, measure=utf8_len,
                               per_chat_interval=1.0, burst=1)
-
-
-def _report_end(task: asyncio.Task[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("signal: events loop died", exc_info=task.exception())
 
 
 def _target(chat_id: str) -> dict[str, Any]:
@@ -133,17 +130,14 @@ class SignalChannel(Channel):
         self._rpc = self._rpc_on(self._session)
         self.stream = EventStream(self._session, self.settings, self.bot, sink,
                                   self.cursor_store, self.status, account=self.account)
-        self._task = asyncio.create_task(self.stream.run(), name=f"signal-events-{self.account}")
-        self._task.add_done_callback(_report_end)
+        self._task = start_task(self.stream.run(), name=f"signal-events-{self.account}",
+                                log=log, what="signal: events loop")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stream.connected.wait(), self.settings.connect_wait)
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_task(self._task)
+        self._task = None
         if self._session is not None:
             self._rpc = None
             await self._session.close()

@@ -15,7 +15,6 @@ cover. Chunks stay under it, so each message is one plain body with its own rang
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,20 +22,15 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
+from channels.chunks import Rendered, resplit_chunks, visible
 from channels.mdwalk import BlockWalker
-from channels.split import split_text, utf16_len
+from channels.split import utf8_len, utf16_len
 
 #: signal-cli ServiceConfig.MAX_MESSAGE_SIZE_BYTES
 SIGNAL_TEXT_LIMIT = 2000
 
 _PARSER = MarkdownIt("commonmark").enable("strikethrough")
 _STYLES = {"strong": "BOLD", "em": "ITALIC", "s": "STRIKETHROUGH"}
-_BLANK = re.compile(r"\S")
-
-
-def utf8_len(text: str) -> int:
-    """What signal-cli measures against its 2000-byte body limit."""
-    return len(text.encode("utf-8", "surrogatepass"))
 
 
 @dataclass(frozen=True)
@@ -126,22 +120,14 @@ def to_styled(markdown: str) -> tuple[str, list[str]]:
     return _Styler().render(_PARSER.parse(markdown))
 
 
+def _render(piece: str) -> Rendered:
+    text, styles = to_styled(piece)
+    if not visible(text):  # signal-cli refuses an empty message
+        return None, utf8_len(text)
+    return SignalChunk(text=text, plain=text, formatted=bool(styles),
+                       styles=tuple(styles)), utf8_len(text)
+
+
 def render_chunks(markdown: str, limit: int = SIGNAL_TEXT_LIMIT) -> list[Chunk]:
-    """Split the Markdown (code fences kept whole, or closed and reopened), then style
-    each piece; a piece whose text still exceeds ``limit`` bytes is split again smaller.
-    Pure: the same Markdown gives the same chunks, so a retried send is identical."""
-    chunks: list[Chunk] = []
-    pending = split_text(markdown, limit, utf8_len)
-    pending.reverse()
-    while pending:
-        piece = pending.pop()
-        text, styles = to_styled(piece)
-        size = utf8_len(text)
-        if size > limit:
-            smaller = max(2, min(utf8_len(piece) - 1, int(utf8_len(piece) * limit / size * 0.9)))
-            pending.extend(reversed(split_text(piece, smaller, utf8_len)))
-            continue
-        if _BLANK.search(text):  # signal-cli refuses an empty message
-            chunks.append(SignalChunk(text=text, plain=text, formatted=bool(styles),
-                                      styles=tuple(styles)))
-    return chunks
+    """The reply's chunks, each one's text within ``limit`` bytes."""
+    return resplit_chunks(markdown, limit, utf8_len, _render)

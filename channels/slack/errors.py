@@ -26,6 +26,7 @@ from channels.errors import (
     PermanentError,
     RateLimited,
     TransientError,
+    retry_after_header,
 )
 
 __all__ = ["FORMATTING_ERRORS", "PERMANENT_ERRORS", "map_error"]
@@ -67,15 +68,6 @@ _TRANSIENT_ERRORS = frozenset(
 _MAYBE_DONE_ERRORS = frozenset({"internal_error", "fatal_error"})
 
 
-def _retry_after(error: SlackApiError) -> float:
-    headers = getattr(error.response, "headers", None) or {}
-    raw = headers.get("Retry-After") or headers.get("retry-after")
-    try:
-        return max(float(raw), 0.0) if raw is not None else 1.0
-    except (TypeError, ValueError):
-        return 1.0
-
-
 def _code(error: SlackApiError) -> str:
     try:
         code = error.response.get("error")
@@ -92,7 +84,8 @@ def map_error(method: str, error: BaseException) -> ChannelError:
         status = getattr(error.response, "status_code", 200)
         code = _code(error)
         if status == 429 or code in ("ratelimited", "rate_limited"):
-            return RateLimited(_retry_after(error), f"slack {method} rate limited")
+            return RateLimited(retry_after_header(getattr(error.response, "headers", None), 1.0),
+                               f"slack {method} rate limited")
         if code in FORMATTING_ERRORS:
             return FormattingRejected(f"slack {method}: {code}")
         if status >= 500 or code in _MAYBE_DONE_ERRORS:

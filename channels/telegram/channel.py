@@ -31,6 +31,7 @@ from channels.pools import httpx_limits, httpx_transport
 from channels.pull import PullLoop
 from channels.redact import protect
 from channels.split import utf16_len
+from channels.tasks import cancel_task, start_task
 from channels.telegram.errors import map_error
 from channels.telegram.normalize import BotIdentity
 from channels.telegram.poller import poll_loop
@@ -83,12 +84,6 @@ def _chat(chat_id: str) -> int | str:
         return int(chat_id)
     except ValueError:
         return chat_id
-
-
-def _report_end(task: asyncio.Task[None]) -> None:
-    """A polling loop only ends by stop() or a refused token; say so if it died."""
-    if not task.cancelled() and task.exception() is not None:
-        log.error("telegram: polling loop died", exc_info=task.exception())
 
 
 class TelegramChannel(Channel):
@@ -199,8 +194,8 @@ class TelegramChannel(Channel):
         self.poller = poll_loop(
             self._bot, self.settings, self.identity, sink, self.cursor_store, self.account
         )
-        self._task = asyncio.create_task(self.poller.run(), name=f"telegram-poll-{self.account}")
-        self._task.add_done_callback(_report_end)
+        self._task = start_task(self.poller.run(), name=f"telegram-poll-{self.account}",
+                                log=log, what="telegram: polling loop")
 
     async def check(self) -> str | None:
         """getMe: does Telegram accept the token? (``pynanoclaw status``; the channel
@@ -218,11 +213,8 @@ class TelegramChannel(Channel):
     async def stop(self) -> None:
         if self._endpoint is not None:
             self._endpoint.sink = None
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await cancel_task(self._task)
+        self._task = None
         with contextlib.suppress(TelegramError):
             await self._bot.shutdown()
 

@@ -14,15 +14,15 @@ rejects the formatting.
 from __future__ import annotations
 
 import html
-import re
 from collections.abc import Sequence
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
+from channels.chunks import Rendered, resplit_chunks, visible
 from channels.mdwalk import BlockWalker
-from channels.split import split_text, utf16_len
+from channels.split import utf16_len
 
 #: Telegram's sendMessage text limit, in UTF-16 code units after entity parsing
 #: (https://core.telegram.org/bots/api#sendmessage). Measuring the HTML itself is
@@ -129,26 +129,16 @@ def to_plain(markdown: str) -> str:
     return _Walker(tags=False).render(_PARSER.parse(markdown))
 
 
-_BLANK = re.compile(r"\S")
+
+
+def _render(piece: str) -> Rendered:
+    formatted, plain = to_html(piece), to_plain(piece)
+    # Telegram rejects empty messages; whitespace-only pieces go
+    chunk = Chunk(text=formatted, plain=plain) if visible(plain) else None
+    return chunk, max(utf16_len(formatted), utf16_len(plain))
 
 
 def render_chunks(markdown: str, limit: int = TELEGRAM_TEXT_LIMIT) -> list[Chunk]:
-    """Split the Markdown (fences kept whole or closed and reopened), then convert each
-    piece; a piece whose HTML outgrew ``limit`` (escaping, tags) is split again smaller.
-    Every chunk's text and plain fallback measure at most ``limit`` UTF-16 units."""
-    chunks: list[Chunk] = []
-    pending = split_text(markdown, limit, utf16_len)
-    pending.reverse()
-    while pending:
-        piece = pending.pop()
-        formatted, plain = to_html(piece), to_plain(piece)
-        size = max(utf16_len(formatted), utf16_len(plain))
-        if size > limit:
-            smaller = max(1, int(utf16_len(piece) * limit / size * 0.9))
-            if smaller >= utf16_len(piece):
-                smaller = utf16_len(piece) - 1
-            pending.extend(reversed(split_text(piece, max(2, smaller), utf16_len)))
-            continue
-        if _BLANK.search(plain):  # Telegram rejects empty messages; whitespace-only pieces go
-            chunks.append(Chunk(text=formatted, plain=plain))
-    return chunks
+    """The reply's chunks: each one's text and plain fallback measure at most ``limit``
+    UTF-16 units."""
+    return resplit_chunks(markdown, limit, utf16_len, _render)

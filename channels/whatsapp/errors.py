@@ -24,6 +24,7 @@ from channels.errors import (
     PermanentError,
     RateLimited,
     TransientError,
+    retry_after_header,
 )
 
 __all__ = ["OUTSIDE_WINDOW", "OutsideWindow", "map_error"]
@@ -49,13 +50,8 @@ class OutsideWindow(PermanentError):
 
 def _retry_after(error: WhatsAppError) -> float:
     response = error.raw_response
-    raw = response.headers.get("Retry-After") if response is not None else None
-    try:
-        if raw is not None:
-            return max(float(raw), 0.0)
-    except ValueError:
-        pass
-    return RATE_LIMIT_WAIT.get(error.code, 1.0)
+    return retry_after_header(response.headers if response is not None else None,
+                              RATE_LIMIT_WAIT.get(error.code, 1.0))
 
 
 def map_error(operation: str, error: BaseException) -> ChannelError:

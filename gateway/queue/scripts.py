@@ -379,11 +379,6 @@ class GroupQueue:
         return sorted(v.removeprefix("delivered ") for v in map(as_str, raw)
                       if v.startswith("delivered "))
 
-    def turn_reply(self, turn_id: str) -> str | None:
-        """The reply text a published turn keeps (a retry replays it), if any."""
-        raw = self.r.hget(self.keys.turn(turn_id), "reply")
-        return None if raw is None else as_str(raw)
-
     def replace_turn_reply(self, turn_id: str, text: str) -> None:
         """Overwrite the kept reply text of ``turn_id`` (redaction), if it still exists."""
         key = self.keys.turn(turn_id)

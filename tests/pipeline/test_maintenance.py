@@ -27,11 +27,10 @@ from workers import context, drain
 from workers.agent import TurnError, clear_agent_cache
 from workers.maintenance import (
     PENDING_TTL,
+    after_episodes,
     consolidate_group,
     consolidation_due,
     counter_key,
-    episode_written,
-    note_episode,
     pending_key,
     schedule_consolidation,
 )
@@ -163,9 +162,9 @@ def test_function_model_key_is_resolved_when_named(env: Env) -> None:
 def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
     q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     for _ in range(2):
-        note_episode(env.r, "pnc:", GROUP)
+        env.r.incr(counter_key("pnc:", GROUP))
         assert schedule_consolidation(env.r, GROUP, every=3, job_timeout=77) is None
-    note_episode(env.r, "pnc:", GROUP)
+    env.r.incr(counter_key("pnc:", GROUP))
     job_id = schedule_consolidation(env.r, GROUP, every=3, job_timeout=77, lock_ttl=2)
     assert job_id is not None and q.job_ids == [job_id]
     job = q.jobs[0]
@@ -175,7 +174,7 @@ def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
     assert 0 < env.r.ttl(pending_key("pnc:", GROUP)) <= PENDING_TTL
     # still due, but one is pending: no second job however many episodes follow
     for _ in range(5):
-        note_episode(env.r, "pnc:", GROUP)
+        env.r.incr(counter_key("pnc:", GROUP))
         assert schedule_consolidation(env.r, GROUP, every=3) is None
     assert q.count == 1
     # off means off
@@ -183,26 +182,25 @@ def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
     assert schedule_consolidation(env.r, GROUP, every=0) is None and q.count == 1
 
 
-def test_episode_written_counts_and_schedules_and_never_raises(env: Env) -> None:
+def test_after_episodes_schedules_when_due_and_never_raises(env: Env) -> None:
     settings = env.settings()  # consolidate_every = 3
     q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     kw = {"queue": "pnc-drain", "prefix": "pnc:", "lock_ttl": 2.0}
-    assert [episode_written(env.r, GROUP, settings, **kw) for _ in range(2)] == [None, None]
-    job_id = episode_written(env.r, GROUP, settings, **kw)
+    assert [after_episodes(env.r, GROUP, settings, n, **kw) for n in (1, 2)] == [None, None]
+    job_id = after_episodes(env.r, GROUP, settings, 3, **kw)
     assert job_id is not None and q.job_ids == [job_id]
     assert q.jobs[0].timeout == settings.worker.job_timeout
     off = settings.model_copy(update={"memory": settings.memory.model_copy(
         update={"consolidate_every": 0})})
-    assert episode_written(env.r, "local:other", off, **kw) is None
-    assert not env.r.exists(counter_key("pnc:", "local:other"))  # off: not even counted
+    assert after_episodes(env.r, "local:other", off, 9, **kw) is None and q.count == 1
     broken = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2)
-    assert episode_written(broken, GROUP, settings, **kw) is None
+    assert after_episodes(broken, "local:other", settings, 3, **kw) is None
 
 
 def test_job_consolidates_duplicates_then_clears_pending_and_counter(env: Env) -> None:
     seed_duplicates(env)
     for _ in range(3):
-        note_episode(env.r, "pnc:", GROUP)
+        env.r.incr(counter_key("pnc:", GROUP))
     assert schedule_consolidation(env.r, GROUP, every=3) is not None
     run_queue(env)  # a real RQ worker (in this process) runs the job by its import path
     assert_merged(env)

@@ -57,8 +57,9 @@ def test_settle_leaves_zero_metrics_out_and_the_log_still_reads_them(r: redis.Re
     budget = Budget(r, K)
     cs = counters(datetime(2026, 12, 3, 12, tzinfo=UTC), GROUP, "local:ann",
                   lambda scope, period: (None, None))
-    assert budget.reserve(cs, 500) is None
-    budget.settle(cs, 500, 120, day="d2026-12-03", kind="turn", group=GROUP,
+    held = budget.reserve(cs, 500)
+    assert held.refused is None and held.held == ()  # no cap: nothing to reserve under
+    budget.settle(held, 120, day="d2026-12-03", kind="turn", group=GROUP,
                   person="local:ann", tokens=(40, 0, 0), estimated=False)
     fields = {f.decode().rsplit("\t", 1)[1] for f in r.hkeys(K.usage_log("d2026-12-03"))}
     assert fields == {"cost", "req", "in"}  # out, cached and est stayed 0
@@ -97,7 +98,7 @@ def test_reserve_reads_every_cap_at_once(r: redis.Redis) -> None:
                   lambda scope, period: (None, None))
     r.hset(K.budget_caps, cs[1].cap_field, "100")  # a run-time cap under the estimate
     refused: list[object] = []
-    calls = _calls(r, lambda: refused.append(budget.reserve(cs, 500)))
+    calls = _calls(r, lambda: refused.append(budget.reserve(cs, 500).refused))
     assert calls.get("hmget") == 2 and "hget" not in calls  # the caps, the capped counter
     assert refused == [cs[1]]
     assert all(budget.spent(c).reserved == 0 for c in cs)  # refused: nothing reserved

@@ -409,8 +409,7 @@ class GroupQueue:
         return int(self._s["turn_publish"](
             keys=[lock_key, self.keys.outbox, self.keys.turn(turn_id)],
             args=[token, reply_event.lua_arg() if reply_event else "", done_event.lua_arg(),
-                  reply_text or "",
-                  "1" if reply_text else "0", TURN_STATE_TTL]))
+                  reply_text or "", "1" if reply_text else "0"]))
 
     def mark_written(self, turn_id: str) -> None:
         self.r.hset(self.keys.turn(turn_id), "written", "1")

@@ -13,12 +13,14 @@ import redis
 import redis.asyncio as aioredis
 from rq import Queue
 
+from channels.models import Inbound
 from gateway.queue import (
     DrainOptions,
     GatewayQueue,
     GroupQueue,
     Keys,
     enqueue_drain,
+    events,
     job_queue,
 )
 from gateway.queue.budget import Budget, counters
@@ -126,3 +128,45 @@ async def test_a_delivered_chunk_clears_only_a_mark_that_is_there(valkey: Valkey
     finally:
         r.close()
         await ar.aclose()
+
+
+def test_take_hands_a_lone_mailbox_over_whole(r: redis.Redis) -> None:
+    """No context waiting: take.lua renames the mailbox to processing (one command for
+    the move, none per entry), the batch whole and in order."""
+    mailbox = [f"{i} msg-{i}" for i in range(5)]
+    r.rpush(K.mailbox(GROUP), *mailbox)
+    gq = GroupQueue(r, K, GROUP)
+    out: list[object] = []
+    calls = _calls(r, lambda: out.append(gq.take("tok", 30_000, 30_000, acquire=True)))
+    assert out == [mailbox]
+    assert [x.decode() for x in r.lrange(K.processing(GROUP), 0, -1)] == mailbox
+    assert not r.exists(K.mailbox(GROUP))
+    assert calls.get("rename") == 1 and "rpush" not in calls and "del" not in calls
+
+
+def test_a_drained_finish_releases_batch_lease_and_lock_in_one_command(
+        r: redis.Redis) -> None:
+    r.rpush(K.mailbox(GROUP), "1 only")
+    r.sadd(K.active, GROUP)
+    gq = GroupQueue(r, K, GROUP)
+    assert gq.take("tok", 30_000, 30_000, acquire=True) == ["1 only"]
+    out: list[tuple[int, int]] = []
+    calls = _calls(r, lambda: out.append(gq.finish("tok", None)))
+    assert out == [(0, 0)]  # drained
+    assert calls.get("del") == 1
+    assert not r.exists(K.processing(GROUP), K.lease(GROUP), K.lock(GROUP))
+    assert not r.sismember(K.active, GROUP)
+
+
+def test_publish_keeps_the_ttl_its_begin_set(r: redis.Redis) -> None:
+    msg = Inbound(channel="local", chat_id="big", is_group=False, sender_id="ann",
+                  sender_name="Ann", message_id="m1", text="hi")
+    gq = GroupQueue(r, K, msg.group)
+    r.set(K.lock(msg.group), "tok")
+    assert gq.turn_begin("turn-t", events.typing(msg), 5).attempts == 1
+    done = events.done(msg, ["m1"], None, "turn-t")
+    calls = _calls(r, lambda: gq.turn_publish("turn-t", K.lock(msg.group), "tok", None,
+                                              done, None))
+    assert "expire" not in calls
+    assert r.hget(K.turn("turn-t"), "published") == b"1"
+    assert int(r.ttl(K.turn("turn-t"))) > 0

@@ -92,6 +92,7 @@ from gateway.queue.jobs import (
 from gateway.queue.keys import OUTBOX_GROUP, Keys
 from gateway.queue.refusal import refused_write
 from gateway.queue.scripts import (
+    BEHIND_HOLD,
     DUPLICATE,
     KEPT,
     KEPT_ENQUEUE,
@@ -110,6 +111,7 @@ from gateway.queue.scripts import (
 from gateway.queue.transcribe import TRANSCRIBE_JOB, enqueue_transcribe, transcribe_queue
 
 __all__ = [
+    "BEHIND_HOLD",
     "CONSOLIDATE_JOB",
     "DEFAULT_QUEUE",
     "DRAIN_JOB",

@@ -55,6 +55,7 @@ class Scripts:
 
 
 #: ``push`` results
+BEHIND_HOLD = -2
 DUPLICATE = -1
 KEPT = 0
 KEPT_ENQUEUE = 1
@@ -69,14 +70,20 @@ class GatewayQueue:
         self._s = Scripts(client)
 
     async def push(self, group: str, dedupe_id: str, entry: str, *, engaged: bool,
-                   dedupe_ttl: int, lease_ttl_ms: int, job_id: str) -> int:
+                   dedupe_ttl: int, lease_ttl_ms: int, job_id: str,
+                   behind_hold: bool = False) -> int:
         """Dedupe and append ``entry`` to the group's mailbox (engaged) or context list;
         for an engaged message take the lease for ``job_id`` if there is none.
-        ``DUPLICATE``, ``KEPT``, or ``KEPT_ENQUEUE`` (the caller enqueues ``job_id``)."""
+        ``DUPLICATE``, ``KEPT``, or ``KEPT_ENQUEUE`` (the caller enqueues ``job_id``);
+        with ``behind_hold``, ``BEHIND_HOLD`` (nothing done) while the group holds
+        messages for their files (``gateway.queue.media``)."""
         k = self.keys
         target = k.mailbox(group) if engaged else k.context(group)
+        keys = [k.dedupe(dedupe_id), k.seq(group), target, k.lease(group), k.active]
+        if behind_hold:
+            keys.append(k.media_hold(group))
         return int(await self._s["push"](
-            keys=[k.dedupe(dedupe_id), k.seq(group), target, k.lease(group), k.active],
+            keys=keys,
             args=[dedupe_ttl, entry, "1" if engaged else "0", lease_ttl_ms, group, job_id]))
 
     async def stale_changes(self, older_than: float, now: float) -> list[str]:

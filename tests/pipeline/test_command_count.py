@@ -4,6 +4,7 @@ order, the usage log still reads every metric, an enqueue is one transaction."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -14,6 +15,8 @@ import redis.asyncio as aioredis
 from rq import Queue
 
 from channels.models import Inbound
+from gateway.config import parse_config
+from gateway.inbox import DrainEnqueuer, Inbox
 from gateway.queue import (
     DrainOptions,
     GatewayQueue,
@@ -22,6 +25,7 @@ from gateway.queue import (
     enqueue_drain,
     events,
     job_queue,
+    parse_entry,
 )
 from gateway.queue.budget import Budget, counters
 from tests.pipeline.conftest import Valkey
@@ -170,3 +174,40 @@ def test_publish_keeps_the_ttl_its_begin_set(r: redis.Redis) -> None:
     assert "expire" not in calls
     assert r.hget(K.turn("turn-t"), "published") == b"1"
     assert int(r.ttl(K.turn("turn-t"))) > 0
+
+
+async def test_a_message_without_files_is_pushed_in_one_script_or_held_behind(
+        valkey: Valkey) -> None:
+    """push.lua checks the group's media hold itself: a message without files costs one
+    script when nothing is held, and still waits behind a held one (per-group order)."""
+    cfg = parse_config({}, env={})
+    ar = aioredis.Redis.from_url(valkey.url)
+    r = redis.Redis.from_url(valkey.url)
+    try:
+        inbox = Inbox(cfg, ar, DrainEnqueuer(cfg, r, K), K)
+
+        def dm(mid: str) -> Inbound:
+            return Inbound(channel="local", chat_id="big", is_group=False, sender_id="ann",
+                           sender_name="Ann", message_id=mid, text="hi")
+
+        group = dm("m0").group
+        warm = dm("w0").model_copy(update={"chat_id": "warm"})
+        assert await inbox.accept(warm) == "engage"  # the script loaded (SCRIPT LOAD)
+        before: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+        assert await inbox.accept(dm("m1")) == "engage"
+        after: dict[str, Any] = r.info("commandstats")  # type: ignore[assignment]
+        scripts = sum(int(after[k]["calls"]) - int(before.get(k, {"calls": 0})["calls"])
+                      for k in ("cmdstat_evalsha", "cmdstat_eval") if k in after)
+        assert scripts == 1
+        assert [parse_entry(x).msg["message_id"] for x in r.lrange(K.mailbox(group), 0, -1)
+                ] == ["m1"]
+        r.rpush(K.media_hold(group), json.dumps({"msg": dm("m2").model_dump(mode="json"),
+                                                 "disposition": "engage"}))
+        assert await inbox.accept(dm("m3")) == "engage"  # behind m2: held, not pushed
+        assert [json.loads(x)["msg"]["message_id"] for x in r.lrange(K.media_hold(group), 0, -1)
+                ] == ["m2", "m3"]
+        assert r.llen(K.mailbox(group)) == 1 and r.sismember(K.media_groups, group)
+        assert await inbox.accept(dm("m3")) == "duplicate"
+    finally:
+        r.close()
+        await ar.aclose()

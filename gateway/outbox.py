@@ -251,7 +251,10 @@ class Outbox:
     async def _chat_worker(
         self, key: tuple[str, str, str], q: asyncio.Queue[tuple[str, OutboxEvent]]
     ) -> None:
-        """Handles one chat's events in stream order; exits when idle."""
+        """Handles one chat's events in stream order; exits when idle. A chat's handled
+        entries are acked together once its queue is empty (a turn's reply and "done"
+        come in one read: one ack for both), or every ``ACK_BATCH`` of them."""
+        handled: list[str] = []
         try:
             while True:
                 try:
@@ -266,12 +269,16 @@ class Outbox:
                     log.exception("outbox: handling %s failed", entry_id)
                     done = False
                 if done:
-                    # acked in the background: the chat's next event (the "done" after a
-                    # reply) need not wait a round trip for it
-                    self._ack_soon(entry_id)
+                    handled.append(entry_id)
                 else:
                     # stays pending: reclaimed and retried after claim_idle
                     self._inflight.discard(entry_id)
+                if handled and (q.empty() or len(handled) >= ACK_BATCH):
+                    # acked in the background (before ``task_done``: ``drain`` then
+                    # waits for it): the chat's next event need not wait a round trip
+                    for handled_id in handled:
+                        self._ack_soon(handled_id)
+                    handled.clear()
                 q.task_done()
         finally:
             self._queues.pop(key, None)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -252,6 +252,8 @@ class TurnRecord:
     reply: str | None
     written: bool
     attempts: int
+    #: the group's undelivered mark (``undelivered``), read with it unless published
+    undelivered: dict[str, str] = field(default_factory=dict)
 
 
 class LockOps:
@@ -401,13 +403,16 @@ class GroupQueue:
     def turn_begin(self, turn_id: str, typing_event: OutboxEvent | None,
                    max_attempts: int) -> TurnRecord:
         st: Any = self._s["turn_begin"](
-            keys=[self.keys.turn(turn_id), self.keys.outbox],
+            keys=[self.keys.turn(turn_id), self.keys.outbox,
+                  self.keys.undelivered(self.group)],
             args=[TURN_STATE_TTL, typing_event.lua_arg() if typing_event else "",
                   max_attempts])
-        published, reply, has_reply, written, attempts = (_str(x) for x in st)
+        published, reply, has_reply, written, attempts = (_str(x) for x in st[:5])
+        mark = [as_str(x) for x in st[5]] if len(st) > 5 else []
         return TurnRecord(published=bool(published),
                           reply=reply if published and has_reply == "1" else None,
-                          written=bool(written), attempts=int(attempts or 0))
+                          written=bool(written), attempts=int(attempts or 0),
+                          undelivered=dict(zip(mark[::2], mark[1::2], strict=True)))
 
     def turn_publish(self, turn_id: str, lock_key: str, token: str,
                      reply_event: OutboxEvent | None, done_event: OutboxEvent,

@@ -211,3 +211,19 @@ async def test_a_message_without_files_is_pushed_in_one_script_or_held_behind(
     finally:
         r.close()
         await ar.aclose()
+
+
+def test_a_turns_begin_reads_the_groups_undelivered_mark(r: redis.Redis) -> None:
+    """The prompt's "your last reply was not delivered" note comes with the turn's start
+    (one round trip), and only while the turn is not published yet."""
+    msg = Inbound(channel="local", chat_id="big", is_group=False, sender_id="ann",
+                  sender_name="Ann", message_id="m1", text="hi")
+    gq = GroupQueue(r, K, msg.group)
+    assert gq.turn_begin("turn-u0", None, 5).undelivered == {}
+    mark = {"reply_id": "turn-old", "reason": "blocked", "at": "1"}
+    r.hset(K.undelivered(msg.group), mapping=mark)
+    assert gq.turn_begin("turn-u1", None, 5).undelivered == mark == gq.undelivered()
+    r.set(K.lock(msg.group), "tok")
+    gq.turn_publish("turn-u1", K.lock(msg.group), "tok", None,
+                    events.done(msg, ["m1"], None, "turn-u1"), None)
+    assert gq.turn_begin("turn-u1", None, 5).undelivered == {}  # a replay: no prompt

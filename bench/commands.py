@@ -38,7 +38,8 @@ ARG = re.compile(r'"((?:[^"\\]|\\.)*)"')
 
 
 #: the step of the path each of our scripts is
-SCRIPT_STEP = {"push": "1 gateway intake (push.lua)",
+SCRIPT_STEP = {"push": "1 gateway intake (media hold check, push.lua)",
+               "media_hold": "1 gateway intake (media hold check, push.lua)",
                "take": "3 drain job: take the batch (take.lua)",
                "turn_begin": "4 turn: begin, typing event (turn_begin.lua)",
                "budget_reserve": "5 metering: reserve (budget_reserve.lua)",

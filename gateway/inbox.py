@@ -39,6 +39,7 @@ from gateway.frontdesk import FrontDesk
 from gateway.memorydesk import MemoryDesk
 from gateway.pressure import DiskGuard
 from gateway.queue import (
+    BEHIND_HOLD,
     DUPLICATE,
     KEPT_ENQUEUE,
     DrainOptions,
@@ -48,7 +49,7 @@ from gateway.queue import (
     enqueue_drain,
     job_queue,
 )
-from gateway.queue.media import HELD, HELD_DUPLICATE, MediaHold
+from gateway.queue.media import HELD_DUPLICATE, MediaHold
 from gateway.router import Disposition, Router
 
 log = logging.getLogger(__name__)
@@ -182,33 +183,43 @@ class Inbox:
         # A message with files waits for their download in the group's hold (the media
         # job lets it on once they are stored), and so does any message behind it, so
         # the turn sees the files and the group's order holds (gateway/queue/media.py).
-        held = await self.hold.hold(
+        # One without files is pushed by one script that first checks the hold.
+        if not (msg.attachments and self._cfg.media.enabled):
+            pushed = await self._enter(group, msg, disposition, msg.dedupe_id,
+                                       behind_hold=True)
+            if pushed is not None:
+                return pushed
+        held = await self.hold.hold(  # has files, or the group holds some: held
             group, self._q.keys.dedupe(msg.dedupe_id), msg.model_dump_json(),
-            disposition.value, has_files=bool(msg.attachments) and self._cfg.media.enabled,
-            dedupe_ttl=self._cfg.queue.dedupe_ttl)
+            disposition.value, has_files=True, dedupe_ttl=self._cfg.queue.dedupe_ttl)
         if held == HELD_DUPLICATE:
             self.counts["duplicate"] += 1
             return "duplicate"
-        if held == HELD:
-            self.media_wake.set()
-            self.counts[disposition.value] += 1
-            return disposition.value
-        return await self._enter(group, msg, disposition, msg.dedupe_id)
+        self.media_wake.set()
+        self.counts[disposition.value] += 1
+        return disposition.value
 
     async def release(self, group: str, msg: Inbound, disposition: str) -> str:
         """Push a message the media job let out of the hold (deduped on its own key: the
         message's was taken when it was held)."""
-        return await self._enter(group, msg, Disposition(disposition),
-                                 msg.dedupe_id + "#held")
+        pushed = await self._enter(group, msg, Disposition(disposition),
+                                   msg.dedupe_id + "#held")
+        assert pushed is not None  # only ``behind_hold`` leaves a message unpushed
+        return pushed
 
     async def _enter(self, group: str, msg: Inbound, disposition: Disposition,
-                     dedupe_id: str) -> str:
+                     dedupe_id: str, *, behind_hold: bool = False) -> str | None:
+        """Push ``msg``; None (only with ``behind_hold``): the group holds messages for
+        their files, nothing was done, the caller holds it behind them."""
         engaged = disposition is Disposition.ENGAGE
         job_id = uuid.uuid4().hex  # the lease holds the id of the job it stands for
         result = await self._q.push(
             group, dedupe_id, encode_entry(msg.model_dump_json(), engaged),
             engaged=engaged, dedupe_ttl=self._cfg.queue.dedupe_ttl,
-            lease_ttl_ms=int(self._cfg.queue.lease_ttl * 1000), job_id=job_id)
+            lease_ttl_ms=int(self._cfg.queue.lease_ttl * 1000), job_id=job_id,
+            behind_hold=behind_hold)
+        if result == BEHIND_HOLD:
+            return None
         if result == DUPLICATE:
             self.counts["duplicate"] += 1
             return "duplicate"

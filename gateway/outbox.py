@@ -251,7 +251,9 @@ class Outbox:
     async def _chat_worker(
         self, key: tuple[str, str, str], q: asyncio.Queue[tuple[str, OutboxEvent]]
     ) -> None:
-        """Handles one chat's events in stream order; exits when idle."""
+        """Handles one chat's events in stream order; exits when idle. Acks what it
+        handled once its queue is empty (a turn's reply and "done": one ack)."""
+        handled: list[str] = []
         try:
             while True:
                 try:
@@ -266,12 +268,13 @@ class Outbox:
                     log.exception("outbox: handling %s failed", entry_id)
                     done = False
                 if done:
-                    # acked in the background: the chat's next event (the "done" after a
-                    # reply) need not wait a round trip for it
-                    self._ack_soon(entry_id)
+                    handled.append(entry_id)
                 else:
                     # stays pending: reclaimed and retried after claim_idle
                     self._inflight.discard(entry_id)
+                if handled and (q.empty() or len(handled) >= ACK_BATCH):
+                    self._ack_soon(handled)  # before task_done: drain waits for it
+                    handled = []
                 q.task_done()
         finally:
             self._queues.pop(key, None)
@@ -301,10 +304,10 @@ class Outbox:
             await asyncio.sleep(delay)
             delay = min(delay * 2, 5.0)
 
-    def _ack_soon(self, entry_id: str) -> None:
-        """Ack (and delete) a handled entry soon, together with any others handled
-        meanwhile: one call for many entries under load."""
-        self._to_ack.append(entry_id)
+    def _ack_soon(self, entry_ids: list[str]) -> None:
+        """Ack (and delete) handled entries soon (in the background: the chat's next
+        event need not wait a round trip), with any others handled meanwhile."""
+        self._to_ack.extend(entry_ids)
         if self._ack_task is None or self._ack_task.done():
             self._ack_task = asyncio.get_running_loop().create_task(self._flush_acks())
 

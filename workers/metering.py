@@ -10,7 +10,7 @@ sent unmetered with a warning. Per request:
 1. estimate its cost: the prompt's tokens (the WordPiece counter of ``workers.budget``)
    plus the most output it may produce (``max_tokens``), at the model's price;
 2. reserve the estimate under the global, group and person caps for the day and the
-   month (``gateway.queue.Budget``, one atomic script): refused, it raises
+   month that are set (``gateway.queue.Budget``, one atomic script): refused, it raises
    ``BudgetSpent`` and the model is not called;
 3. call the model, then settle the reservation with the real cost: the provider's
    usage (input, output, cached), or for the local model (and a provider that reports
@@ -152,7 +152,8 @@ class MeteredModel(WrapperModel):
         estimate = cost(price, est_in, limit)
         now = datetime.now(charge.usage.zone)
         cs = counters(now, charge.group, charge.person, charge.usage.micro_caps)
-        refused = charge.budget.reserve(cs, estimate)
+        reservation = charge.budget.reserve(cs, estimate)
+        refused = reservation.refused
         if refused is not None:
             log.warning("%s request for %s refused: %s cap of %s reached", charge.kind,
                         charge.group, refused.period, refused.scope)
@@ -170,7 +171,7 @@ class MeteredModel(WrapperModel):
             else:
                 tokens = (u.input_tokens, u.output_tokens, u.cache_read_tokens)
             crossed = charge.budget.settle(
-                cs, estimate, cost(price, *tokens), day=day, kind=charge.kind,
+                reservation, cost(price, *tokens), day=day, kind=charge.kind,
                 group=charge.group, person=charge.person, tokens=tokens, estimated=estimated)
             settled = True
             for field in crossed:
@@ -179,7 +180,7 @@ class MeteredModel(WrapperModel):
             return response
         finally:
             if not settled:  # the request failed: release the reservation
-                charge.budget.settle(cs, estimate, 0, day=day, kind=charge.kind,
+                charge.budget.settle(reservation, 0, day=day, kind=charge.kind,
                                      group=charge.group, person=charge.person,
                                      tokens=(0, 0, 0), estimated=False)
 

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 import redis
 
 from channels.models import Inbound, Outbound
-from gateway.queue import Budget, GroupQueue, Keys, events, parse_entry
+from gateway.queue import Budget, GroupQueue, Keys, TurnRecord, events, parse_entry
 from gateway.queue.identity import Configured, Identities
 from memory_store import GroupDirectory
 from memory_store.coreedits import notice as notice_core_edits
@@ -163,11 +163,12 @@ class TurnRunner:
         #: the drain job's end (it was started just now): no tool call waits past it
         self.deadline = deadline_after(ctx.settings.worker.job_timeout)
 
-    def _notes(self, gd: GroupDirectory) -> tuple[str, ...]:
+    def _notes(self, gd: GroupDirectory, state: TurnRecord) -> tuple[str, ...]:
         """System notes for the prompt: the group's previous reply failed for good
-        (recorded by the gateway's outbox, gateway/delivery.py); the operator edited
-        core memory by hand since the last turn (memory_store/coreedits.py)."""
-        note = undelivered_note(self._gq.undelivered())
+        (recorded by the gateway's outbox, gateway/delivery.py; read by ``turn_begin``);
+        the operator edited core memory by hand since the last turn
+        (memory_store/coreedits.py)."""
+        note = undelivered_note(state.undelivered)
         if note is not None:
             log.info("turn in %s: previous reply was not delivered", self._gq.group)
         edits = [operator_edit_note(e) for e in notice_core_edits(gd)]
@@ -333,7 +334,7 @@ class TurnRunner:
                     reply = await agent.run(TurnRequest(
                     group=batch.group, turn_id=batch.turn_id, messages=batch.messages,
                         core=gd.core_memory(), memory=memory, now=datetime.now(UTC),
-                        engaged_ids=batch.engaged_ids, notes=self._notes(gd),
+                        engaged_ids=batch.engaged_ids, notes=self._notes(gd, state),
                         shared=shared_profiles(self._identities, self._settings.data_dir,
                                                batch.messages),
                         host=link, approved=approved,

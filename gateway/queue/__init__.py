@@ -50,8 +50,9 @@ The life of one group (``g``), and which script moves what::
 
       model request (worker, gateway.queue.budget): budget_reserve.lua adds its estimate
               to budget:{scope}:{period} ``reserved`` (global, group, person; day, month)
-              if every cap (budget:caps at run time, else the config's) still holds;
-              budget_settle.lua then moves it to ``spent`` at the real cost (usage:{day}
+              of each counter that has a cap (budget:caps at run time, else the
+              config's) if every such cap still holds; budget_settle.lua then takes it
+              back and adds the real cost to every counter's ``spent`` (usage:{day}
               logs the call). Refused: budget_park.lua (under lock:{g}) puts processing
               back into mailbox:{g}, active ∌ g, budget:parked ∋ g, the notice once per
               period (budget:told:{g}:{period}); a cap change runs budget_unpark.lua:
@@ -71,7 +72,7 @@ lock), always after its group's lock.
 from __future__ import annotations
 
 from gateway.queue import events
-from gateway.queue.budget import Budget, Counter, Spent, counters, period_ids
+from gateway.queue.budget import Budget, Counter, Reservation, Spent, counters, period_ids
 from gateway.queue.dead import DeadLetters, DeadRecord, Retrying
 from gateway.queue.events import MalformedEvent, OutboxEvent, read_event
 from gateway.queue.jobs import (
@@ -91,6 +92,7 @@ from gateway.queue.jobs import (
 from gateway.queue.keys import OUTBOX_GROUP, Keys
 from gateway.queue.refusal import refused_write
 from gateway.queue.scripts import (
+    BEHIND_HOLD,
     DUPLICATE,
     KEPT,
     KEPT_ENQUEUE,
@@ -109,6 +111,7 @@ from gateway.queue.scripts import (
 from gateway.queue.transcribe import TRANSCRIBE_JOB, enqueue_transcribe, transcribe_queue
 
 __all__ = [
+    "BEHIND_HOLD",
     "CONSOLIDATE_JOB",
     "DEFAULT_QUEUE",
     "DRAIN_JOB",
@@ -134,6 +137,7 @@ __all__ = [
     "LockOps",
     "MalformedEvent",
     "OutboxEvent",
+    "Reservation",
     "Retrying",
     "Spent",
     "TurnRecord",

@@ -13,8 +13,11 @@ race. The states of one counter::
         ▼
     settle: reserved -= estimate, spent += real cost (usage:{day} logs the call)
 
-A worker killed between the two leaves its estimate reserved until the counter expires
-with its period (a cap then bites a little early, never late).
+Only a counter with a cap (the config's or a run-time one) is checked and reserved
+under; one without a cap only gets its ``spent`` at the settle (``Reservation.held``
+says which were reserved under, so a cap set between the two settles right). A worker
+killed between the two leaves its estimate reserved until the counter expires with its
+period (a cap then bites a little early, never late).
 
 ``Budget`` takes no policy: which caps apply, prices and estimates are the caller's
 (``workers.metering`` for model calls, the CLI and ``/usage`` for changing caps).
@@ -87,6 +90,18 @@ def counters(now: datetime, group: str | None, person: str | None,
 
 
 @dataclass(frozen=True)
+class Reservation:
+    """What ``Budget.reserve`` did for one request: ``refused`` by that counter's cap
+    (nothing reserved), else its estimate is held under ``held`` (the counters that had
+    a cap; the others were not touched). ``Budget.settle`` takes it back."""
+
+    counters: tuple[Counter, ...]
+    estimate: int
+    refused: Counter | None = None
+    held: tuple[Counter, ...] = ()
+
+
+@dataclass(frozen=True)
 class Spent:
     scope: str
     period: str
@@ -105,32 +120,39 @@ class Budget:
         self.keys = keys
         self._s = Scripts(client)
 
-    def reserve(self, counters: Sequence[Counter], estimate: int) -> Counter | None:
-        """Reserve ``estimate`` under every counter; ``None`` if reserved, else the first
-        counter whose cap refused it (then nothing was reserved)."""
-        if not counters:
-            return None
-        args: list[Any] = [estimate, max(COUNTER_TTL[c.period] for c in counters)]
-        for c in counters:
+    def reserve(self, counters: Sequence[Counter], estimate: int) -> Reservation:
+        """Reserve ``estimate`` under every counter that has a cap, or refuse it (then
+        ``refused`` is the first counter whose cap did, and nothing was reserved)."""
+        cs = tuple(counters)
+        if not cs:
+            return Reservation(cs, estimate)
+        args: list[Any] = [estimate, max(COUNTER_TTL[c.period] for c in cs)]
+        for c in cs:
             args += [c.cap_field, -1 if c.hard is None else c.hard]
         out = int(self._s["budget_reserve"](
-            keys=[*(self.keys.budget(c.scope, c.period_id) for c in counters),
+            keys=[*(self.keys.budget(c.scope, c.period_id) for c in cs),
                   self.keys.budget_caps], args=args))
-        return None if out == 0 else counters[out - 1]
+        if out > 0:
+            return Reservation(cs, estimate, refused=cs[out - 1])
+        return Reservation(cs, estimate, held=tuple(c for i, c in enumerate(cs)
+                                                    if -out >> i & 1))
 
-    def settle(self, counters: Sequence[Counter], estimate: int, cost: int, *, day: str,
-               kind: str, group: str, person: str | None, tokens: tuple[int, int, int],
+    def settle(self, reservation: Reservation, cost: int, *, day: str, kind: str,
+               group: str, person: str | None, tokens: tuple[int, int, int],
                estimated: bool) -> list[str]:
-        """Replace the reservation by ``cost`` and log the call (``tokens``: input,
-        output, cached). Returns the soft budgets this call crossed (``scope:period``)."""
-        args: list[Any] = [estimate, cost, max((COUNTER_TTL[c.period] for c in counters),
-                                               default=COUNTER_TTL["day"]), LOG_TTL,
+        """Replace the reservation by ``cost`` (spent on every counter of it) and log
+        the call (``tokens``: input, output, cached). Returns the soft budgets this call
+        crossed (``scope:period``)."""
+        cs, held = reservation.counters, set(reservation.held)
+        args: list[Any] = [reservation.estimate, cost,
+                           max((COUNTER_TTL[c.period] for c in cs),
+                               default=COUNTER_TTL["day"]), LOG_TTL,
                            f"{kind}\t{group}\t{person or '-'}\t", *tokens,
                            1 if estimated else 0, int(time.time())]
-        for c in counters:
-            args += [c.soft_field, -1 if c.soft is None else c.soft]
+        for c in cs:
+            args += [c.soft_field, -1 if c.soft is None else c.soft, 1 if c in held else 0]
         out: Any = self._s["budget_settle"](
-            keys=[*(self.keys.budget(c.scope, c.period_id) for c in counters),
+            keys=[*(self.keys.budget(c.scope, c.period_id) for c in cs),
                   self.keys.usage_log(day), self.keys.budget_soft], args=args)
         return [as_str(x) for x in out]
 

@@ -5,7 +5,9 @@ releases it. The turn so sees each file already stored, and the group's order is
 
 State of one held entry::
 
-    intake (media_hold.lua: dedupe SET NX, RPUSH mediahold:{g}, SADD mediagroups)
+    intake (a message without files: push.lua pushes it unless mediahold:{g} is
+            non-empty, BEHIND_HOLD; then, or for one with files,
+            media_hold.lua: dedupe SET NX, RPUSH mediahold:{g}, SADD mediagroups)
       --> head of mediahold:{g} --download, push to mailbox (deduped)--> released
           (media_release.lua: LPOP if still the head, SREM when the list empties)
 
@@ -45,8 +47,10 @@ class MediaHold:
 
     async def hold(self, group: str, dedupe_key: str, msg_json: str, disposition: str, *,
                    has_files: bool, dedupe_ttl: int) -> int:
-        """Hold a message (``has_files``) or one arriving behind a held one; dedupes it
-        by ``dedupe_key`` when held. ``HELD_DUPLICATE``, ``NOT_HELD`` or ``HELD``."""
+        """Hold a message (``has_files``: whatever the group holds; the inbox also
+        passes it for one ``push`` found behind held ones) or one arriving behind a held
+        one; dedupes it by ``dedupe_key`` when held. ``HELD_DUPLICATE``, ``NOT_HELD`` or
+        ``HELD``."""
         entry = json.dumps({"msg": json.loads(msg_json), "disposition": disposition})
         return int(await self._s["media_hold"](
             keys=[dedupe_key, self.keys.media_hold(group), self.keys.media_groups],

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -55,6 +55,7 @@ class Scripts:
 
 
 #: ``push`` results
+BEHIND_HOLD = -2
 DUPLICATE = -1
 KEPT = 0
 KEPT_ENQUEUE = 1
@@ -69,14 +70,20 @@ class GatewayQueue:
         self._s = Scripts(client)
 
     async def push(self, group: str, dedupe_id: str, entry: str, *, engaged: bool,
-                   dedupe_ttl: int, lease_ttl_ms: int, job_id: str) -> int:
+                   dedupe_ttl: int, lease_ttl_ms: int, job_id: str,
+                   behind_hold: bool = False) -> int:
         """Dedupe and append ``entry`` to the group's mailbox (engaged) or context list;
         for an engaged message take the lease for ``job_id`` if there is none.
-        ``DUPLICATE``, ``KEPT``, or ``KEPT_ENQUEUE`` (the caller enqueues ``job_id``)."""
+        ``DUPLICATE``, ``KEPT``, or ``KEPT_ENQUEUE`` (the caller enqueues ``job_id``);
+        with ``behind_hold``, ``BEHIND_HOLD`` (nothing done) while the group holds
+        messages for their files (``gateway.queue.media``)."""
         k = self.keys
         target = k.mailbox(group) if engaged else k.context(group)
+        keys = [k.dedupe(dedupe_id), k.seq(group), target, k.lease(group), k.active]
+        if behind_hold:
+            keys.append(k.media_hold(group))
         return int(await self._s["push"](
-            keys=[k.dedupe(dedupe_id), k.seq(group), target, k.lease(group), k.active],
+            keys=keys,
             args=[dedupe_ttl, entry, "1" if engaged else "0", lease_ttl_ms, group, job_id]))
 
     async def stale_changes(self, older_than: float, now: float) -> list[str]:
@@ -245,6 +252,8 @@ class TurnRecord:
     reply: str | None
     written: bool
     attempts: int
+    #: the group's undelivered mark (``undelivered``), read with it unless published
+    undelivered: dict[str, str] = field(default_factory=dict)
 
 
 class LockOps:
@@ -389,13 +398,16 @@ class GroupQueue:
     def turn_begin(self, turn_id: str, typing_event: OutboxEvent | None,
                    max_attempts: int) -> TurnRecord:
         st: Any = self._s["turn_begin"](
-            keys=[self.keys.turn(turn_id), self.keys.outbox],
+            keys=[self.keys.turn(turn_id), self.keys.outbox,
+                  self.keys.undelivered(self.group)],
             args=[TURN_STATE_TTL, typing_event.lua_arg() if typing_event else "",
                   max_attempts])
-        published, reply, has_reply, written, attempts = (_str(x) for x in st)
+        published, reply, has_reply, written, attempts = (_str(x) for x in st[:5])
+        mark = [as_str(x) for x in st[5]] if len(st) > 5 else []
         return TurnRecord(published=bool(published),
                           reply=reply if published and has_reply == "1" else None,
-                          written=bool(written), attempts=int(attempts or 0))
+                          written=bool(written), attempts=int(attempts or 0),
+                          undelivered=dict(zip(mark[::2], mark[1::2], strict=True)))
 
     def turn_publish(self, turn_id: str, lock_key: str, token: str,
                      reply_event: OutboxEvent | None, done_event: OutboxEvent,
@@ -404,8 +416,7 @@ class GroupQueue:
         return int(self._s["turn_publish"](
             keys=[lock_key, self.keys.outbox, self.keys.turn(turn_id)],
             args=[token, reply_event.lua_arg() if reply_event else "", done_event.lua_arg(),
-                  reply_text or "",
-                  "1" if reply_text else "0", TURN_STATE_TTL]))
+                  reply_text or "", "1" if reply_text else "0"]))
 
     def mark_written(self, turn_id: str) -> None:
         self.r.hset(self.keys.turn(turn_id), "written", "1")

@@ -313,3 +313,30 @@ async def test_outbox_survives_a_flushed_redis(r: aioredis.Redis) -> None:
     stop.set()
     await task
     assert [t for _, _, t, _ in ch.sent] == ["before", "after"]
+
+
+async def test_a_chats_events_read_together_are_acked_together(r: aioredis.Redis) -> None:
+    """A turn's reply and its "done" arrive in one read: one XACK (and one XDEL) for
+    both once the chat's queue is empty, and nothing is left pending."""
+    ch = FakeChannel()
+    ob = outbox(r, ch)
+    await ob.ensure_group()
+    await r.xadd(K.outbox, reply_event("hi"))
+    data = {"channel": "fake", "account": "default", "chat_id": "c1", "thread_id": None,
+            "message_ids": ["m1"], "reply_id": "turn-1"}
+    await r.xadd(K.outbox, {"type": "done", "data": json.dumps(data)})
+    before: dict[str, Any] = await r.info("commandstats")
+    stop = asyncio.Event()
+    task = asyncio.create_task(ob.run(stop))
+    for _ in range(200):
+        if ob.stats.handled == 2:
+            break
+        await asyncio.sleep(0.05)
+    stop.set()
+    await task
+    after: dict[str, Any] = await r.info("commandstats")
+    assert ch.done_calls == [["m1"]] and [t for _, _, t, _ in ch.sent] == ["hi"]
+    assert int(after["cmdstat_xack"]["calls"]) - int(
+        before.get("cmdstat_xack", {"calls": 0})["calls"]) == 1
+    assert await r.xlen(K.outbox) == 0
+    assert (await r.xpending(K.outbox, OUTBOX_GROUP))["pending"] == 0

@@ -18,9 +18,10 @@ if KEYS[6] then
     redis.call('LTRIM', KEYS[8], -tonumber(ARGV[4]), -1)
   end
 end
-redis.call('DEL', KEYS[2])
-if redis.call('LLEN', KEYS[3]) > 0 then return {1, episodes} end
-redis.call('DEL', KEYS[4])
+if redis.call('LLEN', KEYS[3]) > 0 then
+  redis.call('DEL', KEYS[2])
+  return {1, episodes}
+end
+redis.call('DEL', KEYS[2], KEYS[4], KEYS[1])  -- processing, lease, lock: one command
 redis.call('SREM', KEYS[5], ARGV[2])
-redis.call('DEL', KEYS[1])
 return {0, episodes}

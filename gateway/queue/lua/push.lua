@@ -1,10 +1,16 @@
 -- Inbox: accept one routed message for a group, atomically.
--- KEYS: dedupe, seq, target (mailbox or context), lease, active
+-- KEYS: dedupe, seq, target (mailbox or context), lease, active [, media hold]
 -- ARGV: dedupe ttl s, entry (JSON from Python), engaged 1/0, lease ttl ms, group, job id
 -- The entry is stored as "<seq> <entry>": the group's arrival counter in front of the
 -- Python-built JSON, so mailbox and context interleave in arrival order.
--- Returns -1 duplicate, 0 kept (no new job needed), 1 kept and the caller must enqueue
--- the drain job whose id it just wrote into the lease.
+-- With the group's media hold (a message without files, from the inbox): while the group
+-- holds messages for their files, this one must wait behind them, so nothing is done
+-- and -2 tells the caller to hold it (media_hold.lua). One script for the common case.
+-- Returns -2 behind the hold, -1 duplicate, 0 kept (no new job needed), 1 kept and the
+-- caller must enqueue the drain job whose id it just wrote into the lease.
+if KEYS[6] and redis.call('LLEN', KEYS[6]) > 0 then
+  return -2
+end
 if not redis.call('SET', KEYS[1], '1', 'NX', 'EX', ARGV[1]) then
   return -1
 end

@@ -19,7 +19,11 @@ local mailbox = redis.call('LRANGE', KEYS[5], 0, -1)
 if #mailbox == 0 then return {} end
 -- the batch as read, moved in a few commands (not one per entry): context, then mailbox
 local batch = redis.call('LRANGE', KEYS[4], 0, -1)
-if #batch > 0 then redis.call('DEL', KEYS[4]) end
+if #batch == 0 then  -- the mailbox alone: it becomes processing (which is empty) whole
+  redis.call('RENAME', KEYS[5], KEYS[3])
+  return mailbox
+end
+redis.call('DEL', KEYS[4])
 for i = 1, #mailbox do batch[#batch + 1] = mailbox[i] end
 redis.call('DEL', KEYS[5])
 for i = 1, #batch, 1000 do  -- unpack has a stack limit

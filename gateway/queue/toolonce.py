@@ -60,8 +60,12 @@ def once_key(keys: Keys, call: ToolCall) -> str:
 def claim(client: redis.Redis, keys: Keys, call: ToolCall) -> ToolResult | None:
     """Mark ``call`` started and return None (run it), or return what an earlier attempt
     of the turn left: its stored result, or the unknown outcome. One round trip."""
-    earlier = client.set(once_key(keys, call), _STARTED, nx=True, ex=TTL, get=True)
-    if earlier is None:
+    key = once_key(keys, call)
+    pipe = client.pipeline()  # MULTI: SET NX, then what the key holds (SET NX GET is 7.0+)
+    pipe.set(key, _STARTED, nx=True, ex=TTL)
+    pipe.get(key)
+    claimed, earlier = pipe.execute()
+    if claimed or earlier is None:
         return None
     raw = earlier.decode() if isinstance(earlier, bytes) else str(earlier)
     if raw == _STARTED:

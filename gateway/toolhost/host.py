@@ -176,7 +176,9 @@ class ToolHost:
         just before it runs and its result kept after, so a retried turn asking for the
         same call gets the stored result, or is told its outcome is unknown
         (``gateway.queue.toolonce``). A read runs as is, with no round trip."""
-        if not toolonce.recorded(call):
+        server, _, tool = call.tool.partition(".")
+        mcp = self.settings.tools.mcp.get(server) if tool else None
+        if not toolonce.recorded(call) or (mcp is not None and tool in mcp.rerun):
             return await run()
         try:
             earlier = await asyncio.to_thread(toolonce.claim, self.client, self.keys, call)

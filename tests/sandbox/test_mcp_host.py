@@ -48,7 +48,8 @@ async def host(request: pytest.FixtureRequest, tmp_path: Path, valkey: Valkey,
     secret = new_secret()
     monkeypatch.setenv(SECRET_ENV, secret)
     with mcp_server(request.param, secret) as table:
-        mcp = f'{table}[tools.groups."{GROUP}"]\nmcp = {ALLOWED!r}\n'.replace("'", '"')
+        mcp = (f'{table}rerun = ["echo"]\n[tools.groups."{GROUP}"]\nmcp = {ALLOWED!r}\n'
+               .replace("'", '"'))
         settings = load_config(write_config(tmp_path / "c.toml", valkey.url, mcp))
         client = redis.Redis.from_url(valkey.url)
         th = ToolHost(settings, client)
@@ -126,6 +127,12 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(
     assert (await host.call("t.tally", ordinal=1)).output == "tally 1"
     assert (await host.call("t.tally", ordinal=1)).output == f"{STORED}\ntally 1"
     assert (await host.call("t.tally", ordinal=2)).output == "tally 2"
+    # a tool the operator declared read-only (``rerun``) runs again, with no record
+    r = host.host.client
+    assert len(list(r.scan_iter(match="pnc:tools:once:turn-1:*"))) == 2
+    for _ in range(2):
+        assert (await host.call("t.echo", {"text": "x"}, ordinal=1)).output == "echo: x"
+    assert len(list(r.scan_iter(match="pnc:tools:once:turn-1:*"))) == 2
 
 
 @pytest.mark.parametrize("host", ["stdio"], indirect=True)

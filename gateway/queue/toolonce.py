@@ -17,7 +17,8 @@ A claim that finds ``done`` returns the stored result, marked as such; one that 
 ``started`` (the host died mid-call, or the earlier attempt's call still runs) says its
 outcome is unknown and runs nothing. The tools in ``RERUNS`` only read (or, for
 ``send_file``, only read the file: the worker's send is deduped by its reply id, which
-names the turn and the file's hash), so they rerun and pay no Redis round trip here.
+names the turn and the file's hash), so they rerun and pay no Redis round trip here;
+so do the MCP tools an operator lists in a server's ``rerun`` (``gateway.config.mcp``).
 Records live ``TTL`` seconds, their output cut to the tool output cap.
 """
 

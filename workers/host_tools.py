@@ -30,6 +30,7 @@ from pydantic_ai.tools import ToolDefinition
 from gateway.config import Settings
 from gateway.config.tools import SANDBOX_TOOLS
 from gateway.queue import Keys
+from gateway.queue.approvals import canonical_args
 from gateway.queue.toolcalls import ToolCall, call_tool, host_status
 from workers.approval_ask import notice, request_approval, waiting_text
 from workers.mcp_offers import McpOffer, mcp_offers
@@ -59,6 +60,17 @@ class HostLink:
     pending: list[str] = field(default_factory=list)
     #: where ``send_file`` keeps a file for the outbox (``workers.sendfile``)
     data_dir: Path | None = None
+    #: how many calls of each tool and arguments this attempt of the turn made
+    calls: dict[str, int] = field(default_factory=dict)
+
+    def ordinal(self, tool: str, args: dict[str, Any]) -> int:
+        """Number this attempt's call of ``tool(args)``: 1 for the first such call, 2
+        for the next... A retried turn numbers its calls afresh, so its first ``echo x
+        >> log`` is the earlier attempt's first one, which the tool host ran once
+        (``gateway.queue.toolonce``), whatever other calls came between."""
+        key = f"{tool}\x1f{canonical_args(args)}"
+        self.calls[key] = self.calls.get(key, 0) + 1
+        return self.calls[key]
 
 
 def host_link(client: redis.Redis, settings: Settings, group: str, lock_token: str,
@@ -116,7 +128,8 @@ async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
     if tool in link.approve:
         return await ask_approval(ctx, tool, args)
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
-                    tool=tool, args=args, deadline=link.deadline)
+                    tool=tool, args=args, deadline=link.deadline,
+                    ordinal=link.ordinal(tool, args))
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
     deps.read_trust = min(deps.read_trust, TOOL_TRUST)
     deps.low_reads.append((f"{result.output}\n{result.error}", TOOL_TRUST))

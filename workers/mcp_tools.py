@@ -32,7 +32,8 @@ async def _call(ctx: RunContext[TurnDeps], offer: McpOffer, args: dict[str, Any]
     if offer.name in link.approve:
         return await ask_approval(ctx, offer.name, args)
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
-                    tool=offer.name, args=args, deadline=link.deadline)
+                    tool=offer.name, args=args, deadline=link.deadline,
+                    ordinal=link.ordinal(offer.name, args))
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
     deps.read_trust = min(deps.read_trust, TOOL_TRUST)
     return render_tool_output(offer.model_name, f"mcp {offer.name}", result.ok,

@@ -70,8 +70,10 @@ async def send_file(ctx: RunContext[TurnDeps], path: str, caption: str = "") -> 
     source = f"send_file: {path}"
     if link is None or TOOL not in link.allowed:
         return f"Refused: {TOOL} is not available in this chat."
+    args = {"path": path, "caption": caption}
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
-                    tool=TOOL, args={"path": path, "caption": caption}, deadline=link.deadline)
+                    tool=TOOL, args=args, deadline=link.deadline,
+                    ordinal=link.ordinal(TOOL, args))
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
     deps.read_trust = min(deps.read_trust, TOOL_TRUST)
     if not result.ok:

@@ -43,6 +43,9 @@ class McpServer(BaseModel):
     headers: dict[str, str] = Field(default_factory=dict)
     #: seconds one call may take (the drain job's remaining time may cut it shorter)
     timeout: float = Field(default=30.0, gt=0, le=3600)
+    #: this server's tools that only read: a retried turn runs their calls again (with
+    #: no record); every other call runs once per turn (``gateway.queue.toolonce``)
+    rerun: list[str] = Field(default_factory=list)
 
     @field_validator("env")
     @classmethod

@@ -59,6 +59,10 @@ class ToolCall:
     call_id: str = field(default_factory=lambda: secrets.token_hex(12))
     #: the approval this call runs (``gateway.queue.approvals``), for a tool that needs one
     approval: str = ""
+    #: the n-th call of this tool with these arguments in this attempt of the turn
+    #: (1, 2, ...; 0: not numbered): with the turn id, what a retry's call is matched
+    #: by, so a call with effects runs once (``gateway.queue.toolonce``)
+    ordinal: int = 0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -71,7 +75,8 @@ class ToolCall:
         return cls(group=str(data["group"]), turn_id=str(data["turn_id"]),
                    lock_token=str(data["lock_token"]), tool=str(data["tool"]),
                    args=data["args"], deadline=float(data["deadline"]),
-                   call_id=str(data["call_id"]), approval=str(data.get("approval", "")))
+                   call_id=str(data["call_id"]), approval=str(data.get("approval", "")),
+                   ordinal=int(data.get("ordinal", 0)))
 
 
 @dataclass(frozen=True)

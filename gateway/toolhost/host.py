@@ -19,12 +19,14 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis
 
 from gateway.config import Settings
-from gateway.queue import Keys
+from gateway.config.tools import GroupPolicy
+from gateway.queue import Keys, toolonce
 from gateway.queue.approvals import ApprovalStore
 from gateway.queue.toolcalls import (
     HOST_TTL,
@@ -40,7 +42,13 @@ from gateway.toolhost.mcp import McpHub
 from gateway.toolhost.sandbox import Sandbox, SandboxSpec, SandboxUnavailable
 from gateway.toolhost.sendfile import send_file
 from gateway.toolhost.skillmounts import skill_mounts
-from gateway.toolhost.tools import ToolContext, ToolFailed, ToolRegistry, sandbox_registry
+from gateway.toolhost.tools import (
+    Handler,
+    ToolContext,
+    ToolFailed,
+    ToolRegistry,
+    sandbox_registry,
+)
 from gateway.toolhost.workspace import MountRefused, resolve_mounts, workspace_dir
 
 log = logging.getLogger(__name__)
@@ -147,9 +155,10 @@ class ToolHost:
                                           call.approval, call.group, call.tool, call.args)
             if why is not None:
                 return failed(why)
-        if self.mcp is not None and self.mcp.routes(call.tool):
-            return await self.mcp.handle(call, policy, call.deadline - time.time() - MARGIN,
-                                         self.settings.tools.limits.output_bytes)
+        if (hub := self.mcp) is not None and hub.routes(call.tool):
+            return await self._once(call, lambda: hub.handle(
+                call, policy, call.deadline - time.time() - MARGIN,
+                self.settings.tools.limits.output_bytes))
         if call.tool not in policy.allowed:
             return failed(f"refused: the tool {call.tool!r} is not allowed in this chat")
         handler = self.registry.get(call.tool)
@@ -159,6 +168,46 @@ class ToolHost:
         timeout = min(call.deadline - time.time() - MARGIN, limits.timeout)
         if timeout <= 0:
             return failed("no time left in this turn")
+        return await self._once(call, lambda: self._run(call, policy, handler, timeout))
+
+    async def _once(self, call: ToolCall,
+                    run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
+        """``run()``, at most once per turn for a call with effects: recorded as started
+        just before it runs and its result kept after, so a retried turn asking for the
+        same call gets the stored result, or is told its outcome is unknown
+        (``gateway.queue.toolonce``). A read runs as is, with no round trip."""
+        server, _, tool = call.tool.partition(".")
+        mcp = self.settings.tools.mcp.get(server) if tool else None
+        if not toolonce.recorded(call) or (mcp is not None and tool in mcp.rerun):
+            return await run()
+        try:
+            earlier = await asyncio.to_thread(toolonce.claim, self.client, self.keys, call)
+        except (redis.RedisError, OSError, ValueError) as err:
+            return ToolResult(call.call_id, False,
+                              error=f"not run: its run could not be recorded ({err})")
+        if earlier is not None:
+            log.info("tool call %s: %s for %s (turn %s) not run again: %s", call.call_id,
+                     call.tool, call.group, call.turn_id,
+                     "stored result" if earlier.output.startswith(toolonce.STORED)
+                     else "outcome unknown")
+            return earlier
+        result = await run()
+        try:
+            await asyncio.to_thread(toolonce.finish, self.client, self.keys, call, result,
+                                    self.settings.tools.limits.output_bytes)
+        except (redis.RedisError, OSError) as err:  # a retry is told "unknown", not rerun
+            log.warning("tool host: could not keep the result of %s: %s", call.call_id, err)
+        return result
+
+    async def _run(self, call: ToolCall, policy: GroupPolicy, handler: Handler,
+                   timeout: float) -> ToolResult:
+        """Run a sandbox tool (or ``fetch``) checked by ``handle``; never raises."""
+        def failed(why: str) -> ToolResult:
+            log.info("tool call %s (%s, %s) failed: %s", call.call_id, call.group,
+                     call.tool, why)
+            return ToolResult(call.call_id, False, error=why)
+
+        limits = self.settings.tools.limits
         try:
             mounts = resolve_mounts(policy.mounts, self.settings.tools.mount_roots)
             workspace = await asyncio.to_thread(workspace_dir, self.settings.data_dir,

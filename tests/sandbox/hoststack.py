@@ -11,29 +11,45 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from gateway.config import load_config
-from gateway.queue.toolcalls import host_status
+from gateway.queue import Keys
+from gateway.queue.toolcalls import host_key, host_status
 from gateway.toolhost.process import tools_command, tools_env
 from tests.pipeline.conftest import ROOT, Stack, Valkey
 
 
+def start_host(s: Stack) -> subprocess.Popen[bytes]:
+    """A tool host process for ``s``, once it answers (heartbeats, or pops calls)."""
+    s.r.delete(host_key(Keys()))  # a killed host's heartbeat must not count
+    host = subprocess.Popen(tools_command(s.config_path, log_level="WARNING"),
+                            env=tools_env(s.config, s.env, s.valkey.url), cwd=ROOT)
+    deadline = time.monotonic() + 30
+    while host_status(s.r) is None:
+        if host.poll() is not None or time.monotonic() > deadline:
+            host.kill()
+            host.wait()
+            raise AssertionError("no tool host")
+        time.sleep(0.05)
+    return host
+
+
 @asynccontextmanager
-async def tools_stack(tmp_path: Path, valkey: Valkey, model: str,
-                      config: str) -> AsyncIterator[Stack]:
+async def tools_stack(tmp_path: Path, valkey: Valkey, model: str, config: str,
+                      hosts: list[subprocess.Popen[bytes]] | None = None
+                      ) -> AsyncIterator[Stack]:
+    """The stack; ``hosts`` (when given) gets the host process, and every host a test
+    adds to it is stopped at the end too."""
     s = Stack(tmp_path, valkey)
     text = s.config_path.read_text().replace("tests.pipeline.scripted:model", model)
     s.config_path.write_text(text + config)
     s.config = load_config(s.config_path)
-    host = subprocess.Popen(tools_command(s.config_path, log_level="WARNING"),
-                            env=tools_env(s.config, s.env, valkey.url), cwd=ROOT)
+    running = hosts if hosts is not None else []
     try:
-        deadline = time.monotonic() + 30
-        while host_status(s.r) is None:
-            assert host.poll() is None and time.monotonic() < deadline, "no tool host"
-            time.sleep(0.05)
+        running.append(start_host(s))
         s.start_workers(1)
         await s.start_gateway()
         yield s
     finally:
         await s.close()
-        host.terminate()
-        host.wait(timeout=20)
+        for host in running:
+            host.terminate()
+            host.wait(timeout=20)

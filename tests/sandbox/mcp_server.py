@@ -5,7 +5,8 @@
 Its secret is ``MCP_TEST_SECRET``: ``secret_hash`` proves it got it without showing it,
 ``leak`` returns it raw and ``fail`` raises quoting it (the tool host must scrub both),
 ``env_keys`` lists the names of its environment, ``hang`` never ends, ``ask_model`` asks
-the client to sample, ``grow`` adds a tool and says so, ``die`` exits.
+the client to sample, ``grow`` adds a tool and says so, ``die`` exits, ``tally`` counts
+its calls (an effect a second run would show).
 """
 
 from __future__ import annotations
@@ -94,6 +95,16 @@ async def grow(ctx: Context) -> str:  # type: ignore[type-arg]
     server.add_tool(lambda: "grown here", name="grown", description="Added at run time.")
     await ctx.session.send_tool_list_changed()
     return "grew"
+
+
+_tally = [0]
+
+
+@server.tool()
+def tally() -> str:
+    """Counts its calls in this server process."""
+    _tally[0] += 1
+    return f"tally {_tally[0]}"
 
 
 @server.tool()

@@ -18,6 +18,7 @@ from gateway.config import load_config
 from gateway.queue import Keys
 from gateway.queue.approvals import Approval, ApprovalStore
 from gateway.queue.toolcalls import ToolCall, ToolResult
+from gateway.queue.toolonce import STORED
 from gateway.toolhost.host import ToolHost
 from gateway.toolhost.mcp import CONNECT_TIMEOUT
 from tests.pipeline.conftest import Valkey, write_config
@@ -27,7 +28,7 @@ from workers.mcp_offers import mcp_offers
 
 GROUP = "local:ada"
 ALLOWED = ["t.echo", "t.secret_hash", "t.leak", "t.fail", "t.env_keys", "t.hang",
-           "t.ask_model", "t.die", "t.grow", "t.grown"]
+           "t.ask_model", "t.die", "t.grow", "t.grown", "t.tally"]
 
 
 class Host:
@@ -36,9 +37,9 @@ class Host:
         client.set(Keys().lock(GROUP), "tok")
 
     async def call(self, tool: str, args: dict[str, Any] | None = None,
-                   token: str = "tok", left: float = 60) -> ToolResult:
+                   token: str = "tok", left: float = 60, ordinal: int = 0) -> ToolResult:
         return await self.host.handle(ToolCall(GROUP, "turn-1", token, tool, args or {},
-                                               time.time() + left))
+                                               time.time() + left, ordinal=ordinal))
 
 
 @pytest.fixture(params=["stdio", "http"])
@@ -47,7 +48,8 @@ async def host(request: pytest.FixtureRequest, tmp_path: Path, valkey: Valkey,
     secret = new_secret()
     monkeypatch.setenv(SECRET_ENV, secret)
     with mcp_server(request.param, secret) as table:
-        mcp = f'{table}[tools.groups."{GROUP}"]\nmcp = {ALLOWED!r}\n'.replace("'", '"')
+        mcp = (f'{table}rerun = ["echo"]\n[tools.groups."{GROUP}"]\nmcp = {ALLOWED!r}\n'
+               .replace("'", '"'))
         settings = load_config(write_config(tmp_path / "c.toml", valkey.url, mcp))
         client = redis.Redis.from_url(valkey.url)
         th = ToolHost(settings, client)
@@ -121,6 +123,16 @@ async def test_the_host_offers_runs_refuses_and_times_out_mcp_tools(
     assert time.monotonic() - started < 30
     # the session survived it
     assert (await host.call("t.echo", {"text": "still"})).output == "echo: still"
+    # an MCP call runs once per turn: a retry's same call gets the stored output
+    assert (await host.call("t.tally", ordinal=1)).output == "tally 1"
+    assert (await host.call("t.tally", ordinal=1)).output == f"{STORED}\ntally 1"
+    assert (await host.call("t.tally", ordinal=2)).output == "tally 2"
+    # a tool the operator declared read-only (``rerun``) runs again, with no record
+    r = host.host.client
+    assert len(list(r.scan_iter(match="pnc:tools:once:turn-1:*"))) == 2
+    for _ in range(2):
+        assert (await host.call("t.echo", {"text": "x"}, ordinal=1)).output == "echo: x"
+    assert len(list(r.scan_iter(match="pnc:tools:once:turn-1:*"))) == 2
 
 
 @pytest.mark.parametrize("host", ["stdio"], indirect=True)

@@ -127,8 +127,9 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
                      reword: Any = None) -> int:
     """Take ``pat`` (and ``reword``'s edits, a function of a text) out of the state
     Redis keeps of the group's turns: the published reply a retry replays
-    (``turn:{id}``), the extraction's stored answer (``extract:{id}``) and the turns
-    still queued for extraction (``extractq:{g}``). Returns the values changed."""
+    (``turn:{id}``), the extraction's stored answer (``extract:{id}``), the tool output
+    a retry is shown (``tools:once:{id}``) and the turns still queued for extraction
+    (``extractq:{g}``). Returns the values changed."""
     n = 0
     queued = gq.keys.extractions(gq.group)
     raws = [as_str(x) for x in gq.r.lrange(queued, 0, -1)]  # type: ignore[union-attr]
@@ -137,8 +138,12 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
         for turn_id in ids:
             pipe.hget(gq.keys.turn(turn_id), "reply")
             pipe.hget(gq.keys.extraction(turn_id), "result")
+            pipe.hgetall(gq.keys.tool_runs(turn_id))
         kept = pipe.execute()
-    for turn_id, reply, result in zip(ids, kept[::2], kept[1::2], strict=True):
+    for turn_id, reply, result, runs in zip(ids, kept[::3], kept[1::3], kept[2::3],
+                                           strict=True):
+        if pat is not None and runs:
+            n += _tool_runs(gq, turn_id, runs, pat)
         if reply is not None:
             old = as_str(reply)
             new = reword(old) if reword is not None else old
@@ -155,6 +160,20 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
             (raw, new) for raw in raws if (new := _queued_turn(raw, pat)) != raw]
         n += gq.scrub(pairs, lists=[queued])
     return n
+
+
+def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: Finder) -> int:
+    """The stored tool results of a turn (``gateway.queue.toolonce``) with ``pat``
+    taken out of their output and error. Returns the results changed."""
+    changed = {}
+    for field, raw in runs.items():
+        value = as_str(raw)
+        new = _json_text(_json_text(value, pat, "output"), pat, "error")
+        if new != value:
+            changed[as_str(field)] = new
+    if changed:
+        gq.r.hset(gq.keys.tool_runs(turn_id), mapping=changed)
+    return len(changed)
 
 
 def _turn_of(raw: str) -> str | None:

@@ -73,6 +73,11 @@ class Keys:
         """Hash of one turn's progress (fields: see ``gateway.queue.turns``)."""
         return f"{self.prefix}turn:{turn_id}"
 
+    def tool_runs(self, turn_id: str) -> str:
+        """The results of a turn's tool calls with effects, for its retries
+        (``gateway/queue/toolonce.py``): a hash, one field per call."""
+        return f"{self.prefix}tools:once:{turn_id}"
+
     def dead(self, group: str) -> str:
         """Batches that failed ``max_attempts`` times, kept for an operator."""
         return f"{self.prefix}dead:{group}"

@@ -3,13 +3,14 @@
 A turn retried after its worker died, or after the model request failed once a tool had
 run, asks the model again, and the model asks for the same calls. A ``run_command`` that
 appends to a file, a ``write_file``, an MCP tool that posts something would then act
-twice. So the tool host keeps, per call, a record under a stable key: the turn id, a
+twice. So the tool host keeps, per call, a record in the turn's hash (``Keys.tool_runs``,
+so redaction finds a turn's outputs with the rest of its state) under a stable field: a
 hash of the group, tool and arguments, and the call's ordinal among the identical calls
 of that attempt (``ToolCall.ordinal``, numbered by the worker: the second identical
 ``echo x >> log`` in one attempt is a call of its own, the first one of a retry is the
 first one of the earlier attempt).
 
-States of one key::
+States of one field::
 
     (none) --claim, just before the tool runs--> started --finish--> done (the result)
 
@@ -52,20 +53,22 @@ def recorded(call: ToolCall) -> bool:
     return call.ordinal > 0 and not call.approval and call.tool not in RERUNS
 
 
-def once_key(keys: Keys, call: ToolCall) -> str:
+def once_field(call: ToolCall) -> str:
+    """The call's field in its turn's hash (``Keys.tool_runs``)."""
     digest = hashlib.sha256("\x1f".join([call.group, call.tool, canonical_args(call.args)])
                             .encode()).hexdigest()[:24]
-    return f"{keys.prefix}tools:once:{call.turn_id}:{digest}:{call.ordinal}"
+    return f"{digest}:{call.ordinal}"
 
 
 def claim(client: redis.Redis, keys: Keys, call: ToolCall) -> ToolResult | None:
     """Mark ``call`` started and return None (run it), or return what an earlier attempt
     of the turn left: its stored result, or the unknown outcome. One round trip."""
-    key = once_key(keys, call)
-    pipe = client.pipeline()  # MULTI: SET NX, then what the key holds (SET NX GET is 7.0+)
-    pipe.set(key, _STARTED, nx=True, ex=TTL)
-    pipe.get(key)
-    claimed, earlier = pipe.execute()
+    key, field = keys.tool_runs(call.turn_id), once_field(call)
+    pipe = client.pipeline()  # MULTI: HSETNX, the TTL, then what the field holds
+    pipe.hsetnx(key, field, _STARTED)
+    pipe.expire(key, TTL)
+    pipe.hget(key, field)
+    claimed, _, earlier = pipe.execute()
     if claimed or earlier is None:
         return None
     raw = earlier.decode() if isinstance(earlier, bytes) else str(earlier)
@@ -81,4 +84,4 @@ def finish(client: redis.Redis, keys: Keys, call: ToolCall, result: ToolResult,
     """Keep ``result`` (its output cut to ``cap`` characters) for the turn's retries."""
     kept = {"call_id": result.call_id, "ok": result.ok, "output": result.output[:cap],
             "error": result.error[:cap]}
-    client.set(once_key(keys, call), json.dumps(kept), ex=TTL)
+    client.hset(keys.tool_runs(call.turn_id), once_field(call), json.dumps(kept))

@@ -333,6 +333,9 @@ def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
                                       "reply": "SEEN: MARK-mx1, a locker combination"})
     r.hset(K.extraction("turn-b"), "result", json.dumps(
         {"facts": [{"about": "Ann", "fact": "Ann's code is Kestrel-4471"}]}))
+    # a command of turn-b printed it; its result is kept for the turn's retries
+    r.hset(K.tool_runs("turn-b"), "abc:1", json.dumps(
+        {"call_id": "c1", "ok": True, "output": "notes: Kestrel-4471", "error": ""}))
     asking = message("ann", "m3", "was it kestrel-4471?", reply_to_id="r-1",
                      reply_to_text="SEEN: MARK-mx1, a locker combination")
     plain = message("ann", "m4", UNRELATED)
@@ -372,6 +375,8 @@ def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
     assert r.hget(K.turn("turn-a"), "reply") == f"SEEN: {MARKER}, a locker {MARKER}".encode()
     # a stored extraction answer loses the fact that held them, before it is filed
     assert json.loads(r.hget(K.extraction("turn-b"), "result") or b"{}") == {"facts": []}
+    assert json.loads(r.hget(K.tool_runs("turn-b"), "abc:1") or b"{}")["output"] == \
+        f"notes: {MARKER}"
     ctx_held = [parse_entry(x).msg for x in r.lrange(K.context(group), 0, -1)]
     assert [m["text"] for m in ctx_held] == [f"was it {MARKER}?", UNRELATED]
     outbox = {i.decode(): json.loads(f[b"data"])["text"] for i, f in r.xrange(K.outbox)}

@@ -16,7 +16,7 @@ import redis
 from gateway.config import Settings, load_config
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool, host_status
-from gateway.queue.toolonce import STORED, TTL, once_key
+from gateway.queue.toolonce import STORED, TTL, once_field
 from gateway.redis_server import start_valkey
 from gateway.toolhost.host import ToolHost
 from gateway.toolhost.process import tools_command, tools_env
@@ -181,16 +181,17 @@ def test_a_numbered_call_with_effects_runs_once_per_turn_and_reads_rerun(host: H
     assert "lines=3" in call("run_command", count, 1, turn="once-2").output  # another turn
     assert "lines=4" in call("run_command", count, 0).output  # not numbered: runs
     once = [k.decode() for k in host.client.scan_iter(match="pnc:tools:once:*")]
-    assert len(once) == 3 and all(0 < host.client.ttl(k) <= TTL for k in once)
+    assert sorted(host.client.hlen(k) for k in once) == [1, 2]  # turns once-2, once-1
+    assert all(0 < host.client.ttl(k) <= TTL for k in once)
     # reads simply rerun, and keep no record
     for _ in range(2):
         read = call("read_file", {"path": "n"}, 1)
         assert read.ok and read.output == "a\n" * 4
-    assert len(list(host.client.scan_iter(match="pnc:tools:once:*"))) == 3
+    assert sum(host.client.hlen(k) for k in host.client.scan_iter(match="pnc:tools:once:*")) == 3
     # a call an earlier attempt started but never finished (its host died): not run
     started = ToolCall(group="local:once", turn_id="once-3", lock_token="tok-once",
                        tool="run_command", args=count, deadline=time.time() + 20, ordinal=1)
-    host.client.set(once_key(Keys(), started), "started")
+    host.client.hset(Keys().tool_runs("once-3"), once_field(started), "started")
     unknown = call_tool(host.client, started)
     assert not unknown.ok and "outcome is unknown" in unknown.error
     assert (host.data / "groups/local/once/workspace/n").read_text() == "a\n" * 4

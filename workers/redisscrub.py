@@ -165,14 +165,14 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
 def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: Finder) -> int:
     """The stored tool results of a turn (``gateway.queue.toolonce``) with ``pat``
     taken out of their output and error. Returns the results changed."""
-    changed = {}
+    changed: dict[str, str] = {}
     for field, raw in runs.items():
         value = as_str(raw)
         new = _json_text(_json_text(value, pat, "output"), pat, "error")
         if new != value:
             changed[as_str(field)] = new
     if changed:
-        gq.r.hset(gq.keys.tool_runs(turn_id), mapping=changed)
+        gq.r.hset(gq.keys.tool_runs(turn_id), items=[x for kv in changed.items() for x in kv])
     return len(changed)
 
 

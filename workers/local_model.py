@@ -32,7 +32,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from workers.local_weights import INSTALL_HINT, LocalModelUnavailable, find_gguf
 
-__all__ = ["INSTALL_HINT", "LocalChat", "LocalModelUnavailable", "find_gguf", "local_model"]
+__all__ = ["INSTALL_HINT", "LocalChat", "LocalModel", "LocalModelUnavailable", "find_gguf",
+           "local_model"]
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +128,11 @@ class LocalChat:
         self._server: Any = None
         self._pid = 0
         self._ran_in = 0  # pid of the process that last ran inference
+        #: the last chat sent (after ``fit``) and llama.cpp's timings of its answer
+        #: (``prompt_n``, ``prompt_ms``, ``predicted_n``, ``predicted_ms``...): what
+        #: ``bench/local_reply.py`` replays and times, and the debug log line
+        self.last_chat: list[dict[str, str]] = []
+        self.last_timings: dict[str, float] = {}
 
     def _engine(self) -> Any:
         if self._ran_in and self._ran_in != os.getpid():
@@ -187,9 +193,10 @@ class LocalChat:
         return out
 
     def complete(self, chat: list[dict[str, str]]) -> str:
+        self.last_chat = self.fit(chat)
         out = self.request(
             {
-                "messages": self.fit(chat),
+                "messages": self.last_chat,
                 "max_tokens": self.max_tokens,
                 "temperature": self.temperature,
                 "repeat_penalty": REPEAT_PENALTY,
@@ -197,6 +204,13 @@ class LocalChat:
                 "seed": 0,
             }
         )
+        timings = out.get("timings")
+        self.last_timings = dict(timings) if isinstance(timings, dict) else {}
+        if self.last_timings:
+            log.debug("local model: %s prompt tokens in %.0f ms, %s generated in %.0f ms",
+                      self.last_timings.get("prompt_n"), self.last_timings.get("prompt_ms", 0),
+                      self.last_timings.get("predicted_n"),
+                      self.last_timings.get("predicted_ms", 0))
         content = out["choices"][0].get("message", {}).get("content") or ""
         return tidy(str(content))
 
@@ -245,9 +259,18 @@ def to_chat(messages: list[ModelMessage], instructions: str | None) -> list[dict
     return chat
 
 
+class LocalModel(FunctionModel):
+    """The pydantic-ai model of ``local_model``, with its ``engine`` in reach (benches
+    time it: ``bench/local_reply.py``)."""
+
+    def __init__(self, engine: LocalChat, function: Any, *, model_name: str) -> None:
+        super().__init__(function, model_name=model_name)
+        self.engine = engine
+
+
 def local_model(
     name: str = "", *, max_tokens: int = 256, temperature: float | None = None
-) -> FunctionModel:
+) -> LocalModel:
     """A pydantic-ai model answering with the embedded GGUF model ``name`` (see
     ``workers.local_weights``). Checks the install now (``LocalModelUnavailable``) and
     joins a chunked model once; loads the weights on the first turn."""
@@ -261,4 +284,4 @@ def local_model(
         text = await asyncio.to_thread(engine.complete, chat)
         return ModelResponse(parts=[TextPart(text)])
 
-    return FunctionModel(call_local, model_name=f"local:{path.stem}")
+    return LocalModel(engine, call_local, model_name=f"local:{path.stem}")

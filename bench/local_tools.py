@@ -80,10 +80,18 @@ HELD: list[tuple[str, str | None, str]] = [
     ("Who wrote Hamlet?", None, ""),
 ]
 SCHEMA_SYSTEM = ("You are PyNanoClaw, a helpful assistant in a chat. Decide what to do with "
-                 "the user's message. tool=remember when the user tells a durable fact to "
-                 "keep (argument: the fact). tool=search_memory when the user asks about "
-                 "something they told you before (argument: words to look for). tool=none "
-                 "for anything else (argument: your short answer).")
+                 "the user's message.\n"
+                 "- The user tells you something to keep: tool remember, argument the fact "
+                 "as one sentence.\n"
+                 "- The user asks about something they told you before: tool search_memory, "
+                 "argument the topic's key words.\n"
+                 "- Anything else: tool none, argument your short answer.\n"
+                 "Examples:\n"
+                 "Remember that my cat is called Tom. -> "
+                 '{"tool": "remember", "argument": "My cat is called Tom."}\n'
+                 "What did I tell you about my car? -> "
+                 '{"tool": "search_memory", "argument": "car"}\n'
+                 'What is 2 plus 2? -> {"tool": "none", "argument": "4"}')
 DECISION = {"type": "json_schema", "json_schema": {"name": "decision", "schema": {
     "type": "object",
     "properties": {"tool": {"type": "string", "enum": ["remember", "search_memory", "none"]},

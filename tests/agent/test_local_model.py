@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
 from gateway.config import settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
-from workers.local_model import LocalChat, find_gguf, tidy, to_chat
+from workers.local_model import DEFAULT_PROMPT_BUDGET, LocalChat, find_gguf, tidy, to_chat
 from workers.local_weights import QWEN_CODER_05B, ChunkedGGUF, LocalModelUnavailable, joined
 from workers.prompt import build_prompt
 
@@ -185,6 +185,12 @@ async def test_local_model_answers_a_turn_offline(
     assert reply.text is not None and len(reply.text.strip()) > 0
     assert reply.written == ()
     assert build_agent(settings) is agent  # loaded once per process
+    # The prompt budget held for what the model really read: llama.cpp's own count of
+    # the prompt (chat template included), not only our over-estimate of it.
+    engine = agent.model.wrapped.engine  # type: ignore[attr-defined]
+    assert isinstance(engine, LocalChat)
+    assert 0 < engine.last_timings["prompt_n"] <= DEFAULT_PROMPT_BUDGET
+    assert engine.last_chat[-1]["content"].endswith("What is the capital of France?")
 
 
 FORK_SCRIPT = """

@@ -16,6 +16,7 @@ import logging
 import os
 import re
 import secrets
+import string
 import threading
 from pathlib import Path
 from typing import Any
@@ -46,9 +47,13 @@ DEFAULT_CONTEXT = 2048
 #: tokens/s (bench/README.md). The slot's prefix cache makes later turns cheaper.
 DEFAULT_PROMPT_BUDGET = 512
 #: Tokens are estimated, not counted (xllamacpp has no tokenizer call): English runs about
-#: 4 characters a token in these vocabularies; 3 over-counts on purpose, and any non-ASCII
-#: character counts as a whole token (CJK runs near one), so the budget is never exceeded.
+#: 4 characters a token in these vocabularies; 3 over-counts on purpose. Digits and ASCII
+#: punctuation count one token each (SmolLM2's and Qwen2.5's tokenizers split digits one
+#: by one, and an episode's "[2026-12-03 17:49:58]" is 14 of them: by characters alone
+#: such text came out at a third of llama.cpp's count), and so does any non-ASCII
+#: character (CJK runs near one), so the budget is never exceeded.
 ASCII_CHARS_PER_TOKEN = 3
+_ONE_TOKEN = frozenset(string.digits + string.punctuation)
 #: Small models loop; a stronger penalty than llama.cpp's 1.1 default keeps them moving.
 REPEAT_PENALTY = 1.3
 _MARKUP = re.compile(r"</?(message|quoted|memory|memory_search_results)\b[^>]*>")
@@ -155,8 +160,9 @@ class LocalChat:
     @staticmethod
     def count(text: str) -> int:
         """Tokens in ``text``, over-estimated (see ``ASCII_CHARS_PER_TOKEN``)."""
-        wide = sum(1 for c in text if ord(c) > 127)
-        return (len(text) - wide + ASCII_CHARS_PER_TOKEN - 1) // ASCII_CHARS_PER_TOKEN + wide
+        single = sum(1 for c in text if ord(c) > 127 or c in _ONE_TOKEN)
+        rest = len(text) - single
+        return (rest + ASCII_CHARS_PER_TOKEN - 1) // ASCII_CHARS_PER_TOKEN + single
 
     def fit(self, chat: list[dict[str, str]]) -> list[dict[str, str]]:
         """``chat`` shortened until it fits the context with room for the answer: the

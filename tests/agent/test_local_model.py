@@ -157,6 +157,15 @@ def test_token_estimate_never_undercounts_wide_text() -> None:
     assert LocalChat.count("the team likes tea") == 6  # 18 ASCII characters / 3
 
 
+def test_token_estimate_never_undercounts_digits_and_punctuation() -> None:
+    # SmolLM2's and Qwen2.5's tokenizers split digits one by one and most punctuation
+    # into its own token: llama.cpp counted 28 tokens in this episode line (both
+    # models) and 11 in the ten digits with their space; by characters / 3 they were
+    # 12 and 4.
+    assert LocalChat.count("[2026-12-03 17:49:58] Ana (u1): hi\n") >= 28
+    assert LocalChat.count("1234567890 ") >= 11
+
+
 @needs_local
 async def test_local_model_answers_a_turn_offline(
     group_memory: tuple[GroupDirectory, BaseMemory],
@@ -168,7 +177,10 @@ async def test_local_model_answers_a_turn_offline(
     agent = build_agent(settings)
     assert agent.model.model_name.startswith("local:")
     assert agent.with_tools is False
-    long_context = [msg(str(i), "filler message " * 60, sender=f"u{i}") for i in range(20)]
+    # Dates, times and ids, as episodes and logs carry them: each digit is a token of
+    # its own in these vocabularies (three times what plain words cost per character).
+    stamps = "".join(f"[2026-12-03 17:{i:02d}:58] order {40000 + i} " for i in range(20))
+    long_context = [msg(str(i), stamps, sender=f"u{i}") for i in range(20)]
     reply = await agent.run(
         TurnRequest(
             group="telegram:-100",

@@ -18,7 +18,10 @@ Runs are interleaved (each round times every model and budget once), so the mach
 load moves all rows alike; the baseline is the current default (the first model at
 ``DEFAULT_PROMPT_BUDGET``), measured in the same rounds. Reported per row: median
 prompt tokens (llama.cpp's count), prompt-processing and generation seconds
-(llama.cpp's timers), the wall time of the whole reply, the later-turn reply, and
+(llama.cpp's timers), the wall time of the whole reply, the process's CPU seconds for
+it (the work, which moves less with the machine's load than the wall time; not a
+wall-time estimate: llama.cpp's two threads wait for each other, so even on idle cores
+the wall time is well over half the CPU time), the later-turn reply, and
 ``/proc/loadavg`` at the start and end.
 """
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -110,14 +114,16 @@ def timed(engine: LocalChat, chat: list[dict[str, str]], *, cached: bool) -> dic
     """One forced 60-token reply to ``chat``: llama.cpp's timings and the wall time.
     ``cached``: whether the slot's cached prefix (and llama.cpp's RAM prompt cache) may
     be used, as in the worker; without it every prompt token is processed."""
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), os.times()
     out = engine.request({"messages": chat, "max_tokens": GEN_TOKENS, "ignore_eos": True,
                           "temperature": engine.temperature, "seed": 0,
                           "cache_prompt": cached})
-    wall = time.perf_counter() - t0
+    wall, cpu1 = time.perf_counter() - t0, os.times()
     t = out["timings"]
+    cpu = cpu1.user + cpu1.system - cpu0.user - cpu0.system
     return {"prompt_n": t["prompt_n"], "prompt_s": t["prompt_ms"] / 1000,
-            "gen_n": t["predicted_n"], "gen_s": t["predicted_ms"] / 1000, "wall_s": wall}
+            "gen_n": t["predicted_n"], "gen_s": t["predicted_ms"] / 1000, "wall_s": wall,
+            "cpu_s": cpu}
 
 
 def run(models: list[str], budgets: list[int], runs: int) -> dict[str, Any]:
@@ -143,8 +149,8 @@ def run(models: list[str], budgets: list[int], runs: int) -> dict[str, Any]:
         row: dict[str, Any] = {"model": model, "budget": budget, "runs": len(rows),
                                "baseline": model == models[0]
                                and budget == DEFAULT_PROMPT_BUDGET}
-        for key in ("prompt_n", "prompt_s", "gen_n", "gen_s", "wall_s", "later_prompt_n",
-                    "later_wall_s", "load1"):
+        for key in ("prompt_n", "prompt_s", "gen_n", "gen_s", "wall_s", "cpu_s",
+                    "later_prompt_n", "later_wall_s", "load1"):
             row[key] = round(statistics.median(r[key] for r in rows), 2)
         out["rows"].append(row)
     out["load_end"] = loadavg()
@@ -160,11 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = run(args.models.split(","), [int(b) for b in args.budgets.split(",")], args.runs)
     print("| model | budget | prompt tokens | prompt s | gen tokens | gen s | 60-token reply s "
-          "| later turn: prompt tokens, s | load1 |")
+          "| CPU s | later turn: prompt tokens, s | load1 |")
     for r in out["rows"]:
         mark = " (baseline)" if r["baseline"] else ""
         print(f'| {r["model"]}{mark} | {r["budget"]} | {r["prompt_n"]:.0f} | {r["prompt_s"]} '
-              f'| {r["gen_n"]:.0f} | {r["gen_s"]} | {r["wall_s"]} '
+              f'| {r["gen_n"]:.0f} | {r["gen_s"]} | {r["wall_s"]} | {r["cpu_s"]} '
               f'| {r["later_prompt_n"]:.0f}, {r["later_wall_s"]} '
               f'| {r["load1"]} |')
     print(f'load {out["load_start"]} -> {out["load_end"]}')

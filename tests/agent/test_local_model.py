@@ -24,7 +24,15 @@ from pydantic_ai.messages import (
 from gateway.config import settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
-from workers.local_model import DEFAULT_PROMPT_BUDGET, LocalChat, find_gguf, tidy, to_chat
+from workers.local_model import (
+    DEFAULT_PROMPT_BUDGET,
+    FEW_SHOT,
+    LocalChat,
+    find_gguf,
+    local_model,
+    tidy,
+    to_chat,
+)
 from workers.local_weights import QWEN_CODER_05B, ChunkedGGUF, LocalModelUnavailable, joined
 from workers.prompt import build_prompt
 
@@ -203,6 +211,18 @@ async def test_local_model_answers_a_turn_offline(
     assert isinstance(engine, LocalChat)
     assert 0 < engine.last_timings["prompt_n"] <= DEFAULT_PROMPT_BUDGET
     assert engine.last_chat[-1]["content"].endswith("What is the capital of France?")
+    # the default model's worked examples sit between the rules and the conversation
+    assert engine.last_chat[0]["role"] == "system"
+    assert engine.last_chat[1:1 + len(FEW_SHOT)] == list(FEW_SHOT)
+
+
+@needs_local
+def test_only_the_default_model_gets_the_worked_examples(tmp_path: Path) -> None:
+    assert local_model().engine.examples == FEW_SHOT
+    assert local_model("smollm2-135m-instruct").engine.examples == FEW_SHOT
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")  # never loaded: the weights load on the first turn
+    assert local_model(str(other)).engine.examples == ()
 
 
 FORK_SCRIPT = """

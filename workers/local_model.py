@@ -41,12 +41,13 @@ log = logging.getLogger(__name__)
 #: Both bundled models were trained with far longer contexts; 2048 keeps memory small.
 DEFAULT_CONTEXT = 2048
 #: Prompt tokens the local model is given at most. On 2 cores the prompt dominates a turn
-#: (its tokens are read one batch at a time; a reply's are written one by one). At 512
-#: (about 330 real tokens of ordinary chat text, ``count`` over-estimates) SmolLM2's
-#: 60-token reply projects to 3.9-5.2 s on two quiet cores, Qwen2.5-0.5B's to 7.6 s
-#: (``bench/local_reply.py``, bench/README.md); the slot's prefix cache makes a chat's
+#: (its tokens are read one batch at a time; a reply's are written one by one). At 384
+#: (about 270 real tokens of ordinary chat text: ``count`` over-estimates) SmolLM2's
+#: 60-token reply projects to 3.4-4.5 s on two quiet cores (3.9-5.2 s at 512, the
+#: previous budget, whose try-out score was the same), Qwen2.5-0.5B's to 6.7 s
+#: (``bench/local_reply.py``, bench/README.md). The slot's prefix cache makes a chat's
 #: later turns cheaper (2-4 s for SmolLM2 even on a loaded machine).
-DEFAULT_PROMPT_BUDGET = 512
+DEFAULT_PROMPT_BUDGET = 384
 #: Tokens are estimated, not counted (xllamacpp has no tokenizer call): English runs about
 #: 4 characters a token in these vocabularies; 3 over-counts on purpose. Digits and ASCII
 #: punctuation count one token each (SmolLM2's and Qwen2.5's tokenizers split digits one

@@ -72,14 +72,16 @@ NOTES = "# Team notes\n" + "".join(
 )
 
 
-async def real_chat(model: str) -> tuple[LocalChat, list[dict[str, str]]]:
-    """The chat one real turn sent to ``model``, and the model's engine."""
+async def real_chat(model: str, budget: int) -> tuple[LocalChat, list[dict[str, str]]]:
+    """The chat one real turn sent to ``model`` with a prompt budget of ``budget`` (the
+    largest measured: a chat the default budget cut cannot grow back), and the engine."""
     settings = settings_from_mapping(
         {"model": {"provider": "local", "name": model, "max_tokens": GEN_TOKENS},
          "memory": {"backend": "file"}}, {})
     agent = build_agent(settings)
     wrapped = getattr(agent.model, "wrapped", agent.model)
     assert isinstance(wrapped, LocalModel), wrapped
+    wrapped.engine.prompt_budget = budget
     with tempfile.TemporaryDirectory(prefix="local-reply-") as tmp:
         gd = GroupDirectory(Path(tmp), GROUP).ensure()
         gd.core_path.write_text(NOTES, encoding="utf-8")
@@ -97,6 +99,7 @@ async def real_chat(model: str) -> tuple[LocalChat, list[dict[str, str]]]:
         await agent.run(TurnRequest(group=GROUP, turn_id="reply-bench", messages=messages,
                                     core=gd.core_memory(), memory=memory,
                                     now=datetime.now(UTC)))
+    wrapped.engine.prompt_budget = DEFAULT_PROMPT_BUDGET
     return wrapped.engine, list(wrapped.engine.last_chat)
 
 
@@ -128,7 +131,7 @@ def timed(engine: LocalChat, chat: list[dict[str, str]], *, cached: bool) -> dic
 
 def run(models: list[str], budgets: list[int], runs: int) -> dict[str, Any]:
     out: dict[str, Any] = {"load_start": loadavg(), "rows": []}
-    chats = {m: asyncio.run(real_chat(m)) for m in models}
+    chats = {m: asyncio.run(real_chat(m, max(budgets))) for m in models}
     samples: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _ in range(runs):
         for model in models:

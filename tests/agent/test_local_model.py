@@ -24,7 +24,15 @@ from pydantic_ai.messages import (
 from gateway.config import settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
-from workers.local_model import LocalChat, find_gguf, tidy, to_chat
+from workers.local_model import (
+    DEFAULT_PROMPT_BUDGET,
+    FEW_SHOT,
+    LocalChat,
+    find_gguf,
+    local_model,
+    tidy,
+    to_chat,
+)
 from workers.local_weights import QWEN_CODER_05B, ChunkedGGUF, LocalModelUnavailable, joined
 from workers.prompt import build_prompt
 
@@ -157,6 +165,15 @@ def test_token_estimate_never_undercounts_wide_text() -> None:
     assert LocalChat.count("the team likes tea") == 6  # 18 ASCII characters / 3
 
 
+def test_token_estimate_never_undercounts_digits_and_punctuation() -> None:
+    # SmolLM2's and Qwen2.5's tokenizers split digits one by one and most punctuation
+    # into its own token: llama.cpp counted 28 tokens in this episode line (both
+    # models) and 11 in the ten digits with their space; by characters / 3 they were
+    # 12 and 4.
+    assert LocalChat.count("[2026-12-03 17:49:58] Ana (u1): hi\n") >= 28
+    assert LocalChat.count("1234567890 ") >= 11
+
+
 @needs_local
 async def test_local_model_answers_a_turn_offline(
     group_memory: tuple[GroupDirectory, BaseMemory],
@@ -168,7 +185,10 @@ async def test_local_model_answers_a_turn_offline(
     agent = build_agent(settings)
     assert agent.model.model_name.startswith("local:")
     assert agent.with_tools is False
-    long_context = [msg(str(i), "filler message " * 60, sender=f"u{i}") for i in range(20)]
+    # Dates, times and ids, as episodes and logs carry them: each digit is a token of
+    # its own in these vocabularies (three times what plain words cost per character).
+    stamps = "".join(f"[2026-12-03 17:{i:02d}:58] order {40000 + i} " for i in range(20))
+    long_context = [msg(str(i), stamps, sender=f"u{i}") for i in range(20)]
     reply = await agent.run(
         TurnRequest(
             group="telegram:-100",
@@ -185,6 +205,24 @@ async def test_local_model_answers_a_turn_offline(
     assert reply.text is not None and len(reply.text.strip()) > 0
     assert reply.written == ()
     assert build_agent(settings) is agent  # loaded once per process
+    # The prompt budget held for what the model really read: llama.cpp's own count of
+    # the prompt (chat template included), not only our over-estimate of it.
+    engine = agent.model.wrapped.engine  # type: ignore[attr-defined]
+    assert isinstance(engine, LocalChat)
+    assert 0 < engine.last_timings["prompt_n"] <= DEFAULT_PROMPT_BUDGET
+    assert engine.last_chat[-1]["content"].endswith("What is the capital of France?")
+    # the default model's worked examples sit between the rules and the conversation
+    assert engine.last_chat[0]["role"] == "system"
+    assert engine.last_chat[1:1 + len(FEW_SHOT)] == list(FEW_SHOT)
+
+
+@needs_local
+def test_only_the_default_model_gets_the_worked_examples(tmp_path: Path) -> None:
+    assert local_model().engine.examples == FEW_SHOT
+    assert local_model("smollm2-135m-instruct").engine.examples == FEW_SHOT
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")  # never loaded: the weights load on the first turn
+    assert local_model(str(other)).engine.examples == ()
 
 
 FORK_SCRIPT = """

@@ -61,8 +61,9 @@ log = logging.getLogger(__name__)
 #: The local model's prompt is cut harder: its context is small and so is its attention.
 LOCAL_CORE_MAX_CHARS = 800
 LOCAL_TRANSCRIPT_MAX_CHARS = 2500
-#: The local model's memory budget, tokens: its whole prompt gets 512
-#: (``workers.local_model.DEFAULT_PROMPT_BUDGET``).
+#: The local model's memory budget, tokens. Its whole prompt is cut to
+#: ``workers.local_model.DEFAULT_PROMPT_BUDGET`` (384) afterwards, memory last, so this
+#: only bounds what is fetched; the try-out scores in bench/README.md were taken so.
 LOCAL_MEMORY_BUDGET = 400
 #: Candidates fetched for the prompt; the token budget decides how many fit.
 PROMPT_CANDIDATES = 50

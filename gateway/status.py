@@ -27,7 +27,7 @@ from rq.worker import BaseWorker
 
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
-from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config import ConfigError, GatewayConfig, load_config, transcribe_workers
 from gateway.deadletters import list_skipped
 from gateway.pressure import disk_problem, free_mb, redis_problems
 from gateway.queue import (
@@ -84,6 +84,8 @@ def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
                 yield Check("tools", *tools)
         finally:
             client.close()
+    if why_not := transcribe_workers(cfg)[1]:  # voice notes could come, and stay unheard
+        yield Check("voice", False, why_not)
     if model:
         problem = check_model(path)
         yield Check("model", problem is None,

@@ -10,6 +10,7 @@ message naming what failed and how to switch provider otherwise.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -43,8 +44,20 @@ def smoke(settings: WorkerSettings) -> str:
 
     engine = LocalChat(find_gguf(settings.model.name), max_tokens=1, temperature=0.0)
     engine.complete([{"role": "user", "content": "Hi"}])
-    return f"model: local {engine.model_path.name} answered"
+    # what this pass depended on, for gateway.smoke's cache: the weights, and the code
+    # that chose and ran them (ours and llama.cpp's, its native library included)
+    files = {str(engine.model_path.resolve())}
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None)
+        if name.split(".")[0] in ("xllamacpp", "workers") and where:
+            files.add(str(Path(where).resolve()))
+    return (f"model: local {engine.model_path.name} answered\n"
+            f"{DEPENDS}{json.dumps(sorted(files))}")
 
+
+#: the line after a local model's answer: the files the pass depended on (a JSON list),
+#: which ``gateway.smoke`` (that never imports ``workers``) reads under the same name
+DEPENDS = "depends: "
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
 

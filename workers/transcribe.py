@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from gateway.config.media import MediaConfig
+from gateway.config.media import MediaConfig, voice_missing
 from gateway.queue.transcribe import SHA256
 from memory_store import attachments, group_dir
 from memory_store.atomic import atomic_write_text
@@ -38,7 +38,6 @@ from memory_store.attachments import (
     TRANSCRIPT_SUFFIX,
     Transcript,
 )
-from workers.speech import AudioError, ProviderRefused, decode
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +80,12 @@ def transcribe_attachment(group_path: Path, sha256: str, *,
     if media.transcription == "off":
         raise NotTranscribable("transcription is off ([media] transcription)")
     path = _attachment(group_path / ATTACHMENTS, sha256)
+    missing = voice_missing(media.transcription)
+    if missing is not None:  # a worker installed without the voice extra: say how to add it
+        raise NotTranscribable(missing)
+    # imported here: PyAV and faster-whisper come with the voice extra, which may be absent
+    from workers.speech import AudioError, ProviderRefused, decode
+
     try:
         audio = decode(path, media.transcribe_max_seconds)
     except AudioError as exc:

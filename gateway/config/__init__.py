@@ -13,7 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gateway.config.background import background_workers, extraction_enabled
+from gateway.config.background import (
+    background_workers,
+    extraction_enabled,
+    transcribe_workers,
+)
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
 from gateway.config.exits import CommandExit, WorkerExit
 from gateway.config.load import (
@@ -99,5 +103,6 @@ __all__ = [
     "default_config_path",
     "describe", "extraction_enabled", "key_env_name", "load_config", "load_settings",
     "load_worker_settings",
-    "parse_config", "parse_settings", "settings_from_mapping", "with_model_key",
+    "parse_config", "parse_settings", "settings_from_mapping", "transcribe_workers",
+    "with_model_key",
 ]

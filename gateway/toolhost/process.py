@@ -20,7 +20,6 @@ import redis
 
 from gateway.config import Settings
 from gateway.supervisor import WorkerSupervisor, child_env
-from gateway.toolhost.host import ToolHost
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +60,10 @@ def tools_supervisor(settings: Settings, config: Path, redis_url: str, log_level
 
 async def serve(settings: Settings, redis_url: str) -> None:
     """Run the tool host until SIGINT or SIGTERM."""
+    # here, not at the top: `pynanoclaw run` and `chat` import this module for
+    # tools_supervisor, and the host's MCP SDK alone costs them half a second at start
+    from gateway.toolhost.host import ToolHost
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

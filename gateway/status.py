@@ -27,7 +27,13 @@ from rq.worker import BaseWorker
 
 from channels.errors import PermanentError
 from gateway.channelstart import credential_envs, one_line
-from gateway.config import ConfigError, GatewayConfig, load_config, transcribe_workers
+from gateway.config import (
+    ConfigError,
+    GatewayConfig,
+    load_config,
+    transcribe_workers,
+    voice_can_arrive,
+)
 from gateway.deadletters import list_skipped
 from gateway.pressure import disk_problem, free_mb, redis_problems
 from gateway.queue import (
@@ -180,8 +186,9 @@ def _budget_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
 
 
 def transcribing(cfg: GatewayConfig) -> bool:
-    """Whether voice notes are transcribed, so a transcription worker must run."""
-    return cfg.media.enabled and cfg.media.transcription != "off"
+    """Whether voice notes are transcribed, so a transcription worker must run (on this
+    host or another: ``pynanoclaw run`` starts one only where the voice extra is)."""
+    return voice_can_arrive(cfg)
 
 
 def transcription_workers(client: redis.Redis, cfg: GatewayConfig) -> tuple[int, int]:
@@ -197,7 +204,7 @@ def _transcription_check(client: redis.Redis, cfg: GatewayConfig) -> Check:
     queue = transcribe_queue(cfg.queue.name)
     if not transcribing(cfg):
         return Check("transcription workers", True,
-                     "none needed ([media] transcription is off)")
+                     "none needed (transcription or downloads off, or no channel carries files)")
     alive, stale = transcription_workers(client, cfg)
     also = (f"; {stale} registration(s) of dead workers on this host not counted"
             if stale else "")

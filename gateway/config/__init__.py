@@ -17,6 +17,7 @@ from gateway.config.background import (
     background_workers,
     extraction_enabled,
     transcribe_workers,
+    voice_can_arrive,
 )
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
 from gateway.config.exits import CommandExit, WorkerExit
@@ -104,5 +105,6 @@ __all__ = [
     "describe", "extraction_enabled", "key_env_name", "load_config", "load_settings",
     "load_worker_settings",
     "parse_config", "parse_settings", "settings_from_mapping", "transcribe_workers",
+    "voice_can_arrive",
     "with_model_key",
 ]

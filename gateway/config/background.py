@@ -42,6 +42,14 @@ def background_workers(settings: Settings) -> int:
     return want
 
 
+def voice_can_arrive(settings: Settings) -> bool:
+    """Whether a voice note can reach a turn to be transcribed: transcription and
+    downloads on, and a configured channel that carries files."""
+    media = settings.media
+    return media.transcription != "off" and media.enabled \
+        and bool(set(settings.channels) - NO_FILES)
+
+
 def transcribe_workers(settings: Settings) -> tuple[int, str]:
     """Transcription workers ``pynanoclaw run`` starts (0 or 1), and why none when
     voice notes could arrive but cannot be transcribed (else "").
@@ -52,10 +60,9 @@ def transcribe_workers(settings: Settings) -> tuple[int, str]:
     install lacks the voice extra: the jobs would only fail; the reason says how to
     install it (a worker on another host, with the extra, still takes the jobs).
     """
-    media = settings.media
-    if media.transcription == "off" or not media.enabled or not set(settings.channels) - NO_FILES:
+    if not voice_can_arrive(settings):
         return 0, ""
-    missing = voice_missing(media.transcription)
+    missing = voice_missing(settings.media.transcription)
     if missing is not None:
         return 0, f"voice notes are not transcribed: {missing}"
     return 1, ""

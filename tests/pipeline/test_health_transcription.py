@@ -1,16 +1,22 @@
 """The transcription worker in ``pynanoclaw status`` and ``/healthz``: with voice notes
 transcribed, a real worker process on the transcription queue is counted (alive / none,
 apart from the turn workers), and none alive degrades ``/healthz``; a killed worker's
-registration is not counted; with transcription off nothing is asked of it. Real
-Valkey, real worker processes, the gateway in-process with the local channel."""
+registration is not counted; with transcription off, or no channel that carries files
+(the quickstart's local chat), nothing is asked of it. Real Valkey, real worker
+processes, the gateway in-process with the local channel and Telegram on its fake."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 from gateway.queue import DEFAULT_QUEUE, transcribe_queue
 from gateway.status import run_checks
+from tests.channels.harness_telegram import env as telegram_env
+from tests.fakes.telegram_api import FakeTelegram
 from tests.pipeline.conftest import Stack, Valkey
 
 QUEUE = transcribe_queue(DEFAULT_QUEUE)
@@ -29,9 +35,21 @@ async def registered(stack: Stack) -> None:
                          "the transcription worker's registration")
 
 
+@pytest.fixture
+async def telegram(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[str]:
+    """A channel that brings voice notes: Telegram on its fake (its config block)."""
+    fake = FakeTelegram()
+    await fake.start()
+    for name, value in telegram_env().items():
+        monkeypatch.setenv(name, value)
+    yield (f'[channels.telegram]\nbase_url = "{fake.base_url}"\n'
+           f'base_file_url = "{fake.base_file_url}"\npoll_timeout = 1\n')
+    await fake.stop()
+
+
 async def test_the_transcription_worker_is_counted_and_its_absence_degrades(
-        tmp_path: Path, valkey: Valkey) -> None:
-    stack = Stack(tmp_path, valkey)  # [media] transcription: "local", the default
+        tmp_path: Path, valkey: Valkey, telegram: str) -> None:
+    stack = Stack(tmp_path, valkey, telegram)  # [media] transcription: "local", the default
     try:
         gw = await stack.start_gateway()
         health = await gw.health()
@@ -56,15 +74,17 @@ async def test_the_transcription_worker_is_counted_and_its_absence_degrades(
         await stack.close()
 
 
+@pytest.mark.parametrize("off", ["transcription", "no channel with files"])
 async def test_with_transcription_off_no_worker_is_asked_for(
-        tmp_path: Path, valkey: Valkey) -> None:
-    stack = Stack(tmp_path, valkey, '[media]\ntranscription = "off"\n')
+        tmp_path: Path, valkey: Valkey, telegram: str, off: str) -> None:
+    stack = Stack(tmp_path, valkey, f'{telegram}[media]\ntranscription = "off"\n'
+                  if off == "transcription" else "")  # the local channel only
     try:
         gw = await stack.start_gateway()
         health = await gw.health()
         assert "transcription" not in health
         assert not any(d.startswith("transcription") for d in health["degraded"])
         assert (await checks(stack))["transcription workers"] == \
-            (True, "none needed ([media] transcription is off)")
+            (True, "none needed (transcription or downloads off, or no channel carries files)")
     finally:
         await stack.close()

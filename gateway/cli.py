@@ -50,7 +50,7 @@ from gateway.tasks_cli import tasks_app
 from gateway.toolhost.cli import tools_command as tools_cli
 from gateway.toolhost.process import tools_supervisor
 from gateway.usage_cli import usage_app
-from memory_store.cli import build_memory_app
+from memory_store import build_memory_app
 
 log = logging.getLogger("pynanoclaw")
 

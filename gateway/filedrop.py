@@ -38,7 +38,7 @@ import redis
 
 from channels.models import Inbound
 from gateway.groupfiles import GroupFiles
-from memory_store.atomic import fsync_dir
+from memory_store.files import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -22,9 +22,8 @@ from typing import Any
 from gateway.config import GatewayConfig
 from gateway.queue.events import FILES_FOLDER
 from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
-from memory_store.attachments import FOLDER as ATTACHMENTS
-from memory_store.paths import groups_root, key_of_dir
-from memory_store.skills import Skill, skills_for
+from memory_store.files import FOLDER as ATTACHMENTS
+from memory_store.files import Skill, groups_root, key_of_dir, skills_for
 from memory_store.tasks import TaskStore, groups_with_tasks
 
 #: a group's sandbox workspace folder (gateway.toolhost)
@@ -94,7 +93,7 @@ class GroupFiles:
 
     def skills(self, group: str) -> list[Skill]:
         """``group``'s skills (the global ones and its own, its own winning on a name),
-        read now; only read (``memory_store.skills``)."""
+        read now; only read (``memory_store.files._skills``)."""
         return skills_for(self.data_dir, group)
 
     def outbox_file(self, group: str, sha256: str) -> Path:

@@ -22,14 +22,20 @@ from gateway.config import GatewayConfig
 from gateway.groupfiles import GroupFiles
 from gateway.queue import REDACT_JOB, Keys, enqueue_group_job
 from gateway.queue.identity import Identities
-from memory_store import GroupDirectory, is_person_key
-from memory_store.atomic import read_regular
-from memory_store.coresection import CoreSectionError, entries
-from memory_store.fileformat import now_utc, parse
-from memory_store.group import CORE_FILE, PROFILE_FILE
-from memory_store.paths import KIND_DIRS, MEMORY_DIRS, id_from_filename
-from memory_store.protocol import MemoryRecord
-from memory_store.redact import (
+from memory_store import GroupDirectory, MemoryRecord, is_person_key
+from memory_store.files import (
+    CORE_FILE,
+    KIND_DIRS,
+    MEMORY_DIRS,
+    PROFILE_FILE,
+    CoreSectionError,
+    entries,
+    id_from_filename,
+    now_utc,
+    parse,
+    read_regular,
+)
+from memory_store.maintenance import (
     PHRASE_MIN_CHARS,
     check_phrase,
     find_phrase,

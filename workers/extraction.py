@@ -21,7 +21,7 @@ queued turn of the group (turns that come fast are extracted together). For each
    at most the least trusted message that could have introduced it, never the model's
    claim), a fact already in its entity file is a no-op, the others are written (ids
    from the turn id and the text, so a rewrite is a no-op) and reconciled
-   (``memory_store.consolidate.reconcile``: the known facts it updates or contradicts
+   (``memory_store.maintenance._consolidate.reconcile``: the known facts it updates or contradicts
    are superseded with ``valid_to``, never by a less trusted fact; the entity file
    ``entities/entity-<slug>.md`` is written and indexed); then ``done`` is set.
 
@@ -59,9 +59,8 @@ from gateway.queue import (
     job_queue,
 )
 from gateway.queue.identity import Identities
-from memory_store import BaseMemory
-from memory_store.consolidate import normalized, reconcile, slug
-from memory_store.errors import MemoryNotFound
+from memory_store import BaseMemory, MemoryNotFound
+from memory_store.maintenance import normalized, reconcile, slug
 from workers.facts import (
     ExtractedFacts,
     ask_model,

@@ -23,7 +23,7 @@ from channels.models import Outbound
 from gateway.queue import events
 from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool
 from memory_store import GroupDirectory
-from memory_store.atomic import atomic_write_bytes
+from memory_store.files import atomic_write_bytes
 from workers.host_tools import TOOL_TRUST, HostLink, render_tool_output
 from workers.prompt import engaged_ids
 from workers.tools import TurnDeps

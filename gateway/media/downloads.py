@@ -34,8 +34,8 @@ from gateway.media.store import Received
 from gateway.media.voice import transcribe_all
 from gateway.queue import Keys, events
 from gateway.queue.media import Held, MediaHold
-from memory_store import attachments as files
-from memory_store.attachments import FOLDER
+from memory_store.files import FOLDER
+from memory_store.files import attachments as files
 
 log = logging.getLogger(__name__)
 

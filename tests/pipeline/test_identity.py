@@ -17,7 +17,7 @@ import pytest
 from channels.models import Inbound
 from gateway.app import CHANNEL_REGISTRY
 from memory_store import GroupDirectory, InvalidGroupKey, group_dir, person_key
-from memory_store.paths import PERSON_CHANNEL, persons_root
+from memory_store.files import PERSON_CHANNEL, persons_root
 from tests.pipeline.conftest import Stack, Valkey
 
 FACT = "my boat is called SEAGULL7"

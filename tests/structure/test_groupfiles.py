@@ -53,7 +53,7 @@ def test_no_gateway_module_builds_a_group_path() -> None:
 
 
 def test_the_checker_sees_each_way(tmp_path: Path) -> None:
-    ways = {"from memory_store.paths import group_dir\n": "imports group_dir",
+    ways = {"from memory_store.files._paths import group_dir\n": "imports group_dir",
             "import memory_store\nmemory_store.GroupDirectory(d, g)\n": "calls GroupDirectory",
             "x = data_dir / 'groups' / 'telegram'\n": "joins a layout folder",
             "x = data_dir / 'persons/ada'\n": "joins a layout folder"}

@@ -52,5 +52,5 @@ def test_the_trace_sees_the_whole_path_in_both_processes() -> None:
     assert {"channels/telegram/poller.py", "gateway/inbox.py", "gateway/queue/jobs.py",
             "gateway/outbox.py", "channels/telegram/channel.py"} <= files["gateway"]
     assert {"workers/drain.py", "workers/turn.py", "workers/agent.py",
-            "memory_store/atomic.py"} <= files["worker"]
+            "memory_store/files/_atomic.py"} <= files["worker"]
     assert not any(f.startswith("tests/") for f in set().union(*files.values()))

@@ -34,7 +34,6 @@ else:
 
 __all__ = [
     "BACKENDS",
-    "TYPE_CHECKING",
     "BaseMemory",
     "CoreMemory",
     "FileMemory",
@@ -51,7 +50,6 @@ __all__ = [
     "global_dir",
     "group_dir",
     "is_person_key",
-    "lazy_exports",
     "make_inotify",
     "memory_app",
     "open_group",

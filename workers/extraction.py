@@ -107,7 +107,7 @@ def extraction_entry(settings: WorkerSettings, batch: Batch) -> str | None:
 def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str, Any]
                           ) -> str | None:
     """The ``extractq`` entry for the new words of an edited message (a recorded edit,
-    ``gateway/changes.py``), so facts the edit states are filed as its old words' are
+    ``gateway/intake/_changes.py``), so facts the edit states are filed as its old words' are
     retired: a batch of that one message (its own id: facts cite it, and a later
     deletion of the message retires them) with the edit's event id as its revision
     (another turn id, so a redelivered edit is extracted once). None when extraction

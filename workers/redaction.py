@@ -2,10 +2,10 @@
 group's memory and the queue.
 
 Requests wait in Redis: deletions and edits of messages a turn already took in
-``changes:{g}`` (``gateway/changes.py``; an edit is applied only when its sender wrote
+``changes:{g}`` (``gateway/intake/_changes.py``; an edit is applied only when its sender wrote
 the episode line, else dropped with a warning; edits go before deletions, so a
 deleted message stays deleted), ``/forget`` phrases in
-``forget:{g}`` (``gateway/memorydesk.py``). The gateway enqueues ``redact_group`` for
+``forget:{g}`` (``gateway/intake/_memorydesk.py``). The gateway enqueues ``redact_group`` for
 each (``gateway.queue.enqueue_group_job``); one job applies all that wait, so a
 duplicate job is harmless.
 

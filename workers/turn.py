@@ -165,7 +165,7 @@ class TurnRunner:
 
     def _notes(self, gd: GroupDirectory) -> tuple[str, ...]:
         """System notes for the prompt: the group's previous reply failed for good
-        (recorded by the gateway's outbox, gateway/delivery.py); the operator edited
+        (recorded by the gateway's outbox, gateway/outgoing/_delivery.py); the operator edited
         core memory by hand since the last turn (memory_store/files/_coreedits.py)."""
         note = undelivered_note(self._gq.undelivered())
         if note is not None:

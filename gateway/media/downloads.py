@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from channels.base import Channel
 from channels.models import Attachment, Inbound, Outbound
 from gateway.config import GatewayConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.media.fetch import DOWNLOAD_FAILED, fetch_one
 from gateway.media.store import Received
 from gateway.media.voice import transcribe_all

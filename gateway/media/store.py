@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.media.sniff import Sniffed
 from memory_store.files import atomic_write_bytes
 from memory_store.files import attachments as files

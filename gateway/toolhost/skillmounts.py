@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.toolhost.workspace import Mount
 from memory_store.files import MAX_SKILLS, SANDBOX_MOUNT
 

@@ -29,7 +29,7 @@ CORE_FILE = "CLAUDE.md"
 PROFILE_FILE = "user_profile.md"
 INDEX_DIR = ".index"
 LOCK_FILE = ".lock"
-#: files the operator drops here become messages to the group (gateway/filedrop.py)
+#: files the operator drops here become messages to the group (gateway/intake/_filedrop.py)
 INBOX_DIR = "inbox"
 #: Core memory is always in the model's context; cap each file so a runaway edit
 #: cannot blow the prompt.

@@ -1,6 +1,6 @@
 """``Channel.send_file`` against every platform's fake: the file arrives whole, with its
 name, caption and thread, on the platforms that send files; the others refuse it with a
-``PermanentError`` the outbox turns into a text note (gateway/filesend.py)."""
+``PermanentError`` the outbox turns into a text note (gateway/outgoing/_filesend.py)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from channels.local import LocalChannel
 from channels.models import Attachment
 from gateway.config.media import MediaConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake import GroupFiles
 from gateway.media.fetch import fetch_one
 from gateway.media.store import Received
 from memory_store.files import attachments as files

@@ -1,4 +1,4 @@
-"""The outbox's ``file`` events (gateway/filesend.py) on a real Valkey and the real local
+"""The outbox's ``file`` events (gateway/outgoing/_filesend.py) on a real Valkey and the real local
 channel: a stored file is sent once however often its event comes; a platform that
 cannot send files (``Channel.send_file``'s default) and a missing stored copy give the
 chat one text note instead."""
@@ -13,8 +13,8 @@ import redis.asyncio as aioredis
 from channels.base import Channel
 from channels.local import LocalChannel
 from channels.models import Outbound
-from gateway.groupfiles import GroupFiles
-from gateway.outbox import Outbox
+from gateway.intake import GroupFiles
+from gateway.outgoing import Outbox
 from gateway.queue import Keys, events
 from tests.pipeline.conftest import Valkey
 

@@ -19,7 +19,7 @@ from rq import Queue
 
 from channels.models import Inbound
 from gateway.config import load_worker_settings
-from gateway.inbox import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
+from gateway.intake import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
 from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
 from memory_store.files import AuditLog

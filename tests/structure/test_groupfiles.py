@@ -1,4 +1,4 @@
-"""The gateway reaches group directories through ``gateway.groupfiles`` alone (issue 23):
+"""The gateway reaches group directories through ``gateway.intake._groupfiles`` alone (issue 23):
 no other gateway module builds a group's path or opens its memory itself."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake import GroupFiles
 from memory_store import InvalidGroupKey
 from tests.structure.rules import ROOT
 
@@ -18,7 +18,7 @@ BUILDERS = frozenset({"GroupDirectory", "open_memory", "open_group", "group_dir"
                       "MemoryCache"})
 #: the layout's folder names under the data dir
 LAYOUT = ("groups", "persons")
-HOME = "gateway/groupfiles.py"
+HOME = "gateway/intake/_groupfiles.py"
 
 
 def _is_layout(node: ast.expr) -> bool:

@@ -47,9 +47,10 @@ def test_no_private_name_used_across_modules() -> None:
 
 def test_the_checker_sees_both_forms(tmp_path: Path) -> None:
     path = tmp_path / "m.py"
-    path.write_text("import os\nfrom gateway import cli\nfrom gateway.opscli import _client\n"
+    path.write_text("import os\nfrom gateway import cli\n"
+                    "from gateway.operations._opscli import _client\n"
                     "def f():\n    cli._load(None)\n    os._exit(0)\n")
-    assert private_uses(path) == ["3: gateway.opscli._client", "5: cli._load"]
+    assert private_uses(path) == ["3: gateway.operations._opscli._client", "5: cli._load"]
 
 
 def _private_part(module: str) -> bool:

@@ -3,11 +3,11 @@
 Checks, in order: the configuration, free space on the data dir (``[disk]``
 watermarks), Redis (reachable, and persistent: append-only file or snapshots, else a
 restart loses every queued message; writing its append-only file and within its
-``maxmemory``: gateway/pressure.py), workers (RQ's registry, so it sees workers wherever
+``maxmemory``: gateway/operations/_pressure.py), workers (RQ's registry, so it sees workers wherever
 they run; a registration left by a worker of this host that no longer runs is not
 counted), turns being retried or in a crash loop, dead letters and inbound the channels
 skipped on arrival (all from Redis), spending caps, the model (the one-token smoke test,
-``gateway.smoke``), and each channel's credentials (``Channel.check()``). A failed check
+``gateway.operations._smoke``), and each channel's credentials (``Channel.check()``). A failed check
 makes the exit status 1.
 """
 
@@ -25,14 +25,14 @@ from rq import Worker
 from rq.worker import BaseWorker
 
 from channels.errors import PermanentError
-from gateway.channelstart import credential_envs, one_line
 from gateway.config import ConfigError, GatewayConfig, load_config
-from gateway.deadletters import list_skipped
-from gateway.pressure import disk_problem, free_mb, redis_problems
+from gateway.operations._channelstart import credential_envs, one_line
+from gateway.operations._deadletters import list_skipped
+from gateway.operations._pressure import disk_problem, free_mb, redis_problems
+from gateway.operations._redis_server import running_embedded_url
+from gateway.operations._smoke import check_model
 from gateway.queue import Budget, DeadLetters, Keys, background_queue, job_queue, period_ids
 from gateway.queue.procs import ended_here
-from gateway.redis_server import running_embedded_url
-from gateway.smoke import check_model
 
 #: seconds a platform gets to answer a credential check
 CHECK_TIMEOUT = 15.0

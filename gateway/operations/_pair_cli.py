@@ -17,8 +17,8 @@ import redis
 import redis.asyncio as aioredis
 import typer
 
-from gateway.cliparts import EXIT_FAILED, ConfigOpt, any_redis, fail, load
-from gateway.pairing import PairingStore
+from gateway.intake._pairing import PairingStore
+from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, any_redis, fail, load
 from gateway.queue import Keys
 
 T = TypeVar("T")

@@ -1,6 +1,6 @@
 """The live checks ``pynanoclaw init`` runs on the file it is about to write: the same
-ones ``pynanoclaw status`` runs (``Channel.check()`` through ``gateway.status``, the
-model's one-token test through ``gateway.smoke``), one channel at a time so a refused
+ones ``pynanoclaw status`` runs (``Channel.check()`` through ``gateway.operations._status``, the
+model's one-token test through ``gateway.operations._smoke``), one channel at a time so a refused
 token fails its own line and not the setup. Also: is Ollama answering on its port?
 """
 
@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 
 from gateway.config import ConfigError, GatewayConfig
-from gateway.smoke import check_model
-from gateway.status import Check, channel_check
+from gateway.operations._smoke import check_model
+from gateway.operations._status import Check, channel_check
 
 #: a probe of a local port: anything listening answers well within this
 PROBE_TIMEOUT = 0.5

@@ -37,7 +37,7 @@ from pathlib import Path
 import redis
 
 from channels.models import Inbound
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from memory_store.files import fsync_dir
 
 log = logging.getLogger(__name__)

@@ -11,9 +11,9 @@ from typing import Annotated
 
 import typer
 
-from gateway.cliparts import ConfigOpt, fail, running_client
+from gateway.operations._cliparts import ConfigOpt, fail, running_client
+from gateway.operations._usage import parse_usd, render_report, usage_report, usd
 from gateway.queue import Budget, Keys
-from gateway.usage import parse_usd, render_report, usage_report, usd
 
 usage_app = typer.Typer(help="model usage and spending caps", add_completion=False,
                         pretty_exceptions_enable=False, rich_markup_mode=None,

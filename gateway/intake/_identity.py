@@ -30,7 +30,7 @@ import redis.asyncio as aioredis
 from channels.models import Inbound
 from gateway.config import Settings
 from gateway.config.sections import LINKED_PREFIX
-from gateway.pairing import ALPHABET, CODE_LENGTH, normalize_code
+from gateway.intake._pairing import ALPHABET, CODE_LENGTH, normalize_code
 from gateway.queue import Keys
 from gateway.queue.identity import SHARE_PROFILE, resolve
 

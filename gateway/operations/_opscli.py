@@ -1,7 +1,7 @@
 """Operator commands: ``pynanoclaw status`` and ``pynanoclaw dead list|retry|drop``.
 
-Mounted from ``gateway/cli.py`` (``register``). The work is done by ``gateway.status``
-and ``gateway.deadletters``; this module parses arguments and prints.
+Mounted from ``gateway/cli.py`` (``register``). The work is done by ``gateway.operations._status``
+and ``gateway.operations._deadletters``; this module parses arguments and prints.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from typing import Annotated
 
 import typer
 
-from gateway.cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
-from gateway.deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
-from gateway.status import run_checks
+from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
+from gateway.operations._deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
+from gateway.operations._status import run_checks
 
 dead_app = typer.Typer(help="dead letters: turns that failed for good", no_args_is_help=True,
                        add_completion=False, pretty_exceptions_enable=False,

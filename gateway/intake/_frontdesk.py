@@ -21,16 +21,16 @@ import hashlib
 
 import redis.asyncio as aioredis
 
+import gateway.intake._commands as commands
 from channels.models import Inbound, Outbound
-from gateway import commands
-from gateway.approvals import ApprovalDesk
 from gateway.config import GatewayConfig
-from gateway.identity import IdentityStore
-from gateway.memorydesk import MemoryDesk
-from gateway.pairing import CODE_TTL, PairingStore
+from gateway.intake._approvals import ApprovalDesk
+from gateway.intake._identity import IdentityStore
+from gateway.intake._memorydesk import MemoryDesk
+from gateway.intake._pairing import CODE_TTL, PairingStore
+from gateway.intake._router import Disposition, Route, Router
+from gateway.operations._usage import UsageDesk
 from gateway.queue import Keys, events
-from gateway.router import Disposition, Route, Router
-from gateway.usage import UsageDesk
 
 
 def pairing_text(code: str, ttl: int = CODE_TTL) -> str:

@@ -7,7 +7,7 @@ that does not engage is still kept (as context for the group's next turn).
 Policies (``[policy] dm`` / ``groups``): ``open`` lets everyone in; ``allowlist`` only
 the keys in ``allow`` (group keys for groups; group or user keys for DMs; admins are
 always let in for DMs); ``pairing`` is ``allowlist`` plus the people the operator
-approved in the pairing store (gateway/pairing.py, Redis): the caller looks that up
+approved in the pairing store (gateway/intake/_pairing.py, Redis): the caller looks that up
 and passes ``paired``, so a missing lookup fails closed. A sender the platform does not
 vouch for (``Inbound.authenticated`` false: mail without a passing DMARC verdict) is a
 stranger wherever it writes: it is in no allowlist and cannot be paired or be an admin,
@@ -99,7 +99,7 @@ class Router:
         group = msg.group
         if msg.kind != "message":
             # Edits and deletions never start a turn or join the context as new words:
-            # they change a waiting message or are recorded (gateway/changes.py). A
+            # they change a waiting message or are recorded (gateway/intake/_changes.py). A
             # deletion carries no words and can only touch its own chat's messages, so
             # it passes even when the platform does not say who deleted.
             if msg.kind == "edit" and not self.allowed(msg, paired):

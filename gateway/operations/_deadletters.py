@@ -12,7 +12,7 @@ import redis
 
 from channels.base import SKIPPED_KEY
 from gateway.config import GatewayConfig
-from gateway.inbox import drain_options
+from gateway.intake._inbox import drain_options
 from gateway.queue import DeadLetters, DeadRecord, Keys
 
 

@@ -1,8 +1,8 @@
 """The gateway's one way to the group directories under the data dir.
 
 Every gateway-side module that touches a group's files asks ``GroupFiles``: ``/memory``
-and ``/forget`` (``gateway.memorydesk``), the ``pynanoclaw memory`` commands, scheduled
-tasks (``gateway.tasks``), the operator's file drop (``gateway.filedrop``) and the
+and ``/forget`` (``gateway.intake._memorydesk``), the ``pynanoclaw memory`` commands, scheduled
+tasks (``gateway.tasks``), the operator's file drop (``gateway.intake._filedrop``) and the
 sandbox's workspace (``gateway.toolhost``) and received files (``gateway.media``). None
 builds a group path itself (``tests/structure/test_groupfiles.py`` checks the source),
 so a console or a sharded layout change this module only. Memory is written by workers

@@ -26,8 +26,8 @@ from gateway.queue.approvals import APPROVAL_SENDER_PREFIX, Approval, ApprovalSt
 from gateway.queue.tasks import publish_notice
 from gateway.tasks import push_run
 
-if TYPE_CHECKING:  # not at run time: gateway.inbox builds this desk
-    from gateway.inbox import DrainEnqueuer
+if TYPE_CHECKING:  # not at run time: gateway.intake._inbox builds this desk
+    from gateway.intake._inbox import DrainEnqueuer
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@ channels, the NAME of each token's variable (a pasted token is refused), the DM 
 and the admins; with flags (``--yes``, or stdin not a terminal) it asks nothing.
 
 It validates the file with ``load_config`` before writing it, checks each credential
-live (``gateway/init_checks.py``: a failure is reported, the setup goes on), and writes
+live (``gateway/operations/_init_checks.py``: a failure is reported, the setup goes on), and writes
 atomically (temp file, fsync, rename), never over an existing file unless told to.
 """
 
@@ -18,9 +18,9 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from gateway.cliparts import config_file, fail
 from gateway.config import ConfigError, PolicyConfig, default_config_path, load_config
-from gateway.init_toml import (
+from gateway.operations._cliparts import config_file, fail
+from gateway.operations._init_toml import (
     CHANNELS,
     DM_CHOICES,
     MODEL_CHOICES,
@@ -151,7 +151,7 @@ def _ask_var(question: str, default: str) -> str:
 
 def _ask_model(a: Answers, model: str | None, name: str, key_env: str, ask: bool,
                ollama_url: str) -> None:
-    from gateway.init_checks import ollama_models
+    from gateway.operations._init_checks import ollama_models
 
     found = ollama_models(ollama_url) if ask and model is None else None
     if found is not None:
@@ -221,7 +221,7 @@ def _ask_channel(name: str, envs: dict[str, str], sets: dict[str, str],
 def _write(path: Path, text: str, *, check: bool) -> None:
     """Validate ``text`` as the config at ``path``, check it live, then rename it in."""
     from gateway.app import load_channel_class
-    from gateway.init_checks import live_checks
+    from gateway.operations._init_checks import live_checks
 
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.init-{os.getpid()}")

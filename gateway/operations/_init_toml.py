@@ -1,8 +1,8 @@
 """What ``pynanoclaw init`` knows and writes: the questions each channel block needs,
 the test that a variable NAME is not a pasted secret, and the commented TOML.
 
-Pure functions, no terminal and no network (``gateway/init_cli.py`` asks,
-``gateway/init_checks.py`` checks). The TOML never holds a secret: a block carries the
+Pure functions, no terminal and no network (``gateway/operations/_init_cli.py`` asks,
+``gateway/operations/_init_checks.py`` checks). The TOML never holds a secret: a block carries the
 NAMES of the variables (``*_env`` keys) and plain settings (an address, a URL).
 """
 

@@ -33,7 +33,7 @@ def build_app(channels: Sequence[Channel], health: HealthCheck) -> web.Applicati
     """An aiohttp app mounting each channel's ``web_routes()`` and ``GET /healthz``:
     the JSON status, 200 while ``health()`` says ``up`` (degraded or not: a container
     health check must not restart a gateway that waits for one platform or for disk
-    space), 503 when it cannot work (gateway/health.py)."""
+    space), 503 when it cannot work (gateway/operations/_health.py)."""
     app = web.Application(client_max_size=4 * 1024 * 1024, middlewares=[reject_deep_json])
 
     async def healthz(request: web.Request) -> web.Response:

@@ -6,7 +6,7 @@ one drain job exists for the group, all in one Lua script so a push can never sl
 between a finishing job's "mailbox empty?" check and its lease release. It returns only
 once Redis accepted the message and raises (``redis.RedisError``) when it could not, so
 the adapter does not ack the platform. Below the hard disk watermark (``[disk]
-stop_free_mb``, gateway/pressure.py) it refuses every message the same way
+stop_free_mb``, gateway/operations/_pressure.py) it refuses every message the same way
 (``InboxRefused``): webhooks answer 503 and pollers keep their cursors, so the
 platforms deliver them again once space is back, instead of a turn failing half-way.
 
@@ -32,12 +32,13 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from channels.models import Inbound
-from gateway.approvals import ApprovalDesk
-from gateway.changes import apply_change
 from gateway.config import GatewayConfig
-from gateway.frontdesk import FrontDesk
-from gateway.memorydesk import MemoryDesk
-from gateway.pressure import DiskGuard
+from gateway.intake._approvals import ApprovalDesk
+from gateway.intake._changes import apply_change
+from gateway.intake._frontdesk import FrontDesk
+from gateway.intake._memorydesk import MemoryDesk
+from gateway.intake._router import Disposition, Router
+from gateway.operations._pressure import DiskGuard
 from gateway.queue import (
     DUPLICATE,
     KEPT_ENQUEUE,
@@ -49,7 +50,6 @@ from gateway.queue import (
     job_queue,
 )
 from gateway.queue.media import HELD, HELD_DUPLICATE, MediaHold
-from gateway.router import Disposition, Router
 
 log = logging.getLogger(__name__)
 
@@ -142,7 +142,7 @@ class Inbox:
     async def accept(self, msg: Inbound) -> str:
         """Route, dedupe and store ``msg``; returns what happened: engage, context, drop,
         duplicate, or command / pairing (answered by the front desk, never seen by the
-        model), or for an edit/deletion edited / deleted / recorded (gateway/changes.py).
+        model), or for an edit/deletion edited / deleted / recorded (gateway/intake/_changes.py).
         Raises ``redis.RedisError`` when it could not be made durable (``InboxRefused``
         below the hard disk watermark)."""
         if self.disk.refuse():
@@ -153,7 +153,7 @@ class Inbox:
             self.counts[route] += 1
             return route
         if route.disposition is Disposition.CHANGE:
-            # an edit/deletion: never a turn of its own (gateway/changes.py)
+            # an edit/deletion: never a turn of its own (gateway/intake/_changes.py)
             if msg.kind == "deletion" and msg.original_id:  # maybe held for its files
                 await self.hold.note_deleted(route.group, msg.account, msg.original_id,
                                              self._cfg.queue.dedupe_ttl)
@@ -171,7 +171,7 @@ class Inbox:
 
     async def accept_operator(self, msg: Inbound) -> str:
         """Store a message from the operator's side (a file dropped into a group's
-        ``inbox/``: gateway/filedrop.py): no chat policy, pairing or command applies, and
+        ``inbox/``: gateway/intake/_filedrop.py): no chat policy, pairing or command applies, and
         it always engages. Deduped like any message: engage or duplicate."""
         if self.disk.refuse():
             raise InboxRefused(f"less than [disk] stop_free_mb = "

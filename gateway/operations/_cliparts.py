@@ -2,9 +2,10 @@
 options, reading the config, reaching Redis, and the exit statuses (logging is
 ``channels.redact.setup_logging``, shared with ``python -m workers``).
 
-``gateway/cli.py`` (the app and the bot's commands), ``gateway/opscli.py`` (status,
-dead letters), ``gateway/pair_cli.py`` and ``gateway/usage_cli.py`` build on these and
-on nothing of one another. Exit statuses: 0 done; ``EXIT_FAILED`` (1) when the command
+``gateway/cli.py`` (the app and the bot's commands), ``gateway/operations/_opscli.py``
+(status, dead letters), ``gateway/operations/_pair_cli.py`` and
+``gateway/operations/_usage_cli.py`` build on these and on nothing of one another.
+Exit statuses: 0 done; ``EXIT_FAILED`` (1) when the command
 ran but what it was asked did not happen (a check of ``status`` failed, ``pair`` found
 no such code, the operator said no); ``EXIT_USAGE`` (2) for a wrong argument, a broken
 config or an unreachable Redis, printed as one ``error: ...`` line (a config error as
@@ -30,7 +31,7 @@ from gateway.config import (
     default_config_path,
     load_config,
 )
-from gateway.redis_server import EmbeddedRedis, running_embedded_url
+from gateway.operations._redis_server import EmbeddedRedis, running_embedded_url
 
 EXIT_FAILED = int(CommandExit.FAILED)
 EXIT_USAGE = int(CommandExit.USAGE)

@@ -22,12 +22,12 @@ import redis.asyncio as aioredis
 from channels.base import Channel, DeliveryReport
 from channels.errors import PermanentError, TransientError
 from channels.models import Outbound, group_key
-from gateway.delivery import DeliveryRecorder
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
+from gateway.outgoing._delivery import DeliveryRecorder
+from gateway.outgoing._ratelimit import RateLimiter
 from gateway.queue import Keys
-from gateway.ratelimit import RateLimiter
 
-log = logging.getLogger("gateway.outbox")
+log = logging.getLogger("gateway.outgoing._outbox")
 
 #: sends a text reply through the outbox's own path (``Outbox.deliver``)
 TextSender = Callable[[Channel, Outbound], Awaitable[bool]]

@@ -32,11 +32,11 @@ from channels.errors import (
     TransientError,
 )
 from channels.models import Outbound
-from gateway.delivery import DeliveryRecorder
+from gateway.outgoing._delivery import DeliveryRecorder
+from gateway.outgoing._ratelimit import RateLimiter
 from gateway.queue import refused_write
-from gateway.ratelimit import RateLimiter
 
-log = logging.getLogger("gateway.outbox")
+log = logging.getLogger("gateway.outgoing._outbox")
 
 _expo = wait_random_exponential(multiplier=0.5, max=30)
 

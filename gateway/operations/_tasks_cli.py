@@ -13,10 +13,10 @@ from typing import Annotated
 import redis
 import typer
 
-from gateway.cliparts import ConfigOpt, config_file, fail
 from gateway.config import ConfigError, GatewayConfig, load_config
-from gateway.groupfiles import GroupFiles
-from gateway.redis_server import running_embedded_url
+from gateway.intake._groupfiles import GroupFiles
+from gateway.operations._cliparts import ConfigOpt, config_file, fail
+from gateway.operations._redis_server import running_embedded_url
 from gateway.tasks import TaskDesk
 from memory_store.tasks import TaskStore
 

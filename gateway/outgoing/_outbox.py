@@ -8,7 +8,7 @@ gateway that dies mid-send finds it again on restart (its own pending entries) o
 another gateway claims it (``XAUTOCLAIM`` after ``claim_idle``).
 
 Each chunk is sent once: ``sent:{reply_id}:{i}`` is set after the platform accepted
-it (together with the chunk's delivery outcome, gateway/delivery.py) and checked
+it (together with the chunk's delivery outcome, gateway/outgoing/_delivery.py) and checked
 before sending. (A crash between the platform's answer and that SET
 re-sends that one chunk, except where the platform dedupes a re-send itself: Matrix by
 its transaction id, Discord by its nonce (for a few minutes), the local channel by its
@@ -27,7 +27,7 @@ retry: ``Channel.find_sent`` returns the chunk's id where the platform lets us l
 up (Slack), the adapter's idempotency key dedupes the re-send (Discord's nonce,
 Matrix's transaction id), else the chunk is sent again (Telegram, Signal: at least once
 rather than lost).
-Each chunk is sent with the retry policy of gateway/chunksend.py; a ``PermanentError``
+Each chunk is sent with the retry policy of gateway/outgoing/_chunksend.py; a ``PermanentError``
 is recorded as the chunk's outcome (failed, with its reason), logged once, and the chunk
 is dropped.
 """
@@ -49,11 +49,12 @@ import redis.asyncio as aioredis
 from channels.base import Channel, DeliveryReport
 from channels.errors import PermanentError, TransientError
 from channels.models import Outbound
-from gateway.chunksend import ChunkSender, Retryable
 from gateway.config.env import GATEWAY_NAME_ENV
-from gateway.delivery import DeliveryRecorder
-from gateway.filesend import FileSender
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
+from gateway.outgoing._chunksend import ChunkSender, Retryable
+from gateway.outgoing._delivery import DeliveryRecorder
+from gateway.outgoing._filesend import FileSender
+from gateway.outgoing._ratelimit import RateLimiter
 from gateway.queue import (
     OUTBOX_GROUP,
     GatewayQueue,
@@ -65,7 +66,6 @@ from gateway.queue import (
     read_event,
     refused_write,
 )
-from gateway.ratelimit import RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -351,7 +351,7 @@ class Outbox:
         ch = self._channel(str(data["channel"]), str(data.get("account", "default")))
         if ch is None:
             return True
-        if kind == events.FILE:  # send_file (gateway/filesend.py)
+        if kind == events.FILE:  # send_file (gateway/outgoing/_filesend.py)
             return await self.files.deliver(ch, data)
         try:
             if kind == events.TYPING:

@@ -19,7 +19,7 @@ import time
 from rq import Queue
 
 from gateway.config import GatewayConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.queue import REDACT_JOB, Keys, enqueue_group_job
 from gateway.queue.identity import Identities
 from memory_store import GroupDirectory, MemoryRecord, is_person_key

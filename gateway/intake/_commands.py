@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
-from gateway.identity import IdentityStore
+from gateway.intake._identity import IdentityStore
+from gateway.operations._usage import UsageDesk, parse_usd
 from gateway.tasks import tasks_command
-from gateway.usage import UsageDesk, parse_usd
 
 if TYPE_CHECKING:  # not at run time: the desk imports gateway.tasks, as this does
-    from gateway.approvals import ApprovalDesk
+    from gateway.intake._approvals import ApprovalDesk
 
 
 class Role(StrEnum):
@@ -65,7 +65,7 @@ class ParsedCommand:
 
 class MemoryServices(Protocol):
     """What ``/memory`` and ``/forget`` may ask of a group's memory
-    (``gateway.memorydesk.MemoryDesk``); blocking calls."""
+    (``gateway.intake._memorydesk.MemoryDesk``); blocking calls."""
 
     def view(self, group: str, dm_owner: str | None = None) -> str: ...
 
@@ -417,7 +417,8 @@ def _tasks(call: Invocation) -> str:
 
 
 def _decide(approve: bool) -> Handler:
-    """``/approve <id>`` or ``/deny <id>``: a call waiting for approval (gateway.approvals)."""
+    """``/approve <id>`` or ``/deny <id>``: a call waiting for approval
+    (gateway.intake._approvals)."""
     def handler(call: Invocation) -> str | Awaitable[str]:
         if call.approvals is None:
             return "Approvals need the gateway's Redis: nothing was decided."

@@ -13,50 +13,13 @@ gateway's rooms use this one helper (memory_store imports nothing of the project
 
 from __future__ import annotations
 
-import ast
 import importlib
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-#: a public name -> (module, attribute); an empty attribute means the module itself
-Exports = dict[str, tuple[str, str]]
-
-
-def _type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _dotted(node: ast.expr) -> str | None:
-    """``a.b.c`` as a string, or None when ``node`` is not a dotted name."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute) and (base := _dotted(node.value)):
-        return f"{base}.{node.attr}"
-    return None
-
-
-def exports_in(source: str | bytes, package: str) -> Exports:
-    """The names bound by the ``if TYPE_CHECKING:`` blocks of a front door's source.
-    A bare ``import a.b`` binds ``a``, only there for an assignment: not a name."""
-    out: Exports = {}
-    for block in ast.parse(source).body:
-        if not (isinstance(block, ast.If) and _type_checking(block.test)):
-            continue
-        for node in block.body:
-            if isinstance(node, ast.ImportFrom):
-                module = node.module or ""
-                if node.level:  # ``from ._x import y`` in an ``__init__``: 1 is the package
-                    parts = package.split(".")
-                    module = ".".join([*parts[: len(parts) - node.level + 1],
-                                       *([module] if module else [])])
-                out |= {a.asname or a.name: (module, a.name) for a in node.names}
-            elif isinstance(node, ast.Import):
-                out |= {a.asname: (a.name, "") for a in node.names if a.asname}
-            elif isinstance(node, ast.Assign) and (dotted := _dotted(node.value)):
-                out |= {t.id: (dotted, "") for t in node.targets if isinstance(t, ast.Name)}
-    return out
+if TYPE_CHECKING:
+    from memory_store._doorscan import Exports
 
 
 def lazy_exports(package: str) -> Callable[[str], Any]:
@@ -66,6 +29,9 @@ def lazy_exports(package: str) -> Callable[[str], Any]:
     def __getattr__(name: str) -> Any:
         nonlocal table
         if table is None:  # once per package, on first use: the door's source is small
+            # imported here: ``ast`` costs a few ms a bare ``import memory_store`` need not pay
+            from memory_store._doorscan import exports_in
+
             origin = sys.modules[package].__file__
             if origin is None:  # a namespace package has no door to read
                 raise AttributeError(f"module {package!r} has no attribute {name!r}")

@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         # the ranking a worker runs with the default [memory.ranking]
         options: dict[str, Any] = MemoryConfig(backend=backend).backend_options()
         if backend != "file":
-            from memory_store.embed import default_embedder
+            from memory_store.index import default_embedder
 
             options["embedder"] = default_embedder()
         rows: list[dict[str, Any]] = []

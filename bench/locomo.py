@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     # the ranking a worker runs with the default [memory.ranking]
     options: dict[str, Any] = MemoryConfig(backend=args.backend).backend_options()
     if args.backend != "file":
-        from memory_store.embed import default_embedder
+        from memory_store.index import default_embedder
 
         options["embedder"] = default_embedder()
     results: list[dict[str, Any]] = []

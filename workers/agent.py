@@ -40,9 +40,8 @@ from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import ConfigError, ModelConfig, WorkerSettings
 from gateway.config.tasks import TasksConfig
-from memory_store.base import BaseMemory
-from memory_store.protocol import Memory, MemoryRecord
-from memory_store.skills import Skill
+from memory_store import BaseMemory, Memory, MemoryRecord
+from memory_store.files import Skill
 from workers.approval_runs import ApprovedRun, history
 from workers.budget import fit_memory
 from workers.core_rules import core_tools

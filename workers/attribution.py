@@ -21,7 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from channels.models import Inbound
-from memory_store.stopwords import STOPWORDS
+from memory_store.ranking import STOPWORDS
 from workers.prompt import QUOTED_TRUST, content_trust, engaged_ids
 
 _WORD = re.compile(r"\w+", re.UNICODE)

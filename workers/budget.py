@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory_store.embed import VOCAB_PATH
-from memory_store.protocol import MemoryRecord
+from memory_store import MemoryRecord
+from memory_store.index import VOCAB_PATH
 from workers.prompt import CoreTexts, render_record
 
 #: Each core file may take at most this share of the memory budget.

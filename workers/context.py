@@ -22,9 +22,8 @@ import redis
 
 from gateway.config import REDIS_URL_ENV, WorkerSettings, load_worker_settings
 from gateway.config.env import embed_threads as read_embed_threads
-from memory_store import BaseMemory, GroupDirectory, make_inotify
-from memory_store.cache import MemoryCache
-from memory_store.embed import default_embedder
+from memory_store import BaseMemory, GroupDirectory, MemoryCache, make_inotify
+from memory_store.index import default_embedder
 
 T = TypeVar("T")
 
@@ -74,7 +73,7 @@ class WorkerContext:
     def group_memory(self, group: str) -> tuple[GroupDirectory, BaseMemory]:
         """The group's directory (ensured) and its open memory, from the process's
         cache (LRU bounded by count and memory, reopened when the group's folder or
-        index is replaced: ``memory_store/cache.py``).
+        index is replaced: ``memory_store/_cache.py``).
 
         Safe to keep open across turns: turns of one group never overlap (the group
         lock), and the memory's index notices files other workers or people changed.

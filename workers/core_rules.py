@@ -2,7 +2,7 @@
 
 Core memory (the group's ``CLAUDE.md`` and ``user_profile.md``) is in every prompt and
 reads as instructions and context, so entering it takes more than entering ``entities/``.
-The file mechanics (markers, bound, atomic write, audit) are ``memory_store.coresection``;
+The file mechanics (markers, bound, atomic write, audit) are ``memory_store.files._coresection``;
 the rules are here, decided from structure (``workers.attribution``), never from the
 model's say-so:
 
@@ -28,8 +28,7 @@ from typing import Literal
 from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
-from memory_store.coresection import CoreSectionError, add_entry
-from memory_store.group import CORE_FILE, PROFILE_FILE
+from memory_store.files import CORE_FILE, PROFILE_FILE, CoreSectionError, add_entry
 from workers.attribution import Attribution, attribute
 from workers.prompt import TRUSTED_ROLES, Role, content_trust, role_of
 from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, TurnDeps, low_source

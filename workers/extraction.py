@@ -21,7 +21,7 @@ queued turn of the group (turns that come fast are extracted together). For each
    at most the least trusted message that could have introduced it, never the model's
    claim), a fact already in its entity file is a no-op, the others are written (ids
    from the turn id and the text, so a rewrite is a no-op) and reconciled
-   (``memory_store.consolidate.reconcile``: the known facts it updates or contradicts
+   (``memory_store.maintenance._consolidate.reconcile``: the known facts it updates or contradicts
    are superseded with ``valid_to``, never by a less trusted fact; the entity file
    ``entities/entity-<slug>.md`` is written and indexed); then ``done`` is set.
 
@@ -59,9 +59,8 @@ from gateway.queue import (
     job_queue,
 )
 from gateway.queue.identity import Identities
-from memory_store import BaseMemory
-from memory_store.consolidate import normalized, reconcile, slug
-from memory_store.errors import MemoryNotFound
+from memory_store import BaseMemory, MemoryNotFound
+from memory_store.maintenance import normalized, reconcile, slug
 from workers.facts import (
     ExtractedFacts,
     ask_model,
@@ -108,7 +107,7 @@ def extraction_entry(settings: WorkerSettings, batch: Batch) -> str | None:
 def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str, Any]
                           ) -> str | None:
     """The ``extractq`` entry for the new words of an edited message (a recorded edit,
-    ``gateway/changes.py``), so facts the edit states are filed as its old words' are
+    ``gateway/intake/_changes.py``), so facts the edit states are filed as its old words' are
     retired: a batch of that one message (its own id: facts cite it, and a later
     deletion of the message retires them) with the edit's event id as its revision
     (another turn id, so a redelivered edit is extracted once). None when extraction

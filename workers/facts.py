@@ -20,9 +20,8 @@ from pydantic_ai.usage import UsageLimits
 
 from channels.models import Inbound
 from gateway.config import WorkerSettings
-from memory_store import BaseMemory
-from memory_store.consolidate import entity_of
-from memory_store.protocol import MemoryRecord
+from memory_store import BaseMemory, MemoryRecord
+from memory_store.maintenance import entity_of
 from workers.agent import build_agent
 from workers.attribution import Attribution, attribute
 from workers.prompt import role_of

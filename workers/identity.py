@@ -23,10 +23,8 @@ from pathlib import Path
 
 from channels.models import Inbound
 from gateway.queue.identity import Identities
-from memory_store import GroupDirectory, person_key
-from memory_store.group import PROFILE_FILE
-from memory_store.protocol import MemoryRecord
-from memory_store.templates import USER_PROFILE_MD
+from memory_store import GroupDirectory, MemoryRecord, person_key
+from memory_store.files import PROFILE_FILE, USER_PROFILE_MD
 from workers.prompt import ROLE_TRUST, Role
 
 #: a shared profile is the person's own account of themselves, shown to a group as

@@ -16,7 +16,7 @@ the lock is busy, or a drain for the group is queued or messages wait (turns com
 it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later (RQ's scheduler,
 which the workers run) and returns. A message arriving during a consolidation waits for
 it (the drain job waits up to 5 s for the lock, then the sweeper re-enqueues it).
-Consolidation is idempotent (``memory_store.consolidate``), so a duplicate job is
+Consolidation is idempotent (``memory_store.maintenance._consolidate``), so a duplicate job is
 harmless, only wasted work.
 """
 
@@ -36,7 +36,7 @@ from gateway.queue import (
     enqueue_group_job,
     job_queue,
 )
-from memory_store.consolidate import consolidate
+from memory_store.maintenance import consolidate
 from workers.groupjob import LOCK_WAIT as LOCK_WAIT  # where extraction found it
 from workers.groupjob import GiveUp, GroupJob, JobSpec
 from workers.groupjob import turns_waiting as turns_waiting  # where extraction found it

@@ -17,7 +17,7 @@ from pydantic_ai import BinaryContent
 
 from channels.models import Attachment, Inbound
 from memory_store import GroupDirectory
-from memory_store import attachments as files
+from memory_store.files import attachments as files
 
 #: images shown per turn (the newest); the others are described only
 MAX_IMAGES = 4

@@ -1,5 +1,5 @@
 """A deleted message's files, and files a ``/forget`` names, leave the chat's
-``attachments/`` (``memory_store.attachments``), as part of the redaction job.
+``attachments/`` (``memory_store.files._attachments``), as part of the redaction job.
 
 A deletion drops its message from the files' sidecars; a file no message refers to any
 more is deleted. A ``/forget`` phrase deletes the files referenced (``[file <hash>]``)
@@ -14,9 +14,8 @@ import re
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
-from memory_store import GroupDirectory
-from memory_store import attachments as files
-from memory_store.base import BaseMemory
+from memory_store import BaseMemory, GroupDirectory
+from memory_store.files import attachments as files
 
 #: how ``workers.turn.episode_text`` names a message's stored file
 FILE_REF = re.compile(r"\[file ([0-9a-f]{64}\.[a-z0-9]{1,5})\]")

@@ -23,9 +23,8 @@ from xml.sax.saxutils import escape
 from channels.models import Inbound
 from gateway.queue.approvals import APPROVAL_SENDER_PREFIX
 from gateway.queue.tasks import TASK_SENDER_PREFIX
-from memory_store.coreedits import CoreEdit
-from memory_store.protocol import MemoryRecord
-from memory_store.templates import CLAUDE_MD, USER_PROFILE_MD
+from memory_store import MemoryRecord
+from memory_store.files import CLAUDE_MD, USER_PROFILE_MD, CoreEdit
 from workers.media import describe
 
 #: The exact answer by which the model declines to reply (the turn then sends nothing).

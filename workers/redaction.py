@@ -2,10 +2,10 @@
 group's memory and the queue.
 
 Requests wait in Redis: deletions and edits of messages a turn already took in
-``changes:{g}`` (``gateway/changes.py``; an edit is applied only when its sender wrote
+``changes:{g}`` (``gateway/intake/_changes.py``; an edit is applied only when its sender wrote
 the episode line, else dropped with a warning; edits go before deletions, so a
 deleted message stays deleted), ``/forget`` phrases in
-``forget:{g}`` (``gateway/memorydesk.py``). The gateway enqueues ``redact_group`` for
+``forget:{g}`` (``gateway/intake/_memorydesk.py``). The gateway enqueues ``redact_group`` for
 each (``gateway.queue.enqueue_group_job``); one job applies all that wait, so a
 duplicate job is harmless.
 
@@ -16,9 +16,9 @@ group lock as the drain job, never runs during a turn, and yields (reschedules i
 wait: the turn that is about to write an episode goes first, so its episode is
 redacted too. Under the lock it
 
-1. applies the edits to memory (``memory_store.redact``), and reads (only) the words of
+1. applies the edits to memory (``memory_store.maintenance._redact``), and reads (only) the words of
    the deleted messages from it (``message_lines``; their words:
-   ``memory_store.words``);
+   ``memory_store.maintenance._words``);
 2. takes the words and the ``/forget`` phrases out of what Redis still holds
    (``scrub.lua``): an entry of a deleted message is removed from the context,
    mailbox, processing and dead-letter lists, any other entry holding the words gets
@@ -67,17 +67,21 @@ from gateway.queue import (
     encode_entry,
     parse_entry,
 )
-from memory_store.quotes import replies_holding
-from memory_store.redact import (
+from memory_store.maintenance import (
     ECHO_MIN_CHARS,
+    MARKER,
+    Finder,
     check_phrase,
     edit_message,
     message_lines,
     redact_message,
     redact_phrase,
+    replies_holding,
     scrub_index,
+    scrub_value,
+    words_matcher,
+    words_pattern,
 )
-from memory_store.words import MARKER, Finder, scrub_value, words_matcher, words_pattern
 from workers.context import WorkerContext
 from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
@@ -148,7 +152,7 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str]
     """(entry, replacement or None: remove) for every held entry of a deleted message
     (``(account, message id)``), of an edited one (when its sender is the edit's: it
     gets the new text, and its platform event the new words), or holding the words of
-    one of the deleted ``texts`` (``memory_store.words``) or one of ``phrases`` (they
+    one of the deleted ``texts`` (``memory_store.maintenance._words``) or one of ``phrases`` (they
     become the marker) or an edit's old words (they become its new); and the matcher of
     those words, for the rest of Redis.
 
@@ -272,7 +276,8 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     forgets = [(raw, rec) for raw, rec in _records(client, keys.forget(group))
                if isinstance(rec.get("phrase"), str)]
     deleted: set[tuple[str, str]] = set()
-    texts: list[str] = []  # the deleted messages' texts: their words (memory_store.words)
+    # the deleted messages' texts: their words (memory_store.maintenance._words)
+    texts: list[str] = []
     phrases: list[str] = []  # the /forget phrases
     turns: set[str] = set()
     edited: Edits = {}

@@ -18,7 +18,7 @@ from typing import Any
 
 from channels.models import group_key
 from gateway.queue import GroupQueue, as_str, encode_entry, parse_entry
-from memory_store.words import Finder, scrub_value
+from memory_store.maintenance import Finder, scrub_value
 
 #: the fields of a held message (``Inbound``) that hold words (``raw``: the platform's
 #: own event, which repeats the text)

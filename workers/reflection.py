@@ -7,7 +7,7 @@ request) is reflected on at once; a transient one (rate limit, outage) only when
 batch is finally dead-lettered, since a retry may well succeed and a lesson per 429 is
 noise. The lesson comes from the configured model (the same ``Model`` the turn uses, one
 short request); when that fails too (likely, if the model was what failed) the plain
-rule of ``memory_store.reflect`` writes it instead.
+rule of ``memory_store.maintenance._reflect`` writes it instead.
 
 What reaches the model and the file: the group, the turn id, the message ids, the
 attempt count, the error class and its message scrubbed of the model key. Never the
@@ -33,7 +33,7 @@ from channels.redact import redact
 from gateway.config import WorkerSettings
 from gateway.queue import GroupQueue, Keys
 from memory_store import BaseMemory, Summarizer
-from memory_store.reflect import rule_summarizer
+from memory_store.maintenance import rule_summarizer
 from workers.agent import TurnError, build_agent
 from workers.prompt import content_trust, role_of
 

@@ -17,7 +17,7 @@ import logging
 from collections.abc import Collection, Sequence
 
 from channels.models import Inbound
-from memory_store.protocol import Memory, MemoryRecord
+from memory_store import Memory, MemoryRecord
 
 log = logging.getLogger(__name__)
 

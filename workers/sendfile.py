@@ -3,7 +3,7 @@
 The tool host reads the file out of the group's sandbox (path checked, size capped:
 ``gateway.toolhost.sendfile``) and hands the bytes back. The worker stores them under the
 chat's group dir by content hash (``outbox_files/<sha256>``, crash-safe, with the reply
-id naming it: ``memory_store.outboxfiles``) and puts one
+id naming it: ``memory_store.files._outboxfiles``) and puts one
 ``file`` event on the outbox (``gateway.queue.events.file``) whose reply id is derived
 from the turn, the path and the hash: a retried turn or a redelivered event is sent once
 (the outbox's sent mark, and the adapter's own dedupe where the platform has one). The
@@ -23,7 +23,8 @@ from pydantic_ai.tools import ToolDefinition
 from channels.models import Outbound
 from gateway.queue import events
 from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool
-from memory_store import GroupDirectory, outboxfiles
+from memory_store import GroupDirectory
+from memory_store.files import outboxfiles
 from workers.host_tools import TOOL_TRUST, HostLink, render_tool_output
 from workers.prompt import engaged_ids
 from workers.tools import TurnDeps

@@ -1,6 +1,6 @@
 """Skills as the model sees them: a list in the prompt, and ``read_skill`` to open one.
 
-A skill is the operator's text (``memory_store.skills``): only the operator can write
+A skill is the operator's text (``memory_store.files._skills``): only the operator can write
 ``<data>/skills/`` or a group's ``skills/`` (no tool writes there, the sandbox mounts a
 skill read-only). So its instructions carry the operator's trust, derived from where the
 file lies, not from what it says: the model may follow them. They are still shown
@@ -21,7 +21,7 @@ from pydantic_ai import RunContext, Tool
 from pydantic_ai.tools import ToolDefinition
 
 from memory_store import InvalidGroupKey
-from memory_store.skills import (
+from memory_store.files import (
     DESCRIPTION_MAX_CHARS,
     MAX_SKILLS,
     READ_MAX_BYTES,

@@ -44,7 +44,7 @@ def smoke(settings: WorkerSettings) -> str:
 
     engine = LocalChat(find_gguf(settings.model.name), max_tokens=1, temperature=0.0)
     engine.complete([{"role": "user", "content": "Hi"}])
-    # what this pass depended on, for gateway.smoke's cache: the weights, and the code
+    # what this pass depended on, for gateway.operations._smoke's cache: the weights, and the code
     # that chose and ran them (ours and llama.cpp's, its native library included)
     files = {str(engine.model_path.resolve())}
     for name, module in list(sys.modules.items()):
@@ -56,7 +56,7 @@ def smoke(settings: WorkerSettings) -> str:
 
 
 #: the line after a local model's answer: the files the pass depended on (a JSON list),
-#: which ``gateway.smoke`` (that never imports ``workers``) reads under the same name
+#: which ``gateway.operations._smoke`` (that never imports ``workers``) reads under the same name
 DEPENDS = "depends: "
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)

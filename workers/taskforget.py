@@ -15,8 +15,8 @@ from gateway.config import WorkerSettings
 from gateway.queue import Keys
 from gateway.queue.tasks import TaskTimes, publish_notice
 from memory_store import GroupDirectory
+from memory_store.maintenance import Finder
 from memory_store.tasks import TaskStore
-from memory_store.words import Finder
 
 log = logging.getLogger(__name__)
 

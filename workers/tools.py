@@ -23,9 +23,8 @@ from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
 from gateway.config.tasks import TasksConfig
-from memory_store.group import GroupDirectory
-from memory_store.protocol import Memory, MemoryRecord
-from memory_store.skills import Skill
+from memory_store import Memory, MemoryRecord
+from memory_store.files import GroupDirectory, Skill
 from workers.attribution import attribute, words_in
 from workers.prompt import ROLE_TRUST, Role, render_record
 from workers.retrieval import recall

@@ -29,14 +29,15 @@ from pathlib import Path
 
 from gateway.config.media import MediaConfig, voice_missing
 from gateway.queue.transcribe import SHA256
-from memory_store import attachments, group_dir
-from memory_store.atomic import atomic_write_text
-from memory_store.attachments import (
+from memory_store import group_dir
+from memory_store.files import (
     FAILED_SUFFIX,
     FOLDER,
     SIDECAR_SUFFIX,
     TRANSCRIPT_SUFFIX,
     Transcript,
+    atomic_write_text,
+    attachments,
 )
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ from channels.models import Inbound, Outbound
 from gateway.queue import Budget, GroupQueue, Keys, TurnRecord, events, parse_entry
 from gateway.queue.identity import Configured, Identities
 from memory_store import GroupDirectory
-from memory_store.coreedits import notice as notice_core_edits
+from memory_store.files import notice as notice_core_edits
 from workers import media
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.approval_runs import run_approved
@@ -165,9 +165,9 @@ class TurnRunner:
 
     def _notes(self, gd: GroupDirectory, state: TurnRecord) -> tuple[str, ...]:
         """System notes for the prompt: the group's previous reply failed for good
-        (recorded by the gateway's outbox, gateway/delivery.py; read by ``turn_begin``);
+        (recorded by the gateway's outbox, gateway/outgoing/_delivery.py; read by ``turn_begin``);
         the operator edited core memory by hand since the last turn
-        (memory_store/coreedits.py)."""
+        (memory_store/files/_coreedits.py)."""
         note = undelivered_note(state.undelivered)
         if note is not None:
             log.info("turn in %s: previous reply was not delivered", self._gq.group)
@@ -386,7 +386,8 @@ class TurnRunner:
                                            reply=reply_text, read_trust=read_trust),
                     "created": datetime.now(UTC).isoformat(),
                     # what each message quoted (its text was shown to the model): a
-                    # redaction of the quoted message follows these (memory_store/quotes.py)
+                    # redaction of the quoted message follows these
+                    # (memory_store/maintenance/_quotes.py)
                     **({"quotes": quotes} if (quotes := {m.message_id: m.reply_to_id
                                                          for m in batch.messages
                                                          if m.reply_to_id

@@ -6,7 +6,7 @@ message id, ``message_id`` = ``<id>:edit:<edited_timestamp>`` so each edit has i
 dedupe key); an update without one is Discord filling in embeds, not an edit, and is
 ignored. MESSAGE_DELETE becomes ``kind="deletion"`` (``original_id``, empty text; the
 sender only when discord.py still had the message cached). The gateway decides what
-edits and deletions do (gateway/router.py). Deliberately ignored:
+edits and deletions do (gateway/intake/_router.py). Deliberately ignored:
 
 * messages by bots (this one included) and system messages (joins, pins, thread
   created, boosts ...): they are not conversation.

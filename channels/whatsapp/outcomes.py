@@ -6,7 +6,7 @@ read, failed with its error), whether the template went instead, or why nothing 
 sent. Statuses find their reply through the tracker (``biz_opaque_callback_data``)
 sent with every message, so they match even after a gateway restart. It is bounded
 and in memory (``WhatsAppChannel.outcome``/``health``); the shared, durable record is
-the gateway's (gateway/delivery.py): a ``failed`` status is reported to it through the
+the gateway's (gateway/outgoing/_delivery.py): a ``failed`` status is reported to it through the
 channel's ``OutcomeSink``, and logged.
 
 ``ServiceWindow`` keeps, per chat, when the user last wrote (in the channel's

@@ -10,7 +10,7 @@ have stored voice notes transcribed (``gateway.media.voice``), push the message 
 attachments' ``stored``/``refused``/``transcript`` filled in, release it.
 The inbox ``wake``s it for a new hold; a restart finds what a killed gateway left.
 Once an hour it also deletes files past ``[media] retention_days``, and the files the
-outbox is done sending (``gateway.filesend.prune``).
+outbox is done sending (``gateway.outgoing._filesend.prune``).
 """
 
 from __future__ import annotations
@@ -26,18 +26,18 @@ import redis
 import redis.asyncio as aioredis
 from pydantic import ValidationError
 
+import gateway.outgoing._filesend as filesend
 from channels.base import Channel
 from channels.models import Attachment, Inbound, Outbound
-from gateway import filesend
 from gateway.config import GatewayConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.media.fetch import DOWNLOAD_FAILED, fetch_one
 from gateway.media.store import Received
 from gateway.media.voice import transcribe_all
 from gateway.queue import Keys, events
 from gateway.queue.media import Held, MediaHold
-from memory_store import attachments as files
-from memory_store.attachments import FOLDER
+from memory_store.files import FOLDER
+from memory_store.files import attachments as files
 
 log = logging.getLogger(__name__)
 

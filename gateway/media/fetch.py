@@ -23,7 +23,7 @@ from channels.base import Channel
 from channels.errors import AttachmentTooLarge, PermanentError, RateLimited, TransientError
 from channels.models import Attachment
 from gateway.config.media import MediaConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.media.sniff import Refused, sniff
 from gateway.media.store import Received, put, used_bytes
 

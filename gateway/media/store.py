@@ -1,5 +1,5 @@
 """Write one received file into its group's ``attachments/`` (the layout and the
-sidecar's fields: ``memory_store.attachments``), through ``GroupFiles``.
+sidecar's fields: ``memory_store.files._attachments``), through ``GroupFiles``.
 
 ``put`` is idempotent: the file is named by its SHA-256, written atomically (temp file,
 fsync, rename) only when absent, and the sidecar lists each message that sent it once,
@@ -12,10 +12,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.media.sniff import Sniffed
-from memory_store import attachments as files
-from memory_store.atomic import atomic_write_bytes
+from memory_store.files import atomic_write_bytes
+from memory_store.files import attachments as files
 
 #: longest original name kept in a sidecar (it is shown to the model as data)
 NAME_MAX = 200

@@ -3,7 +3,7 @@ goes on, so the turn hears what was said.
 
 The transcription is a worker job on its own queue (``gateway.queue.transcribe``: seconds
 of CPU, never on a turn worker); the media job queues it and waits for the transcript
-beside the file (``memory_store.attachments.read_transcript``), at most ``WAIT_MAX``
+beside the file (``memory_store.files._attachments.read_transcript``), at most ``WAIT_MAX``
 seconds (or ``[media] transcribe_timeout``). It waits in the gateway's task for that
 chat, so the chat's later messages stay behind it (its order), and no worker is held.
 With no transcription worker alive (RQ's registry) after ``NO_WORKER_GRACE`` seconds, the
@@ -24,7 +24,7 @@ import redis
 from channels.models import Attachment, Inbound
 from gateway.config import GatewayConfig
 from gateway.queue.transcribe import enqueue_transcribe, transcribers
-from memory_store.attachments import Transcript, read_transcript
+from memory_store.files import Transcript, read_transcript
 
 #: seconds a message waits for its voice notes' transcripts at most
 WAIT_MAX = 120.0

@@ -4,14 +4,14 @@ A person is a set of accounts (user keys ``<channel>:<sender_id>``, as ``[policy
 allow`` writes them). Two sources, in this order:
 
 1. the operator's ``[identities.<name>]`` in the config: always hold, and win over
-2. links made in chat with ``/link`` codes (``gateway.identity``), kept in the Redis
+2. links made in chat with ``/link`` codes (``gateway.intake._identity``), kept in the Redis
    hash ``Keys.identity_links`` (persisted with Redis: AOF in the shipped config).
 
 The person id names their directory, ``<data>/persons/<id>/`` (``memory_store`` makes
 the path safe). Whether group turns may see the person's profile is the flag in
 ``Keys.identity_share`` (off unless the person said ``/share profile on``).
 
-This module reads; the gateway writes (``gateway/identity.py``). Both use these
+This module reads; the gateway writes (``gateway/intake/_identity.py``). Both use these
 functions so the precedence is decided in one place.
 """
 

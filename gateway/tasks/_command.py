@@ -1,4 +1,4 @@
-"""``/tasks``: a chat's scheduled tasks, from the chat (``gateway.commands`` table).
+"""``/tasks``: a chat's scheduled tasks, from the chat (``gateway.intake._commands`` table).
 
 ``/tasks`` lists them; ``/tasks show|log <name>`` for one; ``/tasks pause|resume|cancel
 <name>``: the task's creator, a chat admin, the DM's owner or the operator. Creating

@@ -16,9 +16,9 @@ import redis
 
 from channels.models import Inbound, Outbound
 from gateway.config import GatewayConfig
+from gateway.intake._router import Router
 from gateway.queue import Keys
 from gateway.queue.tasks import publish_notice
-from gateway.router import Router
 from memory_store.tasks import Task, TaskStore
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import redis
 
 from gateway.config import GatewayConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.queue import Keys
 from gateway.queue.tasks import TaskTimes
 from memory_store.tasks import Task, TaskStore, next_run, task_id

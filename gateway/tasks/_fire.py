@@ -22,8 +22,8 @@ from gateway.queue import DUPLICATE, KEPT_ENQUEUE, GatewayQueue, encode_entry
 from gateway.queue.tasks import TASK_SENDER_PREFIX
 from memory_store.tasks import Task
 
-if TYPE_CHECKING:  # not at run time: gateway.inbox imports the commands, which use this
-    from gateway.inbox import DrainEnqueuer
+if TYPE_CHECKING:  # not at run time: gateway.intake._inbox imports the commands, which use this
+    from gateway.intake._inbox import DrainEnqueuer
 
 
 #: how long a run's id is remembered against a second push, seconds: a run is pushed

@@ -32,15 +32,15 @@ import redis.asyncio as aioredis
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.queue import GatewayQueue, Keys
 from gateway.queue.tasks import TaskTimes
 from gateway.tasks._creator import creator_allowed, pause_for_creator
 from gateway.tasks._fire import push_run, run_message
 from memory_store.tasks import Task, TaskStore, due_times, next_run
 
-if TYPE_CHECKING:  # not at run time: gateway.inbox imports the commands, which use this
-    from gateway.inbox import DrainEnqueuer
+if TYPE_CHECKING:  # not at run time: gateway.intake._inbox imports the commands, which use this
+    from gateway.intake._inbox import DrainEnqueuer
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from gateway.config import REDIS_URL_ENV, ConfigError, default_config_path, load_config
-from gateway.redis_server import running_embedded_url
+from gateway.operations._redis_server import running_embedded_url
 from gateway.toolhost.process import serve, tools_env
 from gateway.toolhost.process import tools_command as command
 

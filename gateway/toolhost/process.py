@@ -1,6 +1,6 @@
 """The tool host as a process: its command line, its environment, its main loop.
 
-``pynanoclaw run`` starts it like a worker (``gateway.supervisor``), with its own
+``pynanoclaw run`` starts it like a worker (``gateway.operations._supervisor``), with its own
 environment built from the allowlist alone: no channel token, no model key, nothing of
 ``[worker] pass_env``. The only secrets it gets are the variables MCP servers are named to
 get (``[tools.mcp.<name>] env``): here, and in no other process.
@@ -19,7 +19,7 @@ from pathlib import Path
 import redis
 
 from gateway.config import Settings
-from gateway.supervisor import WorkerSupervisor, child_env
+from gateway.operations._supervisor import WorkerSupervisor, child_env
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """A group's skills as read-only mounts of its sandbox.
 
 Every skill the group has (the global ones and its own, its own winning on a name:
-``memory_store.skills``) appears at ``/skills/<name>`` inside the sandbox, bound
+``memory_store.files._skills``) appears at ``/skills/<name>`` inside the sandbox, bound
 read-only, so ``run_command`` can run a skill's scripts and nothing in the sandbox can
 change them; the ``skills/`` folders themselves, and the rest of the data dir, stay out
 of view. Read for each call, so a skill the operator just dropped in is there.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.toolhost.workspace import Mount
-from memory_store.skills import MAX_SKILLS, SANDBOX_MOUNT
+from memory_store.files import MAX_SKILLS, SANDBOX_MOUNT
 
 
 def skill_mounts(data_dir: Path, group: str) -> tuple[Mount, ...]:

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake._groupfiles import GroupFiles
 from gateway.toolhost.reach import grant_traverse
 
 #: where the workspace appears inside the sandbox (also the command's working directory)

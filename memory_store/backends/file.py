@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from memory_store.base import BaseMemory
-from memory_store.filters import SearchFilters
+from memory_store._base import BaseMemory
+from memory_store.ranking._filters import SearchFilters
 
 
 class FileMemory(BaseMemory):

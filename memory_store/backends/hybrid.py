@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memory_store.asking import AskIndex
 from memory_store.backends.vector import VectorMemory
-from memory_store.embed import Embedder
-from memory_store.filters import SearchFilters
-from memory_store.group import GroupDirectory
-from memory_store.people import PeopleIndex, named_in, without_names
+from memory_store.files._group import GroupDirectory
+from memory_store.index._embed import Embedder
+from memory_store.ranking._asking import AskIndex
+from memory_store.ranking._filters import SearchFilters
+from memory_store.ranking._people import PeopleIndex, named_in, without_names
 
 DAY = 86_400.0
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -43,14 +43,14 @@ def _minmax(values: Floats) -> Floats:
 class HybridMemory(VectorMemory):
     """Convex combination of BM25 and dense scores, then small recency and trust priors.
 
-    Names of the group's people (:mod:`memory_store.people`) go to neither retriever:
+    Names of the group's people (:mod:`memory_store.ranking._people`) go to neither retriever:
     when the query names people, the records of all of them (spoken in, or facts about
     them) get ``speaker_weight`` instead. Each retriever contributes
     its top ``pool`` records with min-max normalized scores (0 outside its pool). Like
     the dense scores, the lexical ones are smoothed over neighbouring episodes
     (``lexical_smooth``), so the turn right after a strong keyword hit (often the
     answer) becomes a candidate too. A record that ends by asking passes that share of
-    its fused score to the next record of its session (:mod:`memory_store.asking`).
+    its fused score to the next record of its session (:mod:`memory_store.ranking._asking`).
     Score fusion beat reciprocal rank fusion on LoCoMo (bench/README.md): RRF throws
     away how far ahead the top hit of one retriever is.
     """

@@ -5,13 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memory_store.base import BaseMemory
-from memory_store.catalog import IndexHook
-from memory_store.dense import DenseIndex
-from memory_store.dense_fill import DenseFiller
-from memory_store.embed import Embedder, default_embedder
-from memory_store.filters import SearchFilters
-from memory_store.group import GroupDirectory
+from memory_store._base import BaseMemory
+from memory_store.files._group import GroupDirectory
+from memory_store.index._catalog import IndexHook
+from memory_store.index._dense import DenseIndex
+from memory_store.index._dense_fill import DenseFiller
+from memory_store.index._embed import Embedder, default_embedder
+from memory_store.ranking._filters import SearchFilters
 
 
 class VectorMemory(BaseMemory):

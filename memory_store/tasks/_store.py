@@ -22,12 +22,12 @@ from typing import Any
 
 import yaml
 
-from memory_store.atomic import atomic_write_text, read_regular
-from memory_store.audit import AuditLog
-from memory_store.fileformat import content_hash, split_front_matter
-from memory_store.group import GroupDirectory
-from memory_store.paths import groups_root
-from memory_store.schema import SCHEMA_VERSION
+from memory_store.files._atomic import atomic_write_text, read_regular
+from memory_store.files._audit import AuditLog
+from memory_store.files._fileformat import content_hash, split_front_matter
+from memory_store.files._group import GroupDirectory
+from memory_store.files._paths import groups_root
+from memory_store.files._schema import SCHEMA_VERSION
 from memory_store.tasks._model import Task, TaskError
 
 log = logging.getLogger(__name__)

@@ -10,8 +10,7 @@ import pytest
 
 from gateway.config import ModelConfig
 from memory_store import BaseMemory, GroupDirectory
-from memory_store.audit import AuditLog
-from memory_store.coresection import END, START, entries
+from memory_store.files import END, START, AuditLog, entries
 from workers.agent import TurnAgent, TurnRequest
 
 from .conftest import NOW, Script, msg

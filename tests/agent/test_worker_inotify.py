@@ -16,8 +16,8 @@ import pytest
 import redis
 
 from gateway.config import load_worker_settings
-from memory_store.paths import MEMORY_DIRS
-from memory_store.watch import Inotify, InotifyWatcher
+from memory_store.files import MEMORY_DIRS
+from memory_store.index import Inotify, InotifyWatcher
 from workers.context import WorkerContext
 
 GROUPS = 300

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from gateway.app import Gateway
 from gateway.config import load_config
-from gateway.redis_server import start_valkey
+from gateway.operations import start_valkey
 
 ROOT = Path(__file__).resolve().parents[2]
 

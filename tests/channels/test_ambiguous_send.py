@@ -22,7 +22,7 @@ from channels.models import Outbound
 from channels.signal.normalize import GROUP_PREFIX
 from channels.slack import SlackChannel
 from channels.telegram.errors import map_error as telegram_map_error
-from gateway.outbox import Outbox
+from gateway.outgoing import Outbox
 from gateway.queue import Keys
 from tests.channels.harness_discord import DiscordRig
 from tests.channels.harness_matrix import GROUP as MATRIX_ROOM

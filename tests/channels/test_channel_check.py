@@ -11,7 +11,7 @@ from channels.discord.channel import DiscordChannel
 from channels.errors import PermanentError
 from channels.slack import SlackChannel
 from channels.whatsapp import WhatsAppChannel
-from gateway.channelstart import credential_envs
+from gateway.operations import credential_envs
 from tests.channels.harness_discord import TOKEN as DISCORD_TOKEN
 from tests.channels.harness_whatsapp import channel_block as wa_block
 from tests.channels.harness_whatsapp import channel_env as wa_env

@@ -20,7 +20,7 @@ from channels.local import LocalChannel
 from channels.models import Outbound, trim_raw
 from channels.slack import SlackChannel
 from channels.telegram.webhook import SECRET_HEADER
-from gateway.webhooks import build_app
+from gateway.intake import build_app
 from tests.channels.harness_telegram import WEBHOOK_SECRET, telegram_harness
 from tests.fakes.slack_api import FakeSlack, channel_block, channel_env, signed_headers
 
@@ -93,7 +93,7 @@ async def test_every_gateway_route_answers_400_with_a_log_line(
     # catches the route that does not
     slack_lines = [r.getMessage() for r in caplog.records if r.name == "channels.slack.webhook"]
     assert any("malformed JSON body (400): RecursionError" in line for line in slack_lines)
-    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.webhooks"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "gateway.intake._webhooks"]
     assert any("/naive/hook" in line and "nested too deeply" in line for line in lines)
 
 

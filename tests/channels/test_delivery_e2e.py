@@ -20,7 +20,7 @@ import redis
 
 from gateway.app import Gateway
 from gateway.config import load_config
-from gateway.redis_server import start_valkey
+from gateway.operations import start_valkey
 from tests.channels.harness_telegram import GROUP_ID, env, new_fake
 from tests.channels.kit import eventually, load_fixture
 from tests.fakes.telegram_api import FakeTelegram

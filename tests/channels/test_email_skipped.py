@@ -20,8 +20,8 @@ from channels.base import SKIPPED_KEY
 from channels.models import Inbound
 from gateway.app import RedisCursorStore
 from gateway.cli import app
+from gateway.operations import run_checks
 from gateway.queue import Keys
-from gateway.status import run_checks
 from tests.channels.e2e import valkey
 from tests.channels.harness_email import append, started_channel
 from tests.channels.test_email_body import mail

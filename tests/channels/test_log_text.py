@@ -17,7 +17,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from channels.models import Inbound
 from channels.redact import LibraryTextGuard, guard_library_records
 from channels.slack import SlackChannel
-from gateway.webhooks import build_app
+from gateway.intake import build_app
 from tests.fakes.slack_api import (
     FakeSlack,
     channel_block,

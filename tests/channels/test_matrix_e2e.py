@@ -26,7 +26,7 @@ from channels.matrix.session import load_session
 from channels.models import Outbound
 from gateway.app import Gateway
 from gateway.config import load_config
-from gateway.redis_server import start_valkey
+from gateway.operations import start_valkey
 from tests.channels.matrix_people import Human
 from tests.channels.redaction_check import files_holding, keys_holding, wait_redacted
 from tests.channels.synapse import Account, SynapseServer, synapse_available

@@ -1,6 +1,6 @@
 """``Channel.send_file`` against every platform's fake: the file arrives whole, with its
 name, type, caption and thread, on the platforms that send files; the others refuse it
-with a ``PermanentError`` the outbox turns into a text note (gateway/filesend.py). A
+with a ``PermanentError`` the outbox turns into a text note (gateway/outgoing/_filesend.py). A
 send whose answer was lost is not doubled by the retry where the platform lets the
 adapter dedupe it."""
 
@@ -14,8 +14,8 @@ import redis.asyncio as aioredis
 
 from channels.errors import MaybeSent, PermanentError
 from channels.models import group_key
-from gateway.groupfiles import GroupFiles
-from gateway.outbox import Outbox
+from gateway.intake import GroupFiles
+from gateway.outgoing import Outbox
 from gateway.queue import Keys, events
 from tests.channels import test_ambiguous_send as ambiguous
 from tests.channels.harness_email import TRIGGER_ID, started_channel

@@ -20,7 +20,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from channels.models import Inbound
 from channels.slack import SlackChannel
-from gateway.webhooks import build_app
+from gateway.intake import build_app
 from tests.fakes.slack_api import (
     SIGNING_SECRET,
     FakeSlack,
@@ -33,7 +33,7 @@ from tests.fakes.slack_api import (
 
 #: A validly signed body this deep must not take the handler down (issue 11).
 DEPTH = 100_000
-#: gateway.webhooks.build_app's client_max_size.
+#: gateway.intake._webhooks.build_app's client_max_size.
 GATEWAY_MAX_BODY = 4 * 1024 * 1024
 
 

@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 import channels.slack
 from channels.models import Inbound
 from channels.slack import SlackChannel
-from gateway.commands import COMMANDS, parse
+from gateway.intake import COMMANDS, parse
 from tests.fakes.slack_api import FakeSlack, channel_block, channel_env, signed_headers
 
 MANIFEST = Path(channels.slack.__file__).parent / "app_manifest.yml"

@@ -8,7 +8,7 @@ import pytest
 
 from channels.errors import PermanentError
 from gateway.app import register_commands
-from gateway.commands import COMMANDS, registry_entries
+from gateway.intake import COMMANDS, registry_entries
 from tests.channels.harness_telegram import TelegramHarness, telegram_harness
 from tests.fakes.telegram_api import BOT_TOKEN, ApiFailure
 

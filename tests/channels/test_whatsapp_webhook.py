@@ -13,7 +13,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from pywa_async.client import WhatsApp
 
-from gateway.webhooks import build_app
+from gateway.intake import build_app
 from tests.channels.harness_whatsapp import WhatsAppHarness, channel_env, started
 from tests.channels.kit import load_fixture
 from tests.fakes.whatsapp_api import APP_SECRET, VERIFY_TOKEN, envelope, restamp, sign

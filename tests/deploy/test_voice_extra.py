@@ -28,7 +28,7 @@ for name in {VOICE_MODULES!r}:
 from pathlib import Path
 from gateway.config import load_config, transcribe_workers
 from gateway.config.media import MediaConfig
-from gateway.status import run_checks
+from gateway.operations._status import run_checks
 import workers.transcribe as wt  # imports without the extra
 
 config, group = Path(sys.argv[1]), Path(sys.argv[2])

@@ -10,10 +10,10 @@ from pathlib import Path
 from channels.local import LocalChannel
 from channels.models import Attachment
 from gateway.config.media import MediaConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake import GroupFiles
 from gateway.media.fetch import fetch_one
 from gateway.media.store import Received
-from memory_store import attachments as files
+from memory_store.files import attachments as files
 from tests.channels.harness_telegram import telegram_harness
 from tests.fakes.telegram_api import failure_for
 from tests.media.files import pdf, png

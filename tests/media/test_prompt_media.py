@@ -10,7 +10,7 @@ from pydantic_ai import BinaryContent
 
 from channels.models import Attachment, Inbound
 from gateway.config import ModelConfig
-from gateway.groupfiles import GroupFiles
+from gateway.intake import GroupFiles
 from gateway.media import Received, put, sniff
 from memory_store import CoreMemory
 from tests.media.files import png

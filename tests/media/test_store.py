@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake import GroupFiles
 from gateway.media import Received, Refused, put, sniff, used_bytes
 from memory_store import GroupDirectory
-from memory_store import attachments as files
+from memory_store.files import attachments as files
 from tests.media.files import exe, pdf, png, png_bomb
 
 GROUP = "telegram:-100"

@@ -14,7 +14,7 @@ import pytest
 
 from gateway.config import parse_settings
 from gateway.config.media import MediaConfig
-from gateway.supervisor import worker_env
+from gateway.operations import worker_env
 from tests.fakes.openai_audio import KEY, FakeOpenAIAudio
 from tests.media.voice import store, voice_note
 from workers.transcribe import read_transcript, write_transcript

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from gateway.queue import DEFAULT_QUEUE, transcribe_queue
-from memory_store.attachments import TRANSCRIPT_SUFFIX
+from memory_store.files import TRANSCRIPT_SUFFIX
 from tests.channels.e2e import worker
 from tests.media.stack import ALICE, dm, media_stack
 from tests.media.voice import voice_note

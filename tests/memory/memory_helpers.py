@@ -16,6 +16,6 @@ def backend_options(backend: str) -> dict[str, Any]:
     """
     if backend == "file":
         return {}
-    from memory_store.embed import default_embedder
+    from memory_store.index import default_embedder
 
     return {"embedder": default_embedder()}

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from memory_store import open_memory
-from memory_store.asking import ask_weight
 from memory_store.backends.hybrid import HybridMemory
-from memory_store.embed import default_embedder
+from memory_store.index import default_embedder
+from memory_store.ranking import ask_weight
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

@@ -1,4 +1,4 @@
-"""The per-process cache of open group memories (memory_store/cache.py)."""
+"""The per-process cache of open group memories (memory_store/_cache.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_store.cache import MemoryCache
+from memory_store import MemoryCache
 
 
 def test_lru_by_count_keeps_the_most_recent(tmp_path: Path) -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from memory_store import open_memory
-from memory_store.cli import memory_app
+from memory_store import memory_app, open_memory
 
 runner = CliRunner()
 

@@ -150,7 +150,7 @@ async def test_reflect_default_rule_and_bad_summarizer(mem: BaseMemory) -> None:
 async def test_reconcile_is_limited_to_its_entities_and_never_lets_less_trust_win(
     mem: BaseMemory,
 ) -> None:
-    from memory_store.consolidate import reconcile
+    from memory_store.maintenance import reconcile
 
     home = await _fact(mem, "Dan lives in Rome", kind="entity", entity="Dan", trust=0.8,
                        created="2024-01-01T00:00:00Z")

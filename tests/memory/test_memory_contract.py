@@ -15,7 +15,7 @@ import pytest
 from memory_helpers import GROUP, backend_options
 
 from memory_store import BaseMemory, InvalidMemoryId, Memory, MemoryNotFound, open_memory
-from memory_store.audit import AuditLog
+from memory_store.files import AuditLog
 
 
 async def test_satisfies_the_protocol(mem: BaseMemory) -> None:
@@ -305,7 +305,7 @@ async def test_reindex_reports_count(mem: BaseMemory) -> None:
 
 def test_dropped_memories_release_their_watchers(data_dir: Path) -> None:
     """Workers open a Memory per turn; forgetting close() must not exhaust inotify."""
-    from memory_store.watch import InotifyWatcher
+    from memory_store.index import InotifyWatcher
 
     for _ in range(300):
         m = open_memory(data_dir, GROUP, "file")

@@ -1,4 +1,4 @@
-"""Operator edits of core files (memory_store/coreedits.py), told apart by the audit
+"""Operator edits of core files (memory_store/files/_coreedits.py), told apart by the audit
 log: never by modification times, and not hidden by the package's next own write."""
 
 from __future__ import annotations
@@ -8,10 +8,8 @@ from datetime import date
 from pathlib import Path
 
 from memory_store import GroupDirectory, open_memory
-from memory_store.audit import AuditLog
-from memory_store.coreedits import EDIT_OP, notice
-from memory_store.coresection import add_entry
-from memory_store.redact import redact_phrase
+from memory_store.files import EDIT_OP, AuditLog, add_entry, notice
+from memory_store.maintenance import redact_phrase
 
 GROUP = "test:g1"
 

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from memory_store import GroupDirectory
-from memory_store.audit import AuditLog
-from memory_store.coresection import END, START, CoreSectionError, add_entry, entries
+from memory_store.files import END, START, AuditLog, CoreSectionError, add_entry, entries
 
 TODAY = date(2026, 11, 29)
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from memory_store import open_memory
 from memory_store.backends.hybrid import HybridMemory
-from memory_store.embed import DIM, default_embedder
+from memory_store.index import DIM, default_embedder
 
 
 def test_embeddings_are_normalized_and_ordered() -> None:

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from memory_store import CoreMemory, GroupDirectory, InvalidGroupKey
-from memory_store.group import CORE_LIMIT_CHARS
-from memory_store.paths import MEMORY_DIRS
+from memory_store.files import CORE_LIMIT_CHARS, MEMORY_DIRS
 
 
 def test_ensure_creates_layout_and_templates(tmp_path: Path) -> None:

@@ -10,9 +10,8 @@ import pytest
 
 from memory_store import open_memory
 from memory_store.backends.file import FileMemory
-from memory_store.filters import SearchFilters
-from memory_store.indexdoc import fts_terms
-from memory_store.lexplan import LexicalPlanner
+from memory_store.index import fts_terms
+from memory_store.ranking import LexicalPlanner, SearchFilters
 
 GROUP = "t:lexplan"
 COMMON = ["said", "weather", "friday", "music"]

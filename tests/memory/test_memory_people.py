@@ -7,11 +7,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memory_store import open_memory
+from memory_store import MemoryRecord, open_memory
 from memory_store.backends.hybrid import HybridMemory
-from memory_store.embed import Vectors, default_embedder
-from memory_store.people import name_words, named_in, without_names
-from memory_store.protocol import MemoryRecord
+from memory_store.index import Vectors, default_embedder
+from memory_store.ranking import name_words, named_in, without_names
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 

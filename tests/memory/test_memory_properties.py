@@ -14,12 +14,17 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memory_store import InvalidMemoryId, open_memory
+from memory_store import InvalidMemoryId, MemoryRecord, open_memory
 from memory_store.backends.hybrid import HybridMemory
-from memory_store.dense_text import sentence_chunks
-from memory_store.fileformat import parse, render
-from memory_store.paths import id_from_filename, memory_filename, memory_path, validate_memory_id
-from memory_store.protocol import MemoryRecord
+from memory_store.files import (
+    id_from_filename,
+    memory_filename,
+    memory_path,
+    parse,
+    render,
+    validate_memory_id,
+)
+from memory_store.index import sentence_chunks
 
 
 class HashEmbedder:

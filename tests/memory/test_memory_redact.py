@@ -1,4 +1,4 @@
-"""Redaction (memory_store.redact) on every backend: the words leave every file under
+"""Redaction (memory_store.maintenance._redact) on every backend: the words leave every file under
 the group directory, the index finds nothing, the audit log says so without them."""
 
 from __future__ import annotations
@@ -9,12 +9,11 @@ from typing import Any
 
 from channels.models import Inbound
 from memory_store import BaseMemory
-from memory_store.audit import AuditLog
-from memory_store.consolidate import consolidate
-from memory_store.coresection import add_entry, entries
-from memory_store.redact import (
+from memory_store.files import AuditLog, add_entry, entries
+from memory_store.maintenance import (
     EDITED,
     MARKER,
+    consolidate,
     edit_message,
     find_phrase,
     message_texts,
@@ -231,7 +230,7 @@ def test_no_removed_byte_stays_in_the_index_on_a_sqlite_without_secure_delete(
 
 
 LOCKER = "hello MARK-mx1, my locker combination is Kestrel-4471"
-#: the deleted message's qualifying words (memory_store.words), as they are quoted
+#: the deleted message's qualifying words (memory_store.maintenance._words), as they are quoted
 LOCKER_WORDS = ("MARK-mx1", "combination", "Kestrel-4471", "my locker combination")
 UNRELATED = "hello everyone, meet me at the station at nine"
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from memory_store import open_memory
 from memory_store.backends.vector import VectorMemory
-from memory_store.embed import default_embedder
+from memory_store.index import default_embedder
 
 GROUP = "test:rerank"
 TOPICS = ["tea", "bicycles", "the harbour", "chess", "violins", "snow", "bread", "trains",

@@ -15,8 +15,7 @@ import pytest
 
 from memory_store import open_memory
 from memory_store.backends.vector import VectorMemory
-from memory_store.embed import default_embedder
-from memory_store.watch import InotifyWatcher
+from memory_store.index import InotifyWatcher, default_embedder
 
 GROUP = "t:scale"
 TEXT = "Ann adores green tea with jasmine."
@@ -195,7 +194,7 @@ def test_the_filler_finds_its_next_rows_by_index_in_an_older_index_too(tmp_path:
     the vecs_cend index existed gets it on open."""
     import sqlite3
 
-    from memory_store.dense import next_slots
+    from memory_store.index import next_slots
 
     mem = _open(tmp_path)
     mem.write_sync("One. Two sentences here.", kind="fact", metadata={"id": "a"})

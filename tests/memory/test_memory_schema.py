@@ -1,4 +1,4 @@
-"""Schema-versioned group directories (memory_store/schema.py): a version-1 group is
+"""Schema-versioned group directories (memory_store/files/_schema.py): a version-1 group is
 migrated on first open, with a backup, crash-safely; a newer one is refused; redaction
 scrubs the backups too."""
 
@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 from memory_store import GroupDirectory, open_memory
-from memory_store.audit import AuditLog
-from memory_store.redact import redact_phrase
-from memory_store.schema import (
+from memory_store.files import (
     BACKUP_DIR,
     MANIFEST,
     SCHEMA_VERSION,
+    AuditLog,
     SchemaTooNew,
     read_version,
     schema_path,
 )
+from memory_store.maintenance import redact_phrase
 
 GROUP = "test:g1"
 SECRET = "passport K7731 Quokka"
@@ -91,8 +91,8 @@ def test_a_newer_version_is_refused_and_left_alone(tmp_path: Path) -> None:
 
 _CHILD = """
 import os, sys
-from memory_store.group import GroupDirectory
-from memory_store.schema import ensure_current
+from memory_store.files._group import GroupDirectory
+from memory_store.files._schema import ensure_current
 data_dir, group, stage = sys.argv[1:4]
 def crash(name):
     if name == stage:

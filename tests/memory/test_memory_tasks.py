@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from memory_store import GroupDirectory
-from memory_store.audit import AuditLog
+from memory_store.files import AuditLog
 from memory_store.tasks import Task, TaskError, TaskSpec, TaskStore, Where, due_times, validate
 
 NY = ZoneInfo("America/New_York")
@@ -100,7 +100,7 @@ def test_cap_and_files_are_audited(tmp_path: Path) -> None:
     store.delete("two", actor="test", why="cancelled")
     ops = [json.loads(line)["op"] for line in AuditLog(gd.path).path.read_text().splitlines()]
     assert "\nschema: 2\n" in (gd.path / "tasks" / "one.md").read_text()  # versioned
-    # the core templates' creation is audited too (memory_store/coreedits.py)
+    # the core templates' creation is audited too (memory_store/files/_coreedits.py)
     assert [op for op in ops if op.startswith("task_")] == [
         "task_create", "task_create", "task_update", "task_delete"]
     # a paused task still counts; a deleted one does not

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory_store.vecfile import VecFile
+from memory_store.index import VecFile
 
 DIM = 384
 needs_smaps = pytest.mark.skipif(not sys.platform.startswith("linux"),
@@ -88,7 +88,7 @@ def test_another_process_sees_rows_not_flushed(tmp_path: Path) -> None:
     code = textwrap.dedent(f"""
         import numpy as np
         from pathlib import Path
-        from memory_store.vecfile import VecFile
+        from memory_store.index._vecfile import VecFile
         g = VecFile(Path({str(path)!r}), {DIM})
         want = np.load({str(tmp_path / "want.npy")!r})
         assert (g.get(np.arange(50)) == want).all()

@@ -12,7 +12,7 @@ import pytest
 
 from memory_store import open_memory
 from memory_store.backends.vector import VectorMemory
-from memory_store.embed import default_embedder
+from memory_store.index import default_embedder
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 TURNS = [

@@ -1,11 +1,10 @@
-"""The words of a deleted message (memory_store.words): what counts, and both sides of
+"""The words of a deleted message (memory_store.maintenance._words): what counts, and both sides of
 the line: its long tokens and anchored runs are found in other text, common short
 words it shares with unrelated text are not."""
 
 from __future__ import annotations
 
-from memory_store.redact import MARKER, scrub_value
-from memory_store.words import message_words, words_matcher
+from memory_store.maintenance import MARKER, message_words, scrub_value, words_matcher
 
 DELETED = "hello MARK-mx1, meet me at the Frobisher station near gate nine"
 

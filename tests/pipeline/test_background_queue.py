@@ -17,6 +17,7 @@ import redis
 from rq import Queue
 
 from gateway.config import ConfigError, background_workers, load_config, parse_config
+from gateway.operations import WorkerSupervisor, run_checks, running_embedded_url
 from gateway.queue import (
     CONSOLIDATE_JOB,
     DrainOptions,
@@ -27,9 +28,6 @@ from gateway.queue import (
     job_queue,
     worker_queues,
 )
-from gateway.redis_server import running_embedded_url
-from gateway.status import run_checks
-from gateway.supervisor import WorkerSupervisor
 
 from .conftest import ROOT, Stack, Valkey
 from .test_worker_env import _children, _cmdline, start_run

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
+from gateway.operations import run_checks
 from gateway.queue import Budget, Keys, parse_entry
-from gateway.status import run_checks
 from tests.pipeline.budget_kit import metered_stack, spent, today
 from tests.pipeline.conftest import Valkey
 

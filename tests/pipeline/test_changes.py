@@ -9,7 +9,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from channels.models import Inbound
-from gateway.changes import STALE, apply_change
+from gateway.intake import STALE, apply_change
 from gateway.queue import GatewayQueue, Keys, encode_entry, parse_entry
 from tests.pipeline.conftest import Stack, Valkey
 

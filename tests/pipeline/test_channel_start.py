@@ -15,8 +15,7 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.config import load_config
-from gateway.localclient import LocalClient
-from gateway.status import run_checks
+from gateway.operations import LocalClient, run_checks
 from tests.channels.harness_telegram import env as telegram_env
 from tests.fakes.telegram_api import BOT_TOKEN, FakeTelegram, failure_for
 from tests.pipeline.conftest import Stack, Valkey

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.redis_server import running_embedded_url
+from gateway.operations import running_embedded_url
 from tests.pipeline.conftest import ROOT
 
 CONFIG = """data_dir = "data"

@@ -16,7 +16,7 @@ from rq import Queue
 
 from channels.models import Inbound
 from gateway.config import parse_config
-from gateway.inbox import DrainEnqueuer, Inbox
+from gateway.intake import DrainEnqueuer, Inbox
 from gateway.queue import (
     DrainOptions,
     GatewayQueue,

@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 from channels.models import Inbound
-from gateway import commands
-from gateway.commands import COMMANDS, Role, Where, parse, roles_of
 from gateway.config import GatewayConfig, parse_config
+from gateway.intake import COMMANDS, Role, Where, commands, parse, roles_of
 
 OPERATOR = "telegram:1"
 
@@ -124,7 +123,7 @@ def test_registry_names_fit_telegram_rules() -> None:
 
 
 def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
-    from gateway.memorydesk import MemoryDesk
+    from gateway.intake import MemoryDesk
     from gateway.queue import Keys
     from memory_store import open_memory
 
@@ -147,7 +146,7 @@ def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
 
 
 def _desk(tmp_path: Any) -> tuple[GatewayConfig, Any]:
-    from gateway.memorydesk import MemoryDesk
+    from gateway.intake import MemoryDesk
     from gateway.queue import Keys
 
     c = parse_config({"data_dir": str(tmp_path), "policy": {"admins": [OPERATOR]}}, env={})

@@ -15,9 +15,8 @@ from typer.testing import CliRunner
 
 from gateway.cli import app
 from gateway.config import load_config
+from gateway.operations import WorkerSupervisor, run_checks, worker_command
 from gateway.queue import DeadLetters
-from gateway.status import run_checks
-from gateway.supervisor import WorkerSupervisor, worker_command
 from tests.pipeline.conftest import ROOT, Stack, Valkey
 from workers.turn import FAILURE_NOTICE
 

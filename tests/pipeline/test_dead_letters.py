@@ -64,7 +64,7 @@ def test_retry_in_order_once_and_drop(tmp_path: Path, valkey: Valkey) -> None:
 
 def test_a_retried_turn_with_no_error_is_a_crash_loop_in_status(tmp_path: Path,
                                                                  valkey: Valkey) -> None:
-    from gateway.status import run_checks
+    from gateway.operations import run_checks
 
     r = redis.Redis.from_url(valkey.url)
     keys = Keys()

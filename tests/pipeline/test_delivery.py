@@ -1,4 +1,4 @@
-"""The delivery-outcome record (gateway/delivery.py, outcome.lua) on a real Valkey."""
+"""The delivery-outcome record (gateway/outgoing/_delivery.py, outcome.lua) on a real Valkey."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import redis
 import redis.asyncio as aioredis
 
 from channels.base import DeliveryReport
-from gateway.delivery import DeliveryRecorder
+from gateway.outgoing import DeliveryRecorder
 from gateway.queue import GroupQueue, Keys
 from tests.pipeline.conftest import Valkey
 from workers.prompt import undelivered_note

@@ -19,8 +19,7 @@ import pytest
 import redis
 
 from channels.local import LocalKeys
-from gateway.redis_server import running_embedded_url
-from gateway.status import run_checks
+from gateway.operations import run_checks, running_embedded_url
 from tests.pipeline.conftest import ROOT
 from tests.pipeline.diskfull import fill, small_disk
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from channels.models import Inbound
 from gateway.queue import Keys, encode_entry, job_queue, parse_entry
-from memory_store.redact import EDITED
+from memory_store.maintenance import EDITED
 from tests.pipeline.conftest import Stack
 from tests.pipeline.test_redaction import (
     SECRET,

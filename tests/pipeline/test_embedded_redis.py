@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.redis_server import EmbeddedRedis, url_file
+from gateway.operations import EmbeddedRedis, url_file
 from tests.pipeline.diskfull import fill, small_disk
 
 

@@ -18,8 +18,8 @@ from rq.job import Job
 
 from channels.models import Inbound
 from gateway.config import parse_config
-from gateway.inbox import DrainEnqueuer, Inbox
-from gateway.outbox import Outbox
+from gateway.intake import DrainEnqueuer, Inbox
+from gateway.outgoing import Outbox
 from gateway.queue import Keys
 from tests.pipeline.conftest import Valkey, write_config
 from workers.lock import GroupLock

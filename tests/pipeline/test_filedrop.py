@@ -1,4 +1,4 @@
-"""File triggers (gateway/filedrop.py): a file dropped into a group's ``inbox/`` gives one
+"""File triggers (gateway/intake/_filedrop.py): a file dropped into a group's ``inbox/`` gives one
 turn; a file still being written is not taken; a restart never takes a file twice."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from gateway.filedrop import SENDER_NAME, FileDrop, file_message
-from gateway.inbox import DrainEnqueuer, Inbox
+from gateway.intake import SENDER_NAME, DrainEnqueuer, FileDrop, Inbox, file_message
 from gateway.queue import Keys
 from memory_store import GroupDirectory
 from tests.pipeline.conftest import Stack

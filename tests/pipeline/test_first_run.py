@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.smoke import check_model, describe_exit
+from gateway.operations import check_model, describe_exit
 from tests.pipeline.conftest import ROOT
 
 HAVE_LOCAL = all(importlib.util.find_spec(m) is not None

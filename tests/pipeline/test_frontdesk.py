@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 
 from channels.models import Inbound
-from gateway.pairing import PairingStore
+from gateway.intake import PairingStore
 from tests.channels.kit import eventually
 from tests.pipeline.conftest import ROOT, Stack, Valkey
 

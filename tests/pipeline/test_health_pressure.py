@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from channels.models import Inbound
-from gateway.inbox import InboxRefused
-from gateway.status import run_checks
+from gateway.intake import InboxRefused
+from gateway.operations import run_checks
 from tests.pipeline.conftest import Stack, Valkey
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.operations import run_checks
 from gateway.queue import DEFAULT_QUEUE, transcribe_queue
-from gateway.status import run_checks
 from tests.channels.harness_telegram import env as telegram_env
 from tests.fakes.telegram_api import FakeTelegram
 from tests.pipeline.conftest import Stack, Valkey

@@ -17,7 +17,7 @@ import pytest
 from channels.models import Inbound
 from gateway.app import CHANNEL_REGISTRY
 from memory_store import GroupDirectory, InvalidGroupKey, group_dir, person_key
-from memory_store.paths import PERSON_CHANNEL, persons_root
+from memory_store.files import PERSON_CHANNEL, persons_root
 from tests.pipeline.conftest import Stack, Valkey
 
 FACT = "my boat is called SEAGULL7"
@@ -179,7 +179,7 @@ async def test_link_refuses_own_code_and_never_merges_two_people(valkey: Valkey)
     import redis.asyncio as aioredis
 
     from gateway.config import parse_config
-    from gateway.identity import IdentityStore
+    from gateway.intake import IdentityStore
     from gateway.queue import Keys
 
     settings = parse_config({"identities": {"ada": {"members": ["telegram:42"]},
@@ -234,7 +234,7 @@ async def test_links_and_sharing_survive_a_redis_restart(valkey: Valkey) -> None
     import redis.asyncio as aioredis
 
     from gateway.config import parse_config
-    from gateway.identity import IdentityStore
+    from gateway.intake import IdentityStore
     from gateway.queue import Keys
 
     settings = parse_config({}, env={})
@@ -265,7 +265,7 @@ async def test_a_code_is_shown_with_whose_it_is_before_it_links(valkey: Valkey) 
     import redis.asyncio as aioredis
 
     from gateway.config import parse_config
-    from gateway.identity import IdentityStore
+    from gateway.intake import IdentityStore
     from gateway.queue import Keys
 
     client = aioredis.Redis.from_url(valkey.url)

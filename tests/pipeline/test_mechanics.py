@@ -20,10 +20,9 @@ from rq import Queue
 from channels.base import Channel, Chunk, InboundSink
 from channels.models import Inbound, Outbound
 from gateway.config import GatewayConfig, parse_config
-from gateway.inbox import DrainEnqueuer, Inbox, Sweeper
+from gateway.intake import DrainEnqueuer, Inbox, Sweeper, WebServer, build_app
+from gateway.operations import EmbeddedRedis, running_embedded_url, url_file
 from gateway.queue import Keys, parse_entry
-from gateway.redis_server import EmbeddedRedis, running_embedded_url, url_file
-from gateway.webhooks import WebServer, build_app
 from tests.pipeline.conftest import Valkey, write_config
 
 K = Keys()

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from gateway.config import load_worker_settings
-from gateway.groupfiles import GroupFiles
+from gateway.intake import GroupFiles
 from gateway.media import Received, Stored, put, sniff
 from gateway.queue import Keys
 from tests.media.files import pdf, png

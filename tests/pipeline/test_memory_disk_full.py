@@ -9,8 +9,8 @@ import asyncio
 from pathlib import Path
 
 from gateway.config import load_config
+from gateway.operations import run_checks
 from gateway.queue import DeadLetters, Keys
-from gateway.status import run_checks
 from tests.pipeline.conftest import Stack, Valkey
 from tests.pipeline.diskfull import fill, small_disk
 

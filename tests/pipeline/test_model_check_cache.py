@@ -1,6 +1,6 @@
 """The quickstart's second run skips the one-token model check (2-3 s on 2 cores) while
 nothing it depended on changed, and runs it again, naming a failure, as soon as the
-config or the weights change (gateway.smoke's cache). The real local model.
+config or the weights change (gateway.operations._smoke's cache). The real local model.
 
 Whether the check's child process ran is seen through a ``sitecustomize`` module on its
 PYTHONPATH that drops a marker file: Python imports it at the start of every process.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.smoke import check_model
+from gateway.operations import check_model
 from tests.pipeline.conftest import ROOT
 
 HAVE_LOCAL = all(importlib.util.find_spec(m) is not None

@@ -1,5 +1,5 @@
 """An operator's hand edit of CLAUDE.md is noted to the next turn, once; the project's own
-writes are not, whatever the files' modification times say (memory_store/coreedits.py)."""
+writes are not, whatever the files' modification times say (memory_store/files/_coreedits.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,7 @@ import os
 from datetime import date
 
 from memory_store import GroupDirectory
-from memory_store.audit import AuditLog
-from memory_store.coreedits import EDIT_OP, OPERATOR
-from memory_store.coresection import add_entry
+from memory_store.files import EDIT_OP, OPERATOR, AuditLog, add_entry
 from tests.pipeline.conftest import Stack
 
 GROUP = "local:ann"

@@ -22,9 +22,8 @@ from channels.errors import (
 )
 from channels.models import Outbound
 from channels.split import split_text
-from gateway.outbox import Outbox
+from gateway.outgoing import Outbox, RateLimiter
 from gateway.queue import OUTBOX_GROUP, GatewayQueue, Keys
-from gateway.ratelimit import RateLimiter
 from tests.pipeline.conftest import Valkey
 
 K = Keys()
@@ -128,7 +127,7 @@ async def test_an_ambiguous_send_is_counted_logged_once_and_resent(
     # a platform with no lookup and no idempotency key: at least once, counted
     ch = FakeChannel(MaybeSent("read timeout"), MaybeSent("read timeout"), None)
     ob = outbox(r, ch, max_attempts=5)
-    with caplog.at_level(logging.WARNING, logger="gateway.outbox"):
+    with caplog.at_level(logging.WARNING, logger="gateway.outgoing._outbox"):
         assert await ob.handle(reply_event("hi", reply_id="amb-1")) is True
     assert ch.calls == 3 and len(ch.sent) == 1
     assert ob.stats.ambiguous == 2
@@ -183,7 +182,7 @@ async def test_permanent_error_is_logged_once_and_dropped(
 ) -> None:
     ch = FakeChannel(PermanentError("bot_blocked", "Forbidden: bot was blocked by the user"))
     ob = outbox(r, ch)
-    with caplog.at_level(logging.ERROR, logger="gateway.outbox"):
+    with caplog.at_level(logging.ERROR, logger="gateway.outgoing._outbox"):
         assert await ob.handle(reply_event("hi")) is True
         assert await ob.handle(reply_event("hi")) is True  # redelivered: not tried again
     errors = [rec for rec in caplog.records if rec.levelno >= logging.ERROR]

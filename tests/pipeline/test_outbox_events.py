@@ -13,7 +13,7 @@ import redis.asyncio as aioredis
 
 from channels.models import Inbound, Outbound
 from gateway.config import parse_config
-from gateway.frontdesk import FrontDesk
+from gateway.intake import FrontDesk, Router
 from gateway.queue import (
     Budget,
     GroupQueue,
@@ -24,7 +24,6 @@ from gateway.queue import (
     read_event,
 )
 from gateway.queue.scripts import NAMES, source
-from gateway.router import Router
 from tests.pipeline.conftest import Valkey
 
 K = Keys()

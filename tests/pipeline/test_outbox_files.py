@@ -1,4 +1,4 @@
-"""The outbox's ``file`` events (gateway/filesend.py) on a real Valkey and the real local
+"""The outbox's ``file`` events (gateway/outgoing/_filesend.py) on a real Valkey and the real local
 channel: a stored file is sent once however often its event comes; a platform that
 cannot send files (``Channel.send_file``'s default) and a missing stored copy give the
 chat one text note instead. The sweep drops a stored file once every send naming it is
@@ -15,11 +15,10 @@ import redis.asyncio as aioredis
 from channels.base import Channel
 from channels.local import LocalChannel
 from channels.models import Outbound
-from gateway.filesend import prune
-from gateway.groupfiles import GroupFiles
-from gateway.outbox import Outbox
+from gateway.intake import GroupFiles
+from gateway.outgoing import Outbox, prune
 from gateway.queue import Keys, events
-from memory_store import outboxfiles
+from memory_store.files import outboxfiles
 from tests.pipeline.conftest import Valkey
 
 DATA = b"\x00report\xff" * 100

@@ -12,7 +12,7 @@ import redis
 import redis.asyncio as aioredis
 
 from channels.models import Outbound
-from gateway.outbox import Outbox
+from gateway.outgoing import Outbox
 from gateway.queue import OUTBOX_GROUP, Keys
 from tests.pipeline.conftest import Valkey
 from tests.pipeline.test_outbox import FakeChannel, reply_event

@@ -19,11 +19,11 @@ from rq import Queue
 
 from channels.models import Inbound
 from gateway.config import load_worker_settings
-from gateway.inbox import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
+from gateway.intake import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
 from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
-from memory_store.audit import AuditLog
-from memory_store.redact import MARKER, redact_message
+from memory_store.files import AuditLog
+from memory_store.maintenance import MARKER, redact_message
 from tests.pipeline.conftest import Stack, Valkey
 from workers.context import WorkerContext
 from workers.redaction import MAX_RESCHEDULES, SLOW_DELAY, redact_group
@@ -290,7 +290,7 @@ def test_an_unknown_id_loses_nothing_and_a_busy_group_is_rescheduled(
 
 
 LOCKER = "hello MARK-mx1, my locker combination is Kestrel-4471"
-#: its qualifying words (memory_store.words), as they are quoted below
+#: its qualifying words (memory_store.maintenance._words), as they are quoted below
 LOCKER_WORDS = (b"mark-mx1", b"kestrel-4471", b"combination")
 UNRELATED = "hello everyone, meet me at the station at nine"
 

@@ -9,7 +9,7 @@ import asyncio
 import redis.asyncio as aioredis
 
 from channels.telegram import TelegramChannel
-from gateway import redispool
+from gateway.operations import redispool
 from tests.channels.harness_telegram import block, env
 from tests.fakes.telegram_api import FakeTelegram
 from tests.pipeline.conftest import Stack, Valkey

@@ -6,7 +6,7 @@ from typing import Any
 
 from channels.models import Inbound
 from gateway.config import parse_config
-from gateway.router import Disposition, Router
+from gateway.intake import Disposition, Router
 
 
 def msg(**kw: Any) -> Inbound:

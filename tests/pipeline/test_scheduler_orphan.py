@@ -32,7 +32,7 @@ def alive(pid: int) -> bool:
 async def test_scheduler_dies_with_its_worker_and_no_job_is_swallowed(
     stack: Stack, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, "gateway.inbox")
+    caplog.set_level(logging.WARNING, "gateway.intake._inbox")
     stack.start_workers(1)
     await stack.start_gateway()
     ex = await stack.ask("alice", "alice", "hello", message_id="o-1")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gateway.config import WorkerExit
-from gateway.supervisor import ConfigExit, WorkerSupervisor
+from gateway.operations import ConfigExit, WorkerSupervisor
 from tests.pipeline.conftest import ROOT
 
 
@@ -32,7 +32,7 @@ def poll_until(sup: WorkerSupervisor, done: object, limit: float = 30) -> None:
 
 def test_workers_that_keep_dying_never_stop_the_run(caplog: pytest.LogCaptureFixture
                                                      ) -> None:
-    caplog.set_level(logging.DEBUG, "gateway.supervisor")
+    caplog.set_level(logging.DEBUG, "gateway.operations._supervisor")
     sup = WorkerSupervisor(2, child("import os, signal; os.kill(os.getpid(), signal.SIGILL)"),
                            env={}, backoff_first=0.01, backoff_max=0.05)
     sup.start()

@@ -17,7 +17,7 @@ import redis
 import redis.asyncio as aioredis
 
 from gateway.config import GatewayConfig, load_config
-from gateway.inbox import DrainEnqueuer
+from gateway.intake import DrainEnqueuer
 from gateway.queue import Keys, parse_entry
 from gateway.tasks import Scheduler
 from memory_store import GroupDirectory

@@ -14,12 +14,12 @@ import redis
 from typer.testing import CliRunner
 
 from channels.models import Inbound
-from gateway.commands import run as run_command
 from gateway.config import load_config, load_worker_settings
+from gateway.intake import run as run_command
+from gateway.operations import tasks_app
 from gateway.queue import Keys
-from gateway.tasks_cli import tasks_app
 from memory_store import GroupDirectory
-from memory_store.audit import AuditLog
+from memory_store.files import AuditLog
 from memory_store.tasks import TaskSpec, TaskStore, Where, validate
 from workers.context import WorkerContext
 from workers.redaction import redact_group

@@ -29,8 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.config import ModelConfig
 from gateway.config.tasks import TasksConfig
-from memory_store import GroupDirectory, open_memory
-from memory_store.errors import InvalidGroupKey
+from memory_store import GroupDirectory, InvalidGroupKey, open_memory
 from tests.redteam.model import CompromisedModel
 from tests.redteam.scenario import Scenario
 from workers.agent import TurnAgent, TurnError, TurnRequest

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from channels.models import Inbound
-from memory_store.paths import group_dir
+from memory_store.files import group_dir
 from tests.redteam.model import directives
 from tests.redteam.scenario import ADMIN, OPERATOR_ID, QUOTED, Builder, Scenario, Seed
 from tests.redteam.toolenv import DATA_MARK, PORT_MARK

@@ -24,9 +24,9 @@ from pathlib import Path
 import redis
 
 from gateway.config import Settings, load_config
+from gateway.operations import start_valkey
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool, host_status
-from gateway.redis_server import start_valkey
 from gateway.toolhost.process import tools_command, tools_env
 from tests.fakes.toolhost import CannedToolHost
 from tests.redteam.harness import SANDBOX_SETUP_ERROR, Outcome, run_scenario

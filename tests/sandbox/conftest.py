@@ -11,7 +11,7 @@ import pytest
 from gateway.config.tools import SandboxLimits
 from gateway.toolhost.sandbox import RunResult, Sandbox, SandboxSpec
 from gateway.toolhost.workspace import Mount, workspace_dir
-from memory_store.paths import group_dir
+from memory_store.files import group_dir
 from tests.pipeline.conftest import valkey  # noqa: F401 (the pipeline's Valkey fixture)
 
 GROUP = "local:alice"

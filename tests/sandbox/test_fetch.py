@@ -17,9 +17,9 @@ import redis
 
 from gateway.config import Settings
 from gateway.config.tools import FetchLimits, GroupTools, ToolsConfig
+from gateway.operations import start_valkey
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, ToolResult
-from gateway.redis_server import start_valkey
 from gateway.toolhost.fetch import Fetcher, address_refused, host_listed, with_fetch
 from gateway.toolhost.host import ToolHost
 from gateway.toolhost.sandbox import Sandbox

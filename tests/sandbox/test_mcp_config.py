@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from gateway.config import ConfigError, parse_config
 from gateway.config.tools import ToolsConfig
-from gateway.supervisor import worker_env
+from gateway.operations import worker_env
 from gateway.toolhost.process import tools_env, wanted
 from gateway.toolhost.status import mcp_note
 

@@ -14,7 +14,7 @@ import pytest
 
 from channels.models import Outbound
 from gateway.queue import events
-from memory_store import outboxfiles
+from memory_store.files import outboxfiles
 from tests.pipeline.conftest import Stack, Valkey
 from tests.sandbox.hoststack import tools_stack
 from tests.sandbox.sendfile_model import REPORT
@@ -53,7 +53,7 @@ async def test_send_file_arrives_once_and_bad_paths_are_refused(stack: Stack) ->
     # and a second stored copy read from the group dir proves the path the outbox takes
     assert (stack.data_dir / "groups/local/ada/outbox_files" / sha).read_bytes() == \
         REPORT.encode()
-    # kept with the send naming it, for the gateway's sweep (gateway.filesend.prune)
+    # kept with the send naming it, for the gateway's sweep (gateway.outgoing._filesend.prune)
     [waiting] = outboxfiles.listing(stack.data_dir / "groups/local/ada/outbox_files")
     assert (waiting.sha256, waiting.refs) == (sha, (sent["reply_id"],))
     outside = await stack.ask("ada", "ada", "please send outside", timeout=90)

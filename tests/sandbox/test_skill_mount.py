@@ -3,7 +3,7 @@ runnable at ``/skills/<name>``, never writable (even where the host folder is)."
 
 from __future__ import annotations
 
-from memory_store.paths import global_skills_dir, group_dir
+from memory_store.files import global_skills_dir, group_dir
 from tests.sandbox.test_toolhost import Host, host  # noqa: F401 (the real tool host)
 
 

@@ -14,10 +14,10 @@ import pytest
 import redis
 
 from gateway.config import Settings, load_config
+from gateway.operations import start_valkey
 from gateway.queue import Keys
 from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool, host_status
 from gateway.queue.toolonce import STORED, TTL, once_field
-from gateway.redis_server import start_valkey
 from gateway.toolhost.host import ToolHost
 from gateway.toolhost.process import tools_command, tools_env
 from gateway.toolhost.sandbox import Sandbox

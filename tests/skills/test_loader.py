@@ -10,8 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from memory_store.paths import global_skills_dir, group_dir
-from memory_store.skills import MAX_SKILLS, Skill, SkillError, read_skill_file, skills_for
+from memory_store.files import (
+    MAX_SKILLS,
+    Skill,
+    SkillError,
+    global_skills_dir,
+    group_dir,
+    read_skill_file,
+    skills_for,
+)
 from workers.skills import render_skill, skills_block
 
 GROUP = "telegram:-100"
@@ -49,7 +56,7 @@ def test_a_malformed_skill_is_skipped_with_one_clear_log_line(
     root = global_skills_dir(tmp_path)
     write(root / "good", skill_md("good", "fine"))
     bad = write(root / "bad", text)
-    with caplog.at_level(logging.WARNING, logger="memory_store.skills"):
+    with caplog.at_level(logging.WARNING, logger="memory_store.files._skills"):
         assert [s.name for s in skills_for(tmp_path, GROUP)] == ["good"]
         assert [s.name for s in skills_for(tmp_path, GROUP)] == ["good"]  # logged once
     (line,) = [r.getMessage() for r in caplog.records]

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from gateway.config import load_config
-from memory_store.paths import global_skills_dir, group_dir
+from memory_store.files import global_skills_dir, group_dir
 from tests.pipeline.conftest import Stack, Valkey
 
 

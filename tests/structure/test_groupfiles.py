@@ -1,4 +1,4 @@
-"""The gateway reaches group directories through ``gateway.groupfiles`` alone (issue 23):
+"""The gateway reaches group directories through ``gateway.intake._groupfiles`` alone (issue 23):
 no other gateway module builds a group's path or opens its memory itself."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.groupfiles import GroupFiles
+from gateway.intake import GroupFiles
 from memory_store import InvalidGroupKey
 from tests.structure.rules import ROOT
 
@@ -18,7 +18,7 @@ BUILDERS = frozenset({"GroupDirectory", "open_memory", "open_group", "group_dir"
                       "MemoryCache"})
 #: the layout's folder names under the data dir
 LAYOUT = ("groups", "persons")
-HOME = "gateway/groupfiles.py"
+HOME = "gateway/intake/_groupfiles.py"
 
 
 def _is_layout(node: ast.expr) -> bool:
@@ -53,7 +53,7 @@ def test_no_gateway_module_builds_a_group_path() -> None:
 
 
 def test_the_checker_sees_each_way(tmp_path: Path) -> None:
-    ways = {"from memory_store.paths import group_dir\n": "imports group_dir",
+    ways = {"from memory_store.files._paths import group_dir\n": "imports group_dir",
             "import memory_store\nmemory_store.GroupDirectory(d, g)\n": "calls GroupDirectory",
             "x = data_dir / 'groups' / 'telegram'\n": "joins a layout folder",
             "x = data_dir / 'persons/ada'\n": "joins a layout folder"}

@@ -14,7 +14,7 @@ def test_import_rules_hold() -> None:
 
 
 BROKEN = {
-    "workers/bad.py": ("from gateway.inbox import Inbox\n", "workers import only"),
+    "workers/bad.py": ("from gateway.intake._inbox import Inbox\n", "workers import only"),
     "workers/sdk.py": ("from channels.telegram import TelegramChannel\n", "never a platform"),
     "gateway/leak.py": ("import workers.drain\n", "never imports workers"),
     "gateway/queue/x.py": ("import aiohttp\n", "import only pydantic, redis, rq"),
@@ -49,8 +49,8 @@ def test_the_trace_sees_the_whole_path_in_both_processes() -> None:
     from tests.structure.trace import traced_files
 
     files = traced_files()
-    assert {"channels/telegram/poller.py", "gateway/inbox.py", "gateway/queue/jobs.py",
-            "gateway/outbox.py", "channels/telegram/channel.py"} <= files["gateway"]
+    assert {"channels/telegram/poller.py", "gateway/intake/_inbox.py", "gateway/queue/jobs.py",
+            "gateway/outgoing/_outbox.py", "channels/telegram/channel.py"} <= files["gateway"]
     assert {"workers/drain.py", "workers/turn.py", "workers/agent.py",
-            "memory_store/atomic.py"} <= files["worker"]
+            "memory_store/files/_atomic.py"} <= files["worker"]
     assert not any(f.startswith("tests/") for f in set().union(*files.values()))

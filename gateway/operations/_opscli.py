@@ -1,0 +1,90 @@
+"""Operator commands: ``pynanoclaw status`` and ``pynanoclaw dead list|retry|drop``.
+
+Mounted from ``gateway/cli.py`` (``register``). The work is done by ``gateway.operations._status``
+and ``gateway.operations._deadletters``; this module parses arguments and prints.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
+from gateway.operations._deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
+from gateway.operations._status import run_checks
+
+dead_app = typer.Typer(help="dead letters: turns that failed for good", no_args_is_help=True,
+                       add_completion=False, pretty_exceptions_enable=False,
+                       rich_markup_mode=None)
+
+
+def status(
+    config: ConfigOpt = None,
+    model: Annotated[bool, typer.Option(help="run the one-token model test")] = True,
+) -> None:
+    """Can the bot answer? One line per check; exit status 1 when one fails."""
+    failed = 0
+    for check in run_checks(config_file(config), model=model):
+        typer.echo(check.line())
+        failed += not check.ok
+    if failed:
+        raise typer.Exit(EXIT_FAILED)
+
+
+@dead_app.command("list")
+def dead_list(
+    group: Annotated[str | None, typer.Argument(help="e.g. local:ada [default: all]")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """What failed, when, and why."""
+    _, client = running_client(config)
+    with client:
+        groups = list_dead(client, group)
+        skipped = [] if group else list_skipped(client)
+    if not groups and not skipped:
+        typer.echo("no dead letters")
+    for s in skipped:  # never queued, so nothing to retry: shown so it is not lost quietly
+        typer.echo(f"{s.channel}:{s.account}: {len(s.records)} skipped on arrival "
+                   "(never queued)")
+        for record in s.records:
+            typer.echo(f"  {s.line(record)}")
+    for g in groups:
+        typer.echo(f"{g.group}: {len(g.messages)} message(s)")
+        for rec in g.records:
+            typer.echo(f"  {when(rec.at)}  {rec.turn_id or '-'}  {rec.why}")
+        for m in g.messages:
+            text = m.text if len(m.text) <= 80 else m.text[:77] + "..."
+            typer.echo(f"  #{m.seq} {m.received_at} {m.sender}: {text}")
+
+
+@dead_app.command("retry")
+def dead_retry(
+    group: Annotated[str | None, typer.Argument(help="the group, e.g. local:ada")] = None,
+    all_groups: Annotated[bool, typer.Option("--all", help="every group")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Put dead letters back into their mailbox, in order, once."""
+    if (group is None) == (not all_groups):
+        raise fail("name one GROUP or pass --all")
+    cfg, client = running_client(config)
+    with client:
+        moved = retry_dead(client, cfg, group)
+    if not moved:
+        typer.echo("no dead letters to retry")
+    for g, n in moved.items():
+        typer.echo(f"{g}: {n} message(s) back in the mailbox")
+
+
+@dead_app.command("drop")
+def dead_drop(
+    group: Annotated[str, typer.Argument(help="the group, e.g. local:ada")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="do not ask")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Delete a group's dead letters (asks first)."""
+    _, client = running_client(config)
+    with client:
+        if not yes and not typer.confirm(f"drop the dead letters of {group} for good?"):
+            raise typer.Exit(EXIT_FAILED)
+        typer.echo(f"{group}: {drop_dead(client, group)} message(s) dropped")

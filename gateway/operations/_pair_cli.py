@@ -1,0 +1,84 @@
+"""``pynanoclaw pair list|approve CODE|deny CODE``: the operator's side of DM pairing.
+
+Works whether the bot runs or not: it talks to the configured Redis, or to the running
+embedded one, or starts the embedded one just for the command (the approval is then
+in its data directory when the bot starts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, TypeVar
+
+import redis
+import redis.asyncio as aioredis
+import typer
+
+from gateway.intake._pairing import PairingStore
+from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, any_redis, fail, load
+from gateway.queue import Keys
+
+T = TypeVar("T")
+
+pair_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                       pretty_exceptions_enable=False, rich_markup_mode=None)
+
+CodeArg = Annotated[str, typer.Argument(help="the code the person received")]
+
+
+def _with_store(config: Path | None, action: Callable[[PairingStore], Awaitable[T]]) -> T:
+    _, cfg = load(config)
+
+    async def go(url: str) -> T:
+        client = aioredis.Redis.from_url(url)
+        try:
+            return await action(PairingStore(client, Keys().prefix))
+        finally:
+            await client.aclose()
+
+    with any_redis(cfg) as url:
+        try:
+            return asyncio.run(go(url))
+        except (redis.RedisError, OSError) as err:
+            raise fail(f"redis: {err}") from None
+
+
+@pair_app.command("list")
+def list_requests(config: ConfigOpt = None) -> None:
+    """Pending pairing codes, oldest first, then the approved people."""
+    async def both(store: PairingStore) -> tuple[list[str], dict[str, str]]:
+        now = time.time()
+        pending = [f"{r.code}  {r.user}  {r.name}  ({int(now - r.created) // 60} min ago)"
+                   for r in await store.pending()]
+        return pending, await store.approved()
+
+    pending, approved = _with_store(config, both)
+    typer.echo("pending:" if pending else "pending: none")
+    for line in pending:
+        typer.echo(f"  {line}")
+    typer.echo("approved:" if approved else "approved: none")
+    for user, name in sorted(approved.items()):
+        typer.echo(f"  {user}  {name}")
+
+
+@pair_app.command()
+def approve(code: CodeArg, config: ConfigOpt = None) -> None:
+    """Let the person who got CODE talk to the bot in DMs."""
+    request = _with_store(config, lambda store: store.approve(code))
+    if request is None:
+        typer.echo(f"error: no pending code {code!r} (wrong or expired)", err=True)
+        raise typer.Exit(EXIT_FAILED)
+    typer.echo(f"approved {request.user} ({request.name})")
+
+
+@pair_app.command()
+def deny(code: CodeArg, config: ConfigOpt = None) -> None:
+    """Refuse CODE; the person gets no new code for a day."""
+    request = _with_store(config, lambda store: store.deny(code))
+    if request is None:
+        typer.echo(f"error: no pending code {code!r} (wrong or expired)", err=True)
+        raise typer.Exit(EXIT_FAILED)
+    typer.echo(f"denied {request.user} ({request.name})")

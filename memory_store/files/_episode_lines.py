@@ -1,0 +1,72 @@
+"""The lines of an episode file: which span of its body is which message's text.
+
+An episode body (``workers.turn.episode_text``) is a header line, one line per message
+(``- [YYYY-MM-DD HH:MM:SS] name (sender id)[ (context)]: text``) and the bot's reply
+(``Bot: ...``). The line's head is structure: what a redaction removes is in the texts
+and the reply (``scrub_episode``), never in a date, a name or an id of a head, which
+would leave the line unreadable for the next redaction or edit.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from memory_store._protocol import MemoryRecord
+from memory_store.maintenance._words import scrub_value
+
+#: a message line of an episode (``workers.turn.episode_text``):
+#: ``- [YYYY-MM-DD HH:MM:SS] name (sender id)[ (context)]: text``
+_LINE = re.compile(r"^- \[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] [^\n]*?\((?P<sender>[^()\n]*)\)"
+                   r"(?: \(context\))?: ", re.MULTILINE)
+_BOT = re.compile(r"^Bot: ", re.MULTILINE)
+
+
+def message_texts(body: str, message_ids: list[str]) -> dict[str, tuple[int, int]]:
+    """The span of each message's text in an episode body, by message id. Empty when
+    the lines cannot be matched to the ids one to one (a hand-edited episode, a text
+    that itself looks like a message line): nothing is guessed."""
+    starts = list(_LINE.finditer(body))
+    if len(starts) != len(message_ids):
+        return {}
+    bot = [m.start() for m in _BOT.finditer(body)]
+    spans: dict[str, tuple[int, int]] = {}
+    for i, (mid, m) in enumerate(zip(message_ids, starts, strict=True)):
+        end = starts[i + 1].start() if i + 1 < len(starts) else \
+            next((b for b in bot if b > m.end()), len(body))
+        text_end = end
+        while text_end > m.end() and body[text_end - 1] == "\n":
+            text_end -= 1
+        spans[str(mid)] = (m.end(), text_end)
+    return spans
+
+
+def episode_ids(record: MemoryRecord) -> list[str]:
+    """The message ids an episode covers (``message_ids``), as strings."""
+    raw = record.metadata.get("message_ids") or []
+    return [str(x) for x in raw] if isinstance(raw, list) else []
+
+
+def line_sender(body: str, span: tuple[int, int]) -> str | None:
+    """The sender id of the episode line whose text starts at ``span``."""
+    for m in _LINE.finditer(body):
+        if m.end() == span[0]:
+            return m.group("sender")
+    return None
+
+
+def scrub_episode(body: str, message_ids: list[str], pat: Any, repl: str) -> str:
+    """``body`` with ``pat`` (a ``memory_store.maintenance._words.Finder``) replaced by ``repl`` in
+    the messages' texts and the bot's reply only; in all of it when its lines cannot be
+    matched to ``message_ids`` (nothing is guessed)."""
+    spans = sorted(message_texts(body, message_ids).values())
+    if not spans:
+        out: str = scrub_value(body, pat, repl)
+        return out
+    parts: list[str] = []
+    last = 0
+    for start, end in spans:
+        parts += [body[last:start], scrub_value(body[start:end], pat, repl)]
+        last = end
+    parts.append(scrub_value(body[last:], pat, repl))  # the reply
+    return "".join(parts)

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 import gateway.operations._redispool as redispool
 from channels.base import Channel, ChannelContext
-from gateway.config import ConfigError, GatewayConfig, describe
+from gateway.config import ConfigError, GatewayConfig, describe, voice_can_arrive
 from gateway.intake._commands import registry_entries
 from gateway.intake._filedrop import FileDrop
 from gateway.intake._groupfiles import GroupFiles
@@ -33,7 +33,7 @@ from gateway.media.downloads import MediaJob
 from gateway.operations._channelstart import ChannelStarter
 from gateway.operations._health import degraded
 from gateway.operations._pressure import disk_problem, redis_problems
-from gateway.operations._status import transcribing, transcription_workers
+from gateway.operations._status import transcription_workers
 from gateway.outgoing._outbox import Outbox
 from gateway.queue import DeadLetters, Keys, transcribe_queue
 from gateway.queue.version import RedisSchemaTooNew, check_redis_schema
@@ -277,7 +277,7 @@ class Gateway:
             "unrecorded_chunks": len(self.outbox.unrecorded) if self.outbox else 0}
         if up and self._sync is not None:
             out.update(await asyncio.to_thread(turn_report, self._sync, self.keys))
-            if transcribing(self.config):  # RQ's registry: workers wherever they run
+            if voice_can_arrive(self.config):  # RQ's registry: workers wherever they run
                 with contextlib.suppress(redis.RedisError, OSError):
                     alive, _ = await asyncio.to_thread(transcription_workers, self._sync,
                                                        self.config)

@@ -185,12 +185,6 @@ def _budget_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                     "`pynanoclaw usage cap`")
 
 
-def transcribing(cfg: GatewayConfig) -> bool:
-    """Whether voice notes are transcribed, so a transcription worker must run (on this
-    host or another: ``pynanoclaw run`` starts one only where the voice extra is)."""
-    return voice_can_arrive(cfg)
-
-
 def transcription_workers(client: redis.Redis, cfg: GatewayConfig) -> tuple[int, int]:
     """(live workers on the transcription queue, registrations of dead ones on this
     host), from RQ's registry as for the turn workers."""
@@ -202,7 +196,7 @@ def transcription_workers(client: redis.Redis, cfg: GatewayConfig) -> tuple[int,
 
 def _transcription_check(client: redis.Redis, cfg: GatewayConfig) -> Check:
     queue = transcribe_queue(cfg.queue.name)
-    if not transcribing(cfg):
+    if not voice_can_arrive(cfg):  # a worker must run: on this host or another
         return Check("transcription workers", True,
                      "none needed (transcription or downloads off, or no channel carries files)")
     alive, stale = transcription_workers(client, cfg)

@@ -34,6 +34,7 @@ second audit entry. ``find_phrase`` is the read-only preview of ``redact_phrase`
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -449,7 +450,13 @@ def scrub_index(mem: BaseMemory) -> None:
     with cat.lock:
         conn = cat.conn
         conn.execute("INSERT INTO fts(fts) VALUES('optimize')")
-        busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        # another worker's read of this index (a turn, a search) blocks the truncation
+        # only while it lasts: retry for up to 2 s before leaving it to the next scrub
+        for _ in range(20):
+            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            if not busy:
+                break
+            time.sleep(0.1)
         if busy:
             log.warning("index of %s: WAL not truncated (a reader is active)",
                         mem.group.group)

@@ -34,7 +34,6 @@ second audit entry. ``find_phrase`` is the read-only preview of ``redact_phrase`
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,7 @@ from memory_store.files._episode_lines import scrub_episode
 from memory_store.files._fileformat import content_hash, now_utc
 from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.files._schema import scrub_backups
+from memory_store.index._scrub import scrub_catalog
 from memory_store.maintenance._words import MARKER as MARKER
 from memory_store.maintenance._words import Finder as Finder
 from memory_store.maintenance._words import WordsMatcher, words_matcher
@@ -439,24 +439,8 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
 
 
 def scrub_index(mem: BaseMemory) -> None:
-    """Leave no removed byte in ``.index/``: the catalog zeroes rows as they are deleted
-    or replaced (``secure_delete``, set when it opens), so what is left is to merge the
-    FTS5 segments (a deleted row's terms stay in the old segments until then; the merge
-    frees them, zeroed) and truncate the WAL, whose frames still hold the old pages. No
-    VACUUM: a rewrite of the whole index, minutes at a million records. A reader in
-    another process can delay the truncation; then it is logged (the next scrub or
-    checkpoint finishes it)."""
-    cat = mem.catalog
-    with cat.lock:
-        conn = cat.conn
-        conn.execute("INSERT INTO fts(fts) VALUES('optimize')")
-        # another worker's read of this index (a turn, a search) blocks the truncation
-        # only while it lasts: retry for up to 2 s before leaving it to the next scrub
-        for _ in range(20):
-            busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-            if not busy:
-                break
-            time.sleep(0.1)
-        if busy:
-            log.warning("index of %s: WAL not truncated (a reader is active)",
-                        mem.group.group)
+    """Leave no removed byte in ``.index/`` (``memory_store.index._scrub``); a WAL still
+    held by another process after the retries is logged (the next scrub finishes it)."""
+    if not scrub_catalog(mem.catalog):
+        log.warning("index of %s: WAL not truncated (another process holds it)",
+                    mem.group.group)

@@ -265,9 +265,13 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
            job: dict[str, Any]) -> dict[str, int]:
     client = ctx.redis
     gq = GroupQueue(client, keys, group)
-    # the chat's own memory, and the linked persons' its DM turns wrote (their locks held)
-    memories = [ctx.group_memory(key)[1]
-                for key in [group, *_person_memories(client, keys, group)]]
+    # the chat's own memory, and the linked persons' its DM turns wrote (their locks
+    # held), each with the chat whose message ids are matched in it: a person's memory
+    # also holds their other DMs' messages, whose ids may be the same (ids are unique
+    # only within a chat), so there an id counts only with this chat in its source
+    scoped = [(ctx.group_memory(key)[1], None if key == group else group)
+              for key in [group, *_person_memories(client, keys, group)]]
+    memories = [memory for memory, _ in scoped]
     changes = _records(client, keys.changes(group))
     deletions = [(raw, rec) for raw, rec in changes
                  if rec.get("kind") == "deletion" and rec.get("original_id")]
@@ -289,8 +293,9 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         mid, text, sender = str(rec["original_id"]), rec["text"], str(rec.get("sender_id"))
         outs = [edit_message(memory, mid, text, sender_id=sender,
                              request=f"edit:{rec.get('event_id', mid)}",
-                             actor=f"edit:{rec.get('channel')}:{sender}", scrub=False)
-                for memory in memories]
+                             actor=f"edit:{rec.get('channel')}:{sender}", scrub=False,
+                             chat=chat)
+                for memory, chat in scoped]
         if any(out.refused for out in outs):  # logged; the record is dropped with the others
             continue
         edited[(str(rec.get("account", "default")), mid)] = (sender, text)
@@ -307,10 +312,12 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     for _, rec in deletions:
         mid = str(rec["original_id"])
         deleted.add((str(rec.get("account", "default")), mid))
-        lines = [line for memory in memories for line in message_lines(memory, mid)]
+        lines = [line for memory, chat in scoped
+                 for line in message_lines(memory, mid, chat)]
         texts += lines
         if (own := words_matcher(lines)) is not None:  # facts drawn from replies to those
-            replied[mid] = [p for memory in memories for t in replies_holding(memory, own)
+            replied[mid] = [p for memory, chat in scoped
+                            for t in replies_holding(memory, own, chat)
                             for p in gq.delivered(t)]
     for _, rec in forgets:
         with contextlib.suppress(ValueError):  # logged and dropped below
@@ -335,10 +342,10 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     for _, rec in deletions:
         lock.check()
         mid = str(rec["original_id"])
-        for memory in memories:
+        for memory, chat in scoped:
             out = redact_message(memory, mid, request=f"deletion:{rec.get('event_id', mid)}",
                                  actor=f"deletion:{rec.get('channel')}:{rec.get('sender_id')}",
-                                 scrub=False, replied=replied.get(mid, ()))
+                                 scrub=False, replied=replied.get(mid, ()), chat=chat)
             files += len(set(out.paths))
     for _, rec in forgets:
         lock.check()

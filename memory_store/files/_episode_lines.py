@@ -47,6 +47,26 @@ def episode_ids(record: MemoryRecord) -> list[str]:
     return [str(x) for x in raw] if isinstance(raw, list) else []
 
 
+def source_chat(source: str) -> str | None:
+    """The chat a record's ``source`` names (``<chat>:msg/<ids>``, as every writer of
+    message ids sets it), or None."""
+    head, sep, _ = source.rpartition(":msg/")
+    return head if sep and head else None
+
+
+def of_chat(record: MemoryRecord, chat: str | None) -> bool:
+    """Whether ``record`` came from ``chat`` (None: any; a group's own memory)."""
+    return chat is None or source_chat(record.source) == chat
+
+
+def chat_ids(record: MemoryRecord, chat: str | None) -> list[str]:
+    """The message ids ``record`` covers that are ``chat``'s (None: all of them). Ids
+    are each platform's, unique within one chat only, and a linked person's memory is
+    written by several chats: there an id means a message only with the chat its
+    record's source names (none for a record that names no chat)."""
+    return episode_ids(record) if of_chat(record, chat) else []
+
+
 def line_sender(body: str, span: tuple[int, int]) -> str | None:
     """The sender id of the episode line whose text starts at ``span``."""
     for m in _LINE.finditer(body):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from memory_store._protocol import MemoryRecord
 from memory_store.files._episode_lines import episode_ids as _ids
-from memory_store.files._episode_lines import message_texts
+from memory_store.files._episode_lines import message_texts, of_chat
 from memory_store.maintenance._words import Finder
 
 if TYPE_CHECKING:
@@ -25,9 +25,11 @@ if TYPE_CHECKING:
 _EPISODES = {"kind": "episode", "include_superseded": True}
 
 
-def replies_holding(mem: BaseMemory, pat: Finder) -> list[str]:
-    """The episodes (turn ids) whose bot reply holds ``pat``."""
-    return [rec.id for rec in mem.records(_EPISODES) if pat.search(_reply(rec))]
+def replies_holding(mem: BaseMemory, pat: Finder, chat: str | None = None) -> list[str]:
+    """The episodes (turn ids) whose bot reply holds ``pat``; with ``chat``, only that
+    chat's (in a person's memory: a reply's platform id means a reply in its own chat)."""
+    return [rec.id for rec in mem.records(_EPISODES)
+            if of_chat(rec, chat) and pat.search(_reply(rec))]
 
 
 def _reply(rec: MemoryRecord) -> str:
@@ -37,12 +39,16 @@ def _reply(rec: MemoryRecord) -> str:
 
 
 def quoting_messages(mem: BaseMemory, message_id: str, pat: Finder,
-                     replied: Collection[str] = ()) -> set[str]:
+                     replied: Collection[str] = (), chat: str | None = None) -> set[str]:
     """The ids of the messages that quoted ``message_id``: their own line holds
-    ``pat``, or they quoted it or one of ``replied`` (module docstring)."""
+    ``pat``, or they quoted it or one of ``replied`` (module docstring). With ``chat``
+    (a person's memory, which several chats write), only that chat's messages: a reply
+    quotes within its own chat, and ids are unique only there."""
     quoted = {message_id, *replied}
     out: set[str] = set()
     for rec in mem.records(_EPISODES):
+        if not of_chat(rec, chat):
+            continue
         links = rec.metadata.get("quotes")
         if isinstance(links, dict):
             out |= {str(mid) for mid, to in links.items() if str(to) in quoted}

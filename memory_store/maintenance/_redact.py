@@ -42,10 +42,10 @@ from memory_store._protocol import MemoryRecord
 from memory_store.files._atomic import atomic_write_text, read_regular
 from memory_store.files._coreedits import record_edits
 from memory_store.files._coresection import CoreSectionError, entry_source, retire_entries
+from memory_store.files._episode_lines import chat_ids, scrub_episode
 from memory_store.files._episode_lines import episode_ids as _ids
 from memory_store.files._episode_lines import line_sender as line_sender
 from memory_store.files._episode_lines import message_texts as message_texts
-from memory_store.files._episode_lines import scrub_episode
 from memory_store.files._fileformat import content_hash, now_utc
 from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.files._schema import scrub_backups
@@ -115,10 +115,11 @@ class Redaction:
         return bool(self.paths)
 
 
-def only_from(source: str, message_id: str) -> bool:
-    """Whether ``source`` (``<group>:msg/<id>,<id>``) names ``message_id`` alone."""
+def only_from(source: str, message_id: str, chat: str | None = None) -> bool:
+    """Whether ``source`` (``<group>:msg/<id>,<id>``) names ``message_id`` alone (and,
+    with ``chat``, names that chat: see ``chat_ids``)."""
     head, sep, ids = source.rpartition(":msg/")
-    return bool(head and sep) and ids.split(",") == [message_id]
+    return bool(head and sep) and ids.split(",") == [message_id] and chat in (None, head)
 
 
 def _core_words(text: str, pat: Finder, repl: str) -> str:
@@ -255,27 +256,32 @@ class _Run:
 
 def redact_message(mem: BaseMemory, message_id: str, *, request: str,
                    actor: str = "redaction", scrub: bool = True,
-                   replied: Collection[str] = ()) -> Redaction:
+                   replied: Collection[str] = (), chat: str | None = None) -> Redaction:
     """Remove the text of deleted message ``message_id`` from ``mem`` (see the module
     docstring). ``request`` names the request in the audit log. With ``scrub`` False
     the caller runs ``scrub_index`` itself (once after several requests, and again
     when a retry finds the files already redacted). ``replied``: the platform ids of
-    bot replies that repeated its words (``memory_store.maintenance._quotes``)."""
+    bot replies that repeated its words (``memory_store.maintenance._quotes``).
+    ``chat``: the chat the message was in, for a memory several chats write (a linked
+    person's): only its records' ids are matched (``chat_ids``); None: every id in
+    ``mem`` is its own chat's."""
     return _change_message(mem, str(message_id), None, None, request=request, actor=actor,
-                           scrub=scrub, replied=replied)
+                           scrub=scrub, replied=replied, chat=chat)
 
 
 def edit_message(mem: BaseMemory, message_id: str, text: str, *, sender_id: str,
-                 request: str, actor: str = "redaction", scrub: bool = True) -> Redaction:
+                 request: str, actor: str = "redaction", scrub: bool = True,
+                 chat: str | None = None) -> Redaction:
     """Apply the edit of ``message_id`` by ``sender_id`` to ``mem``: its line in each
     episode says ``text`` + ``EDITED`` instead of the old words, which become ``text``
     wherever else they occur verbatim (when at least ``ECHO_MIN_CHARS`` long and not
     part of ``text``); what was derived from the old words alone is retired as for a
     deletion (``source edited``). Nothing is applied (``refused``, logged) unless
     ``sender_id`` wrote that line in every episode: only the author edits. A deleted
-    (redacted) line stays deleted. ``removed`` holds the old words."""
+    (redacted) line stays deleted. ``removed`` holds the old words. ``chat``: as for
+    ``redact_message`` (another chat's message of the same id is not this one)."""
     return _change_message(mem, str(message_id), text, str(sender_id), request=request,
-                           actor=actor, scrub=scrub)
+                           actor=actor, scrub=scrub, chat=chat)
 
 
 def unmarked(text: str) -> str:
@@ -285,7 +291,7 @@ def unmarked(text: str) -> str:
 
 def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                     sender_id: str | None, *, request: str, actor: str, scrub: bool,
-                    replied: Collection[str] = ()) -> Redaction:
+                    replied: Collection[str] = (), chat: str | None = None) -> Redaction:
     """A deletion (``text`` None) or an edit of ``message_id``: one path for both."""
     line = MARKER if text is None else text + EDITED
     reason = "source deleted" if text is None else "source edited"
@@ -294,7 +300,7 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         episodes: list[tuple[MemoryRecord, tuple[int, int]]] = []
         derived: list[MemoryRecord] = []
         for rec in run.records():
-            ids = _ids(rec)
+            ids = chat_ids(rec, chat)
             if message_id not in ids:
                 continue
             if rec.kind == "episode":
@@ -324,10 +330,10 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                     quoting_messages,  # it imports this module
                 )
 
-                quoting = quoting_messages(mem, message_id, pat, replied) | {message_id}
+                quoting = quoting_messages(mem, message_id, pat, replied, chat) | {message_id}
                 have = {r.id for r in derived}
                 derived += [r for r in run.records() if _is_fact(r) and r.id not in have
-                            and _ids(r) and set(_ids(r)) <= quoting]
+                            and (own := chat_ids(r, chat)) and set(own) <= quoting]
         else:
             pat = words_pattern([t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS
                                  and t.casefold() not in text.casefold()])
@@ -337,7 +343,8 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         run.entity_files({r.id for r in derived}, pat if text is None else None)
         for name in _CORE_FILES:  # entries the agent added to core memory from it
             try:
-                if retire_entries(mem.group, name, lambda src: only_from(src, message_id),
+                if retire_entries(mem.group, name,
+                                  lambda src: only_from(src, message_id, chat),
                                   actor=actor, reason=reason):
                     run.out.paths.append(name)
             except CoreSectionError as err:
@@ -359,12 +366,13 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         return run.finish(detail, scrub, pat, repl)
 
 
-def message_lines(mem: BaseMemory, message_id: str) -> list[str]:
-    """The text of ``message_id``'s line in each episode that covers it (none once
-    redacted), read-only: for a caller that scrubs its own copies before memory."""
+def message_lines(mem: BaseMemory, message_id: str, chat: str | None = None) -> list[str]:
+    """The text of ``message_id``'s line (of ``chat``: see ``redact_message``) in each
+    episode that covers it (none once redacted), read-only: for a caller that scrubs
+    its own copies before memory."""
     out: list[str] = []
     for rec in mem.records({"include_superseded": True, "kind": "episode"}):
-        ids = _ids(rec)
+        ids = chat_ids(rec, chat)
         if message_id not in ids:
             continue
         span = message_texts(rec.content, ids).get(message_id)

@@ -4,10 +4,14 @@ process, the local channel."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 from gateway.queue import Keys
+from memory_store import open_memory
+from memory_store.maintenance import EDITED, MARKER
 from tests.pipeline.conftest import Stack, Valkey
+from tests.pipeline.test_edit_memory import edit
 from tests.pipeline.test_redaction import deletion, files_holding, redactions
 
 K = Keys()
@@ -42,3 +46,60 @@ async def test_a_deletion_and_a_forget_in_a_linked_dm_reach_the_persons_memory(
         assert files_holding(person, "Seagullian") == []
     finally:
         await stack.close()
+
+
+BOAT = "I bought a sailboat named Seagullian"
+DINGHY = "I bought a dinghy named Seagullian"
+
+
+async def test_a_change_in_one_linked_dm_spares_the_other_dms_message_of_the_same_id(
+        tmp_path: Path, valkey: Valkey) -> None:
+    """Message ids are each chat's own: both DMs have a message "m1" in the person's
+    memory. An edit in one (its author's, though the other "m1" has another sender) and a
+    deletion in the other each change their own DM's line and what was drawn from it."""
+    stack = Stack(tmp_path, valkey, LINKED)
+    try:
+        gw = await stack.start_gateway()
+        assert gw.inbox is not None
+        stack.start_workers(1)
+        for chat, text in (("ann", "my door code is 4417 Zanzibar"), ("ann2", BOAT)):
+            assert (await stack.ask(chat, chat, text, message_id="m1")).reply == "ack m1"
+            await stack.settled(f"local:{chat}")
+        person = stack.data_dir / "persons" / "ada"
+        with closing(open_memory(stack.data_dir, "person:ada", backend="file",
+                                 watch="poll")) as mem:
+            for chat, fact in (("ann", "Ada's door code is 4417"),
+                               ("ann2", "Ada owns a sailboat")):  # as extraction would
+                mem.write_sync(fact, kind="fact", metadata={
+                    "id": f"fact-{chat}", "message_ids": ["m1"],
+                    "source": f"local:{chat}:msg/m1", "trust": 0.9})
+
+        assert await gw.inbox.accept(deletion("ann", "m1")) == "recorded"
+        await stack.wait_for(lambda: not stack.r.exists(K.changes("local:ann")),
+                             what="the deletion")
+        assert files_holding(person, "Zanzibar") == []
+        assert f"(ann2): {BOAT}" in episodes(person)  # the other "m1"
+        assert facts(stack) == {"fact-ann": "source deleted", "fact-ann2": None}
+
+        assert await gw.inbox.accept(edit("ann2", "m1", DINGHY)) == "recorded"
+        await stack.wait_for(lambda: not stack.r.exists(K.changes("local:ann2")),
+                             what="the edit")
+        # applied, though the other "m1" (now redacted) has another sender
+        assert files_holding(person, "sailboat") == []
+        text = episodes(person)
+        assert f"(ann): {MARKER}" in text and f"(ann2): {DINGHY}{EDITED}" in text
+        assert facts(stack) == {"fact-ann": "source deleted", "fact-ann2": "source edited"}
+    finally:
+        await stack.close()
+
+
+def episodes(root: Path) -> str:
+    return "".join(p.read_text() for p in (root / "episodes").rglob("*.md"))
+
+
+def facts(stack: Stack) -> dict[str, str | None]:
+    """The person's facts: id -> why retired (None: live)."""
+    with closing(open_memory(stack.data_dir, "person:ada", backend="file",
+                             watch="poll")) as mem:
+        return {r.id: r.metadata.get("superseded_reason")
+                for r in mem.records({"kind": "fact", "include_superseded": True})}

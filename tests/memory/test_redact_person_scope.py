@@ -65,6 +65,7 @@ def _fact(mem: BaseMemory, chat: str, fid: str, text: str, ids: list[str]) -> No
 def _both_twelves(mem: BaseMemory) -> None:
     """Message "12" in each DM, with what was drawn from each."""
     _episode(mem, TG, [_msg(TG, "12", SECRET)], "Noted.", "turn-tg")
+    _episode(mem, TG, [_msg(TG, "13", "see you at noon")], "Fine.", "turn-tg2")
     _episode(mem, SL, [_msg(SL, "12", BOAT)], "Nice boat.", "turn-sl")
     # a later Slack message replying to Slack's "12", showing its text
     _episode(mem, SL, [_msg(SL, "13", "what a lovely name, right?")], "Yes.", "turn-sl2",
@@ -72,6 +73,7 @@ def _both_twelves(mem: BaseMemory) -> None:
     _fact(mem, TG, "fact-tg", "Ada's door code is 4417", ["12"])
     _fact(mem, SL, "fact-sl", "Ada owns a sailboat", ["12"])
     _fact(mem, SL, "fact-sl13", "Ada likes the name", ["13"])
+    _fact(mem, TG, "fact-tg13", "Ada meets at noon", ["13"])
     day = date(2026, 12, 1)
     add_entry(mem.group, "CLAUDE.md", "Greet Ada in Portuguese", source=f"{TG}:msg/12",
               trust=0.9, actor="test", today=day)
@@ -100,9 +102,11 @@ def test_a_deletion_from_one_dm_leaves_the_other_dms_same_id_alone(
     text = _episodes(person)
     assert "Zanzibar" not in text and f"(42): {MARKER}" in text
     assert BOAT in text  # Slack's "12" keeps its line
-    # the Telegram fact is retired; Slack's, and the one quoting Slack's "12", stay
+    # the Telegram fact is retired; Slack's, the one drawn from Slack's "13" (which
+    # quoted Slack's "12") and the one from Telegram's own "13" stay
     assert _live(person) == {"fact-sl": "Ada owns a sailboat",
-                             "fact-sl13": "Ada likes the name"}
+                             "fact-sl13": "Ada likes the name",
+                             "fact-tg13": "Ada meets at noon"}
     assert entries(person.group, "CLAUDE.md") == ["Call Ada skipper"]
     assert message_lines(person, "12", chat=SL) == [BOAT]
     assert message_lines(person, "12", chat=TG) == []

@@ -12,6 +12,7 @@ from memory_store import open_memory
 from memory_store.maintenance import EDITED, MARKER
 from tests.pipeline.conftest import Stack, Valkey
 from tests.pipeline.test_edit_memory import edit
+from tests.pipeline.test_identity import CODE
 from tests.pipeline.test_redaction import deletion, files_holding, redactions
 
 K = Keys()
@@ -103,3 +104,42 @@ def facts(stack: Stack) -> dict[str, str | None]:
                              watch="poll")) as mem:
         return {r.id: r.metadata.get("superseded_reason")
                 for r in mem.records({"kind": "fact", "include_superseded": True})}
+
+
+async def test_after_link_off_a_deletion_still_reaches_what_the_dm_wrote_there(
+        tmp_path: Path, valkey: Valkey) -> None:
+    """``/link off`` leaves the person's memory as it was, read by no DM, and the DM's
+    ``personmem`` set still names it. Kept on purpose: a message deleted on its platform
+    must leave every memory it went into, and after the unlink no DM can open that one
+    to ``/forget`` the words. What reaches it is that DM's own message only: the other
+    DM's message of the same id (perhaps another person's, the link being a mistake)
+    keeps its line."""
+    stack = Stack(tmp_path, valkey)
+    try:
+        gw = await stack.start_gateway()
+        assert gw.inbox is not None
+        stack.start_workers(1)
+        asked = await stack.ask("ann", "ann", "/link", message_id="u1")
+        code = CODE.search(asked.reply or "")
+        assert code, asked.reply
+        await stack.ask("ann2", "ann2", f"/link {code.group(1)} confirm", message_id="u2")
+        pid = (stack.r.hget(K.identity_links, "local:ann") or b"").decode()
+        assert pid and stack.r.hget(K.identity_links, "local:ann2") == pid.encode()
+        for chat, text in (("ann", "my door code is 4417 Zanzibar"), ("ann2", BOAT)):
+            assert (await stack.ask(chat, chat, text, message_id="m1")).reply == "ack m1"
+            await stack.settled(f"local:{chat}")
+        person = stack.data_dir / "persons" / pid
+        assert files_holding(person, "Zanzibar") and f"(ann2): {BOAT}" in episodes(person)
+
+        off = await stack.ask("ann", "ann", "/link off confirm", message_id="u3")
+        assert (off.reply or "").startswith("Unlinked"), off.reply
+        assert not stack.r.hexists(K.identity_links, "local:ann")
+        assert stack.r.smembers(K.person_memories("local:ann")) == {f"person:{pid}".encode()}
+        assert await gw.inbox.accept(deletion("ann", "m1")) == "recorded"
+        await stack.wait_for(lambda: not stack.r.exists(K.changes("local:ann")),
+                             what="the deletion")
+        assert files_holding(person, "Zanzibar") == []
+        assert f"(ann): {MARKER}" in episodes(person)
+        assert f"(ann2): {BOAT}" in episodes(person)
+    finally:
+        await stack.close()

@@ -110,10 +110,10 @@ async def test_after_link_off_a_deletion_still_reaches_what_the_dm_wrote_there(
         tmp_path: Path, valkey: Valkey) -> None:
     """``/link off`` leaves the person's memory as it was, read by no DM, and the DM's
     ``personmem`` set still names it. Kept on purpose: a message deleted on its platform
-    must leave every memory it went into, and after the unlink no DM can open that one
-    to ``/forget`` the words. What reaches it is that DM's own message only: the other
-    DM's message of the same id (perhaps another person's, the link being a mistake)
-    keeps its line."""
+    must leave every memory it went into, and the words it wrote there stay there after
+    the unlink (no DM reads that memory any more, so nobody would notice them). What
+    reaches it is that DM's own message only: the other DM's message of the same id
+    (perhaps another person's, the link being a mistake) keeps its line."""
     stack = Stack(tmp_path, valkey)
     try:
         gw = await stack.start_gateway()

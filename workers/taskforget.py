@@ -13,7 +13,7 @@ import redis
 from channels.models import Outbound
 from gateway.config import WorkerSettings
 from gateway.queue import Keys
-from gateway.queue.tasks import TaskTimes, publish_notice
+from gateway.queue.tasks import TaskTimes, notice_id, publish_notice
 from memory_store import GroupDirectory
 from memory_store.maintenance import Finder
 from memory_store.tasks import TaskStore
@@ -41,7 +41,7 @@ def forget_tasks(client: redis.Redis, keys: Keys, settings: WorkerSettings, grou
         publish_notice(client, keys, Outbound(
             channel=task.channel, account=task.account, chat_id=task.chat_id,
             thread_id=task.thread_id, text=text,
-            reply_id=f"task-{task.id}-forgotten-{int(task.created.timestamp())}",
+            reply_id=notice_id(task.group, task.id, "forgotten", task.created.timestamp()),
         ))
         log.info("redaction in %s removed a scheduled task", group)
         removed += 1

@@ -20,7 +20,7 @@ from channels.models import Inbound, Outbound
 from gateway.config import WorkerSettings
 from gateway.queue import Keys
 from gateway.queue.approvals import APPROVAL_SENDER_PREFIX
-from gateway.queue.tasks import TASK_SENDER_PREFIX, publish_notice
+from gateway.queue.tasks import TASK_SENDER_PREFIX, notice_id, publish_notice
 from memory_store import GroupDirectory
 from memory_store.tasks import Task, TaskStore
 
@@ -86,6 +86,7 @@ def _tell(client: redis.Redis, keys: Keys, task: Task, failures: int) -> None:
     notice = Outbound(channel=task.channel, account=task.account, chat_id=task.chat_id,
                       thread_id=task.thread_id,
                       text=PAUSED_NOTICE.format(name=task.name, n=failures, id=task.id),
-                      reply_id=f"task-{task.id}-paused-{int(task.updated.timestamp())}")
+                      reply_id=notice_id(task.group, task.id, "paused",
+                                         task.updated.timestamp()))
     publish_notice(client, keys, notice)
     log.warning("task %s in %s paused after %d failed runs", task.id, task.group, failures)

@@ -21,6 +21,7 @@ Workers use ``schedule``/``unschedule`` (a task created or paused by a turn) and
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import redis
@@ -101,6 +102,15 @@ class TaskTimes:
 
     def members(self) -> list[tuple[str, str]]:
         return [split_member(m) for m in self.r.zrange(due_key(self.keys), 0, -1)]
+
+
+def notice_id(group: str, task_id: str, what: str, stamp: float) -> str:
+    """The reply id of a notice about ``group``'s task ``task_id`` (``what``: why, and
+    ``stamp``: the version of the task it is about, so a later one is sent too). A task
+    id is a name, unique only within its chat, and the outbox sends each reply id once:
+    the chat is part of it (hashed, since a chat id may hold any character)."""
+    chat = hashlib.sha256(group.encode()).hexdigest()[:16]
+    return f"task-{chat}-{task_id}-{what}-{int(stamp)}"
 
 
 def publish_notice(client: redis.Redis, keys: Keys, notice: ReplyModel) -> None:

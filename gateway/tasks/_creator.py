@@ -18,7 +18,7 @@ from channels.models import Inbound, Outbound
 from gateway.config import GatewayConfig
 from gateway.intake._router import Router
 from gateway.queue import Keys
-from gateway.queue.tasks import publish_notice
+from gateway.queue.tasks import notice_id, publish_notice
 from memory_store.tasks import Task, TaskStore
 
 log = logging.getLogger(__name__)
@@ -46,5 +46,5 @@ def pause_for_creator(client: redis.Redis, keys: Keys, store: TaskStore, task: T
     publish_notice(client, keys, Outbound(
         channel=task.channel, account=task.account, chat_id=task.chat_id,
         thread_id=task.thread_id, text=NOTICE.format(name=task.name, id=task.id),
-        reply_id=f"task-{task.id}-creator-{int(task.updated.timestamp())}"))
+        reply_id=notice_id(task.group, task.id, "creator", task.updated.timestamp())))
     log.warning("task %s in %s paused: its creator is no longer allowed", task.id, task.group)

@@ -11,12 +11,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import redis
+import redis.asyncio as aioredis
 from typer.testing import CliRunner
 
+from channels.local import LocalChannel
 from channels.models import Inbound
 from gateway.config import load_config, load_worker_settings
 from gateway.intake import run as run_command
 from gateway.operations import tasks_app
+from gateway.outgoing import Outbox
 from gateway.queue import Keys
 from memory_store import GroupDirectory
 from memory_store.files import AuditLog
@@ -126,3 +129,41 @@ def test_tasks_command_and_cli_say_who_may_change_whose_task(
     assert "paused" in out.output and "resumed" in out.output
     out = cli.invoke(tasks_app, ["show", GROUP, "nope", "--config", str(path)])
     assert out.exit_code == 1 and "No task named 'nope'" in out.output
+
+
+async def test_same_named_tasks_of_two_chats_removed_at_once_are_each_told(
+        tmp_path: Path, valkey: Valkey) -> None:
+    """A task's id is its name, unique within its chat only, and the outbox sends each
+    reply id once: two chats' tasks "weekly", made in the same second and removed by a
+    ``/forget`` of their words, each get their notice out through the real outbox."""
+    path = write_config(tmp_path / "pynanoclaw.toml", valkey.url)
+    r = redis.Redis.from_url(valkey.url)
+    now = datetime.now(UTC)
+    chats = ("room", "den")
+    for chat in chats:
+        where = Where(group=f"local:{chat}", channel="local", chat_id=chat, is_group=True,
+                      creator="local:alice", creator_role="member")
+        TaskStore(GroupDirectory(load_config(path).data_dir, where.group)).create(validate(
+            TaskSpec(name="weekly", text="summarize project zebra", every="1h"), where,
+            default_zone="UTC", min_interval=60, now=now), actor="t", cap=9)
+        r.rpush(K.forget(where.group), json.dumps({"id": f"forget-{chat}", "by": "t",
+                                                   "phrase": "project zebra"}))
+    ctx = WorkerContext(load_worker_settings(path), r)
+    try:
+        for chat in chats:
+            assert redact_group(f"local:{chat}", ctx=ctx)["end"] == "redacted"
+    finally:
+        ctx.close()
+    channel = LocalChannel(valkey.url)
+    client = aioredis.Redis.from_url(valkey.url)
+    try:
+        ob = Outbox(client, {("local", "default"): channel}, K, consumer="gw")
+        for _, fields in r.xrange(K.outbox):
+            assert await ob.handle({k.decode(): v.decode() for k, v in fields.items()})
+        told = {chat: [f[b"text"] for _, f in await client.xrange(channel.keys.out(chat))
+                       if f[b"type"] == b"chunk"] for chat in chats}
+    finally:
+        await client.aclose()
+        await channel.stop()
+    notice = REMOVED_NOTICE.format(name="weekly").encode()
+    assert told == {chat: [notice] for chat in chats}

@@ -43,6 +43,11 @@ redacted too. Under the lock it
    A server that refuses (a managed Redis without CONFIG, a rewrite already running)
    is logged: its next rewrite drops the words.
 
+A DM linked to a person also reaches the persons' memories its turns wrote
+(``Keys.person_memories``, kept after ``/link off``, under their locks); there a message
+id is matched only in what this DM wrote (``chat`` of ``redact_message``, ``edit_message``,
+``message_lines``, ``replies_holding``): ids are unique within one chat only.
+
 A redaction is never given up: a group busy ``MAX_RESCHEDULES`` times in a row is
 tried every ``SLOW_DELAY`` seconds from then on (a warning says so), until it runs.
 """

@@ -56,7 +56,9 @@ class Keys:
 
     def person_memories(self, group: str) -> str:
         """Set of the linked persons' memory keys (``person:<id>``) that turns of the DM
-        ``group`` wrote to: a deletion, edit or ``/forget`` in that DM reaches them too."""
+        ``group`` wrote to: a deletion, edit or ``/forget`` in that DM reaches them too
+        (matching its message ids only in what that DM wrote there). Kept after ``/link
+        off``: what the DM wrote while linked is still there."""
         return f"{self.prefix}personmem:{group}"
 
     @property

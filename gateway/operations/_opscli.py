@@ -12,7 +12,7 @@ import typer
 
 from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
 from gateway.operations._deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
-from gateway.operations._status import run_checks
+from gateway.operations._status import status_checks
 
 dead_app = typer.Typer(help="dead letters: turns that failed for good", no_args_is_help=True,
                        add_completion=False, pretty_exceptions_enable=False,
@@ -25,7 +25,7 @@ def status(
 ) -> None:
     """Can the bot answer? One line per check; exit status 1 when one fails."""
     failed = 0
-    for check in run_checks(config_file(config), model=model):
+    for check in status_checks(config_file(config), model=model):
         typer.echo(check.line())
         failed += not check.ok
     if failed:

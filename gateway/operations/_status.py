@@ -63,7 +63,7 @@ class Check:
         return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
 
 
-def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
+def status_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
     """Every check for the config at ``path``, as they complete."""
     from gateway.app import build_channels, load_channel_class
     from gateway.toolhost.status import tools_line

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.operations import run_checks
+from gateway.operations import status_checks
 from gateway.queue import DEFAULT_QUEUE, transcribe_queue
 from tests.channels.harness_telegram import env as telegram_env
 from tests.fakes.telegram_api import FakeTelegram
@@ -26,7 +26,7 @@ NONE_ALIVE = f"transcription: no worker alive on queue {QUEUE}; voice notes reac
 
 async def checks(stack: Stack) -> dict[str, tuple[bool, str]]:
     """``pynanoclaw status``'s checks (in a thread: each channel check runs its own loop)."""
-    found = await asyncio.to_thread(lambda: list(run_checks(stack.config_path, model=False)))
+    found = await asyncio.to_thread(lambda: list(status_checks(stack.config_path, model=False)))
     return {c.name: (c.ok, c.detail) for c in found}
 
 

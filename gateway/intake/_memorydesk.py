@@ -205,7 +205,7 @@ class MemoryDesk:
         # word is masked, shorter ones than a phrase may be ("my", "at") tell nothing
         pat = words_pattern([phrase, *(w for w in phrase.split()
                                        if len(w) >= PHRASE_MIN_CHARS)])
-        assert pat is not None  # check_phrase passed: never empty
+        assert pat is not None  # validated_phrase passed: never empty
         lines += [scrub_value(f"- {h.kind} {h.id} ("
                               f"{self._where(gd) + ': ' if is_person_key(key) else ''}{h.path}; "
                               f"from {h.source}, trust {h.trust:.2f})", pat, MASK)

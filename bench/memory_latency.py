@@ -86,7 +86,7 @@ class PoolEmbedder:
 def generate(data: Path, n: int) -> None:
     """N memory files in the group dir, written directly (no fsync) for speed."""
     from memory_store import MemoryRecord
-    from memory_store.files import GroupDirectory, memory_path, render
+    from memory_store.files import GroupDirectory, memory_path, render_memory_file
 
     gd = GroupDirectory(data, GROUP).ensure()
     for it in corpus.items(n):
@@ -95,7 +95,7 @@ def generate(data: Path, n: int) -> None:
                            updated=it.created, trust=it.trust)
         path = memory_path(gd.path, it.kind, rec.id, it.created)
         path.parent.mkdir(exist_ok=True)
-        path.write_text(render(rec), encoding="utf-8")
+        path.write_text(render_memory_file(rec), encoding="utf-8")
 
 
 def rss_mb() -> float:
@@ -229,7 +229,7 @@ def cache_sim(groups: int = 40, per_group: int = 500, turns: int = 2000,
     """A worker's open-group cache under Zipf-distributed traffic: each turn gets its
     group's memory from :class:`MemoryCache` and searches it once."""
     from memory_store import MemoryCache, MemoryRecord
-    from memory_store.files import GroupDirectory, memory_path, render
+    from memory_store.files import GroupDirectory, memory_path, render_memory_file
 
     tmp = Path(tempfile.mkdtemp(prefix="memcache-"))
     try:
@@ -241,7 +241,7 @@ def cache_sim(groups: int = 40, per_group: int = 500, turns: int = 2000,
                                    created=it.created, updated=it.created, trust=it.trust)
                 path = memory_path(gd.path, it.kind, it.id, it.created)
                 path.parent.mkdir(exist_ok=True)
-                path.write_text(render(rec), encoding="utf-8")
+                path.write_text(render_memory_file(rec), encoding="utf-8")
         rng = random.Random(corpus.SEED)
         weights = [1 / (g + 1) for g in range(groups)]
         qs = corpus.queries(64)

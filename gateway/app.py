@@ -31,7 +31,7 @@ from gateway.intake._inbox import DrainEnqueuer, Inbox, Sweeper
 from gateway.intake._webhooks import WebServer, build_app, has_routes
 from gateway.media.downloads import MediaJob
 from gateway.operations._channelstart import ChannelStarter
-from gateway.operations._health import degraded
+from gateway.operations._health import degraded, warnings
 from gateway.operations._pressure import disk_problem, redis_problems
 from gateway.operations._status import transcription_workers
 from gateway.outgoing._outbox import Outbox
@@ -255,7 +255,8 @@ class Gateway:
     async def health(self) -> dict[str, Any]:
         """The ``/healthz`` status: ``up`` (Redis answers: the gateway can work; else
         503), ``degraded`` (gateway/operations/_health.py: what keeps some chat from an answer),
-        ``ok`` (up and nothing degraded), and the details."""
+        ``warnings`` (what leaves every chat answered, some messages less well: voice notes
+        untranscribed), ``ok`` (up and nothing degraded), and the details."""
         refusing: str | None = None
         try:
             up = bool(self.r is not None and await self.r.ping())
@@ -291,6 +292,7 @@ class Gateway:
         for reporter in self.reporters:
             out.update(reporter())
         out["degraded"] = problems + degraded(out)
+        out["warnings"] = warnings(out)
         out["up"] = up
         out["ok"] = up and not out["degraded"]
         return out

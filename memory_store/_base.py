@@ -25,8 +25,8 @@ from memory_store.files._fileformat import (
     clamp_trust,
     content_hash,
     now_utc,
-    parse,
-    render,
+    parse_memory_file,
+    render_memory_file,
     to_datetime,
 )
 from memory_store.files._group import GroupDirectory
@@ -144,7 +144,7 @@ class BaseMemory:
             self.catalog.refresh()
             if path.exists() or self.catalog.locate(memory_id) is not None:
                 return memory_id  # idempotent: a retried turn re-writes the same id
-            data = render(record).encode("utf-8")
+            data = render_memory_file(record).encode("utf-8")
             atomic_write_bytes(path, data, durable=self.durable)
             rel = self._rel(path)
             self.audit.append(actor=actor, op="write", memory_id=memory_id, path=rel,
@@ -199,7 +199,7 @@ class BaseMemory:
                     meta[key] = value
             fields["metadata"] = meta
             new = replace(record, **fields)
-            data = render(new).encode("utf-8")
+            data = render_memory_file(new).encode("utf-8")
             if data == old:
                 return
             atomic_write_bytes(path, data, durable=self.durable)
@@ -252,8 +252,9 @@ class BaseMemory:
             raise MemoryNotFound(memory_id) from None
         mtime = datetime.fromtimestamp(path.stat().st_mtime).astimezone()
         name = rel.rsplit("/", 1)[-1]
-        record = parse(data.decode("utf-8", errors="replace"), fallback_id=id_from_filename(name),
-                       fallback_kind=found[1].kind, mtime=mtime)
+        record = parse_memory_file(data.decode("utf-8", errors="replace"),
+                                   fallback_id=id_from_filename(name),
+                                   fallback_kind=found[1].kind, mtime=mtime)
         return path, record
 
     def _new_record(self, memory_id: str, kind: str, content: str,

@@ -28,7 +28,7 @@ from typing import Literal
 from pydantic_ai import RunContext, Tool
 
 from channels.models import Inbound
-from memory_store.files import CORE_FILE, PROFILE_FILE, CoreSectionError, add_entry
+from memory_store.files import CORE_FILE, PROFILE_FILE, CoreSectionError, add_agent_entry
 from workers.attribution import Attribution, attribute
 from workers.prompt import TRUSTED_ROLES, Role, content_trust, role_of
 from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, TurnDeps, low_source
@@ -126,7 +126,7 @@ async def update_core(
     text = f"{about}: {fact}" if file == "profile" and about and not named else fact
     try:
         change = await asyncio.to_thread(
-            add_entry, deps.group_dir, FILES[file], text, source=att.source, trust=att.trust,
+            add_agent_entry, deps.group_dir, FILES[file], text, source=att.source, trust=att.trust,
             actor=f"agent:{deps.turn_id}", turn_id=deps.turn_id, today=deps.now.date())
     except (CoreSectionError, ValueError) as exc:
         return f"Not kept in core memory: {exc}."

@@ -21,7 +21,7 @@ queued turn of the group (turns that come fast are extracted together). For each
    at most the least trusted message that could have introduced it, never the model's
    claim), a fact already in its entity file is a no-op, the others are written (ids
    from the turn id and the text, so a rewrite is a no-op) and reconciled
-   (``memory_store.maintenance._consolidate.reconcile``: the known facts it updates or contradicts
+   (``memory_store.maintenance.reconcile_facts``: the known facts it updates or contradicts
    are superseded with ``valid_to``, never by a less trusted fact; the entity file
    ``entities/entity-<slug>.md`` is written and indexed); then ``done`` is set.
 
@@ -60,7 +60,7 @@ from gateway.queue import (
 )
 from gateway.queue.identity import Identities
 from memory_store import BaseMemory, MemoryNotFound
-from memory_store.maintenance import normalized, reconcile, slug
+from memory_store.maintenance import entity_slug, normalized_words, reconcile_facts
 from workers.facts import (
     ExtractedFacts,
     ask_model,
@@ -173,12 +173,13 @@ def _job_kwargs(queue: str, prefix: str, lock_ttl: float, job_timeout: int, retr
 
 def _in_entity_file(memory: BaseMemory, about: str, record_id: str, text: str) -> bool:
     try:
-        current_file = memory.read_sync(f"entity-{slug(about)}")
+        current_file = memory.read_sync(f"entity-{entity_slug(about)}")
     except MemoryNotFound:
         return False
     for e in current_file.metadata.get("facts") or []:
         if isinstance(e, dict) and not e.get("superseded_by") and (
-                e.get("id") == record_id or normalized(str(e.get("text", ""))) == normalized(text)):
+                e.get("id") == record_id
+                or normalized_words(str(e.get("text", ""))) == normalized_words(text)):
             return True
     return False
 
@@ -216,9 +217,9 @@ def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
         entities.add(about)
         if f.relation != "new":  # only facts the model saw, about the same entity
             replaced += [(old, record_id) for old in f.replaces
-                         if old in known and slug(known[old][0]) == slug(about)]
+                         if old in known and entity_slug(known[old][0]) == entity_slug(about)]
     if entities:
-        reconcile(memory, entities, replaced)
+        reconcile_facts(memory, entities, replaced)
     # the messages that corrected the bot, by id: lessons at their author's trust
     written += correction_lessons(
         memory, group=batch.group, turn_id=tid, messages=batch.messages, known=known,

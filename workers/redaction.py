@@ -74,9 +74,8 @@ from gateway.queue import (
 )
 from memory_store.maintenance import (
     ECHO_MIN_CHARS,
-    MARKER,
-    Finder,
-    check_phrase,
+    REDACTED_MARKER,
+    WordFinder,
     edit_message,
     message_lines,
     redact_message,
@@ -84,6 +83,7 @@ from memory_store.maintenance import (
     replies_holding,
     scrub_index,
     scrub_value,
+    validated_phrase,
     words_matcher,
     words_pattern,
 )
@@ -153,7 +153,7 @@ def _own_words(old: str) -> re.Pattern[str]:
 def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str],
                  edits: Edits | None = None, rewords: Rewords = (),
                  phrases: Sequence[str] = ()) -> tuple[list[tuple[str, str | None]],
-                                                      Finder | None]:
+                                                      WordFinder | None]:
     """(entry, replacement or None: remove) for every held entry of a deleted message
     (``(account, message id)``), of an edited one (when its sender is the edit's: it
     gets the new text, and its platform event the new words), or holding the words of
@@ -186,7 +186,7 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str]
             continue
         new_msg = dict(msg)
         if _key(msg, "reply_to_id") in deleted and msg.get("reply_to_text"):
-            new_msg["reply_to_text"] = MARKER
+            new_msg["reply_to_text"] = REDACTED_MARKER
         sender, text = (edits or {}).get(key, (None, None))
         old = msg.get("text")
         if text is not None and str(msg.get("sender_id")) == sender and \
@@ -326,7 +326,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                             for p in gq.delivered(t)]
     for _, rec in forgets:
         with contextlib.suppress(ValueError):  # logged and dropped below
-            phrases.append(check_phrase(rec["phrase"]))
+            phrases.append(validated_phrase(rec["phrase"]))
     lock.check()
     # the files too, while the episode lines still hold the words (workers/mediaforget)
     files += len(forget_files(ctx.settings.data_dir, group, memories,

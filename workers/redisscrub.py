@@ -18,14 +18,14 @@ from typing import Any
 
 from channels.models import group_key
 from gateway.queue import GroupQueue, as_str, encode_entry, parse_entry
-from memory_store.maintenance import Finder, scrub_value
+from memory_store.maintenance import WordFinder, scrub_value
 
 #: the fields of a held message (``Inbound``) that hold words (``raw``: the platform's
 #: own event, which repeats the text)
 TEXT_FIELDS = ("text", "reply_to_text", "raw")
 
 
-def _json_text(value: str, pat: Finder, key: str = "text") -> str:
+def _json_text(value: str, pat: WordFinder, key: str = "text") -> str:
     """``value``, a JSON object, with ``pat`` taken out of its ``key`` field."""
     try:
         doc = json.loads(value)
@@ -37,7 +37,7 @@ def _json_text(value: str, pat: Finder, key: str = "text") -> str:
     return value if new == doc[key] else json.dumps({**doc, key: new})
 
 
-def scrub_entry(raw: str, pat: Finder) -> str:
+def scrub_entry(raw: str, pat: WordFinder) -> str:
     """A held message entry (``"<seq> <json>"``) with ``pat`` taken out of its
     ``TEXT_FIELDS``; ``raw`` itself when nothing matched or it is unreadable."""
     try:
@@ -49,7 +49,7 @@ def scrub_entry(raw: str, pat: Finder) -> str:
         f"{entry.seq} {encode_entry(json.dumps(msg), entry.engaged)}"
 
 
-def _queued_turn(raw: str, pat: Finder) -> str:
+def _queued_turn(raw: str, pat: WordFinder) -> str:
     """An ``extractq`` entry (``workers.extraction``: turn id, its batch's entries) with
     ``pat`` taken out of the entries."""
     try:
@@ -62,7 +62,7 @@ def _queued_turn(raw: str, pat: Finder) -> str:
     return raw if entries == item["entries"] else json.dumps({**item, "entries": entries})
 
 
-def _answer(result: str, pat: Finder) -> str:
+def _answer(result: str, pat: WordFinder) -> str:
     """An extraction's stored answer (``ExtractedFacts``) without the facts whose text
     holds ``pat``: retired before they are filed, as a filed one would be."""
     try:
@@ -87,7 +87,7 @@ def _of_group(fields: dict[str, str], group: str) -> bool:
         return False
 
 
-def _restream(gq: GroupQueue, stream: str, pat: Finder | None, group: str | None,
+def _restream(gq: GroupQueue, stream: str, pat: WordFinder | None, group: str | None,
               always: bool) -> int:
     """Rebuild ``stream`` with ``pat`` taken out of its entries' text (an outbox
     entry's ``data.text``, of ``group``'s entries only; a reply stream's ``text``) when
@@ -110,7 +110,7 @@ def _restream(gq: GroupQueue, stream: str, pat: Finder | None, group: str | None
     return len(replace)
 
 
-def scrub_streams(gq: GroupQueue, pat: Finder | None, *, rebuild_outbox: bool) -> int:
+def scrub_streams(gq: GroupQueue, pat: WordFinder | None, *, rebuild_outbox: bool) -> int:
     """Take ``pat`` out of the group's entries in the outbox and of its local reply
     streams. The outbox is rebuilt when ``rebuild_outbox`` even if no live entry
     matched: the gateway ``XDEL``s what it sent, and a deleted entry's bytes stay
@@ -123,7 +123,7 @@ def scrub_streams(gq: GroupQueue, pat: Finder | None, *, rebuild_outbox: bool) -
     return n
 
 
-def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None,
+def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: WordFinder | None,
                      reword: Any = None) -> int:
     """Take ``pat`` (and ``reword``'s edits, a function of a text) out of the state
     Redis keeps of the group's turns: the published reply a retry replays
@@ -162,7 +162,7 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: Finder | None
     return n
 
 
-def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: Finder) -> int:
+def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: WordFinder) -> int:
     """The stored tool results of a turn (``gateway.queue.toolonce``) with ``pat``
     taken out of their output and error. Returns the results changed."""
     changed: dict[str, str] = {}

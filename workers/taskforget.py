@@ -15,7 +15,7 @@ from gateway.config import WorkerSettings
 from gateway.queue import Keys
 from gateway.queue.tasks import TaskTimes, notice_id, publish_notice
 from memory_store import GroupDirectory
-from memory_store.maintenance import Finder
+from memory_store.maintenance import WordFinder
 from memory_store.tasks import TaskStore
 
 log = logging.getLogger(__name__)
@@ -26,7 +26,7 @@ REMOVED_UNNAMED = "I removed a scheduled task: it held words that were deleted o
 
 
 def forget_tasks(client: redis.Redis, keys: Keys, settings: WorkerSettings, group: str,
-                 pat: Finder) -> int:
+                 pat: WordFinder) -> int:
     """Remove ``group``'s tasks whose words ``pat`` finds; returns how many."""
     store = TaskStore(GroupDirectory(settings.data_dir, group))
     removed = 0

@@ -31,9 +31,9 @@ from gateway.config.media import MediaConfig, voice_missing
 from gateway.queue.transcribe import SHA256
 from memory_store import group_dir
 from memory_store.files import (
-    FAILED_SUFFIX,
-    FOLDER,
-    SIDECAR_SUFFIX,
+    ATTACHMENT_SIDECAR_SUFFIX,
+    ATTACHMENTS_FOLDER,
+    TRANSCRIPT_FAILED_SUFFIX,
     TRANSCRIPT_SUFFIX,
     Transcript,
     atomic_write_text,
@@ -43,7 +43,7 @@ from memory_store.files import (
 log = logging.getLogger(__name__)
 
 #: the folder of a group's received files
-ATTACHMENTS = FOLDER
+ATTACHMENTS = ATTACHMENTS_FOLDER
 #: said after a transcript whose audio went on past ``[media] transcribe_max_seconds``
 TRUNCATED_NOTE = "[the rest of the recording was not transcribed]"
 
@@ -65,8 +65,8 @@ def _attachment(folder: Path, sha256: str) -> Path:
         return exact
     for candidate in sorted(folder.glob(f"{sha256}.*")):
         # the sidecars beside it (metadata, transcripts) share its hash
-        if not candidate.name.endswith((SIDECAR_SUFFIX, TRANSCRIPT_SUFFIX, FAILED_SUFFIX)) \
-                and candidate.is_file():
+        sidecars = (ATTACHMENT_SIDECAR_SUFFIX, TRANSCRIPT_SUFFIX, TRANSCRIPT_FAILED_SUFFIX)
+        if not candidate.name.endswith(sidecars) and candidate.is_file():
             return candidate
     raise AudioMissing("the audio file is not in the group's attachments")
 
@@ -138,7 +138,7 @@ def write_transcript(group_path: Path, sha256: str, *, media: MediaConfig | None
     except AudioMissing:
         raise  # RQ's retry may find it stored; a deleted file needs no transcript
     except NotTranscribable as exc:
-        atomic_write_text(folder / f"{sha256}{FAILED_SUFFIX}", f"{exc}\n")
+        atomic_write_text(folder / f"{sha256}{TRANSCRIPT_FAILED_SUFFIX}", f"{exc}\n")
         return Transcript(None, str(exc))
     atomic_write_text(folder / f"{sha256}{TRANSCRIPT_SUFFIX}", text)
     return Transcript(text)

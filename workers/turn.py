@@ -25,7 +25,7 @@ from channels.models import Inbound, Outbound
 from gateway.queue import Budget, GroupQueue, Keys, TurnRecord, events, parse_entry
 from gateway.queue.identity import Configured, Identities
 from memory_store import GroupDirectory
-from memory_store.files import notice as notice_core_edits
+from memory_store.files import notice_core_edits
 from workers import media
 from workers.agent import TurnError, TurnRequest, build_agent
 from workers.approval_runs import run_approved

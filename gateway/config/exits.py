@@ -37,3 +37,8 @@ class CommandExit(IntEnum):
 
     FAILED = 1  #: it ran, but what it was asked did not happen (a check failed, no such code)
     USAGE = 2  #: a wrong argument, a broken config or an unreachable Redis (one error line)
+    #: ``status`` only: no check failed, but one warned: every chat is answered, some
+    #: messages less well (voice notes untranscribed). Not 1, so a monitor that reads 1 as
+    #: "the bot is down" still can; not 0, so a monitor that reads any other as a problem
+    #: still sees it
+    DEGRADED = 3

@@ -16,16 +16,16 @@ from memory_store import lazy_exports
 # once: add one here).
 if TYPE_CHECKING:
     import gateway.intake._commands
-    from gateway.intake._changes import STALE as STALE
+    from gateway.intake._changes import AMEND_STALE as AMEND_STALE
     from gateway.intake._changes import apply_change as apply_change
     from gateway.intake._commands import COMMANDS as COMMANDS
-    from gateway.intake._commands import Role as Role
-    from gateway.intake._commands import Where as Where
-    from gateway.intake._commands import parse as parse
+    from gateway.intake._commands import ChatKind as ChatKind
+    from gateway.intake._commands import SenderRole as SenderRole
+    from gateway.intake._commands import parse_command as parse_command
     from gateway.intake._commands import registry_entries as registry_entries
     from gateway.intake._commands import roles_of as roles_of
-    from gateway.intake._commands import run as run
-    from gateway.intake._filedrop import SENDER_NAME as SENDER_NAME
+    from gateway.intake._commands import run_command as run_command
+    from gateway.intake._filedrop import FILE_DROP_SENDER_NAME as FILE_DROP_SENDER_NAME
     from gateway.intake._filedrop import FileDrop as FileDrop
     from gateway.intake._filedrop import file_message as file_message
     from gateway.intake._frontdesk import FrontDesk as FrontDesk

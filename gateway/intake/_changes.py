@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 #: most recorded changes kept per group until the memory layer consumes them
 CHANGES_CAP = 1000
 #: ``amend`` result: the entry read changed before the script ran (read again)
-STALE = 2
+AMEND_STALE = 2
 #: reads before a change whose entry keeps changing underneath is recorded instead
 READ_ATTEMPTS = 3
 
@@ -82,14 +82,14 @@ async def apply_change(q: GatewayQueue, change: Inbound, group: str, *, dedupe_t
     """Apply ``change`` to the group's waiting messages or record it. Returns
     ``edited`` / ``deleted`` (a waiting message changed), ``recorded`` or ``duplicate``.
     Raises ``redis.RedisError`` when it could not be made durable."""
-    result = STALE
+    result = AMEND_STALE
     for attempt in range(READ_ATTEMPTS):
         entry = find_waiting(await q.waiting(group), change)
         new = replacement(entry, change) if entry is not None else None
         result = await q.amend(group, change.dedupe_id, entry.raw if entry else None, new,
                                change_record(change), dedupe_ttl=dedupe_ttl, cap=CHANGES_CAP,
                                final=entry is None or attempt == READ_ATTEMPTS - 1)
-        if result != STALE:
+        if result != AMEND_STALE:
             break
     if result == DUPLICATE:
         return "duplicate"

@@ -45,14 +45,14 @@ if TYPE_CHECKING:  # not at run time: the desk imports gateway.tasks, as this do
     from gateway.intake._approvals import ApprovalDesk
 
 
-class Role(StrEnum):
+class SenderRole(StrEnum):
     OPERATOR = "operator"
     CHAT_ADMIN = "chat admin"
     DM_OWNER = "DM owner"
     MEMBER = "member"
 
 
-class Where(StrEnum):
+class ChatKind(StrEnum):
     DM = "DM"
     GROUP = "group"
 
@@ -82,7 +82,7 @@ class Invocation:
 
     msg: Inbound
     command: ParsedCommand
-    roles: frozenset[Role]
+    roles: frozenset[SenderRole]
     config: GatewayConfig
     memory: MemoryServices | None = None
     #: the identity links in Redis (the gateway passes it; None: config links only)
@@ -93,8 +93,8 @@ class Invocation:
     approvals: ApprovalDesk | None = None
 
     @property
-    def where(self) -> Where:
-        return Where.GROUP if self.msg.is_group else Where.DM
+    def where(self) -> ChatKind:
+        return ChatKind.GROUP if self.msg.is_group else ChatKind.DM
 
 
 #: a handler answers at once (``str``) or, when it needs Redis, with a coroutine
@@ -105,8 +105,8 @@ Handler = Callable[[Invocation], str | Awaitable[str]]
 class CommandSpec:
     name: str
     summary: str
-    who: frozenset[Role]
-    where: frozenset[Where]
+    who: frozenset[SenderRole]
+    where: frozenset[ChatKind]
     confirm: bool
     handler: Handler
     #: answers an unconfirmed call (what would happen, how to confirm) instead of the
@@ -127,7 +127,7 @@ GREETINGS = frozenset({"start"})
 MAX_ARGS_CHARS = 300
 
 
-def parse(msg: Inbound) -> ParsedCommand | None:
+def parse_command(msg: Inbound) -> ParsedCommand | None:
     """The command ``msg`` gives the bot, or None (not a command: ordinary text)."""
     if msg.kind != "message" or msg.forwarded_from is not None:
         return None
@@ -149,38 +149,38 @@ def parse(msg: Inbound) -> ParsedCommand | None:
     return ParsedCommand(name, args)  # a name not in COMMANDS: a DM's unknown command
 
 
-def roles_of(msg: Inbound, config: GatewayConfig) -> frozenset[Role]:
-    roles = {Role.MEMBER}
+def roles_of(msg: Inbound, config: GatewayConfig) -> frozenset[SenderRole]:
+    roles = {SenderRole.MEMBER}
     if msg.sender_key in config.policy.admins:
-        roles.add(Role.OPERATOR)
+        roles.add(SenderRole.OPERATOR)
     if msg.is_group and msg.is_admin:
-        roles.add(Role.CHAT_ADMIN)
+        roles.add(SenderRole.CHAT_ADMIN)
     if not msg.is_group:
-        roles.add(Role.DM_OWNER)
+        roles.add(SenderRole.DM_OWNER)
     return frozenset(roles)
 
 
-def permitted(spec: CommandSpec, roles: frozenset[Role], where: Where) -> str | None:
+def permitted(spec: CommandSpec, roles: frozenset[SenderRole], where: ChatKind) -> str | None:
     """None when allowed, else the reason it is not."""
     if where not in spec.where:
         places = " or ".join(sorted(w.value for w in spec.where))
         return f"/{spec.name} works in a {places} only."
-    if Role.OPERATOR in roles or roles & spec.who:
+    if SenderRole.OPERATOR in roles or roles & spec.who:
         return None
-    needed = ", ".join(sorted(r.value for r in spec.who | {Role.OPERATOR}))
+    needed = ", ".join(sorted(r.value for r in spec.who | {SenderRole.OPERATOR}))
     return f"/{spec.name} needs one of: {needed}."
 
 
 def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None,
               identities: IdentityStore | None, usage: UsageDesk | None = None,
               approvals: ApprovalDesk | None = None) -> str | Awaitable[str] | None:
-    command = parse(msg)
+    command = parse_command(msg)
     if command is None:
         return None
     roles = roles_of(msg, config)
     spec = COMMANDS.get(command.name)
     if spec is None:
-        return f"Unknown command /{command.name}. " + _listing(roles, Where.DM)
+        return f"Unknown command /{command.name}. " + _listing(roles, ChatKind.DM)
     if len(command.args) > MAX_ARGS_CHARS:
         return (f"/{spec.name}: that is {len(command.args)} characters of arguments; "
                 f"commands take at most {MAX_ARGS_CHARS}. Nothing was done.")
@@ -202,8 +202,8 @@ def unconfirmed_args(command: ParsedCommand) -> str:
     return " ".join(words[:-1] if words[-1:] == [CONFIRM_WORD] else words)
 
 
-def run(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = None
-        ) -> str | None:
+def run_command(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = None
+                ) -> str | None:
     """The reply to ``msg`` if it is a command (the model never sees it), else None.
     Blocking when ``memory`` is given (it reads files). Without Redis a command that
     needs it says so (``answer`` is the gateway's call)."""
@@ -218,7 +218,7 @@ def run(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = Non
 async def answer(msg: Inbound, config: GatewayConfig, identities: IdentityStore,
                  memory: MemoryServices | None = None, usage: UsageDesk | None = None,
                  approvals: ApprovalDesk | None = None) -> str | None:
-    """``run`` with Redis: what the gateway calls. The handler runs in a thread
+    """``run_command`` with Redis: what the gateway calls. The handler runs in a thread
     (``/memory`` and ``/forget`` read the group's files); a handler that needs Redis
     hands back a coroutine, awaited here on the loop."""
     reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities, usage,
@@ -231,7 +231,7 @@ async def answer(msg: Inbound, config: GatewayConfig, identities: IdentityStore,
 # ---------------------------------------------------------------------- handlers
 
 
-def _listing(roles: frozenset[Role], where: Where) -> str:
+def _listing(roles: frozenset[SenderRole], where: ChatKind) -> str:
     lines = [
         f"/{spec.name}: {spec.summary}"
         for spec in COMMANDS.values()
@@ -388,7 +388,7 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
         return showing()
     if len(words) != 3 or words[0] != "cap" or words[1] not in ("day", "month"):
         return _USAGE_CAP
-    if not call.roles & {Role.OPERATOR, Role.CHAT_ADMIN}:
+    if not call.roles & {SenderRole.OPERATOR, SenderRole.CHAT_ADMIN}:
         return "Not allowed: changing a cap needs a chat admin or the operator."
     period = words[1]
     scope = f"group:{msg.group}"
@@ -413,7 +413,7 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
 def _tasks(call: Invocation) -> str:
     msg = call.msg
     return tasks_command(call.config, msg.group, call.command.args, by=msg.sender_key,
-                         may_any=bool(call.roles & {Role.OPERATOR, *_OWNERS}))
+                         may_any=bool(call.roles & {SenderRole.OPERATOR, *_OWNERS}))
 
 
 def _decide(approve: bool) -> Handler:
@@ -426,37 +426,37 @@ def _decide(approve: bool) -> Handler:
     return handler
 
 
-_ANY = frozenset({Where.DM, Where.GROUP})
-_OWNERS = frozenset({Role.CHAT_ADMIN, Role.DM_OWNER})
+_ANY = frozenset({ChatKind.DM, ChatKind.GROUP})
+_OWNERS = frozenset({SenderRole.CHAT_ADMIN, SenderRole.DM_OWNER})
 
 #: The command table. Operators may run everything, everywhere it applies.
 COMMANDS: dict[str, CommandSpec] = {
     spec.name: spec
     for spec in (
         CommandSpec("help", "list the commands you can use here",
-                    frozenset({Role.MEMBER}), _ANY, False, _help),
+                    frozenset({SenderRole.MEMBER}), _ANY, False, _help),
         CommandSpec("whoami", "who the bot thinks you are, and your roles here",
-                    frozenset({Role.MEMBER}), _ANY, False, _whoami),
-        CommandSpec("status", "how this chat is set up", frozenset({Role.MEMBER}), _ANY,
+                    frozenset({SenderRole.MEMBER}), _ANY, False, _whoami),
+        CommandSpec("status", "how this chat is set up", frozenset({SenderRole.MEMBER}), _ANY,
                     False, _status),
         CommandSpec("memory", "show what the bot remembers about this chat, with sources",
-                    frozenset({Role.MEMBER}), _ANY, False, _memory),
+                    frozenset({SenderRole.MEMBER}), _ANY, False, _memory),
         CommandSpec("forget", "remove words from this chat's memory: /forget <words>",
                     _OWNERS, _ANY, True, _forget, preview=_forget_preview),
         CommandSpec("link", "link your identity on another channel to this one "
                     "(/link off: undo it)",
-                    frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _link),
+                    frozenset({SenderRole.DM_OWNER}), frozenset({ChatKind.DM}), False, _link),
         CommandSpec("share", "let group chats see your profile: /share profile on|off",
-                    frozenset({Role.DM_OWNER}), frozenset({Where.DM}), False, _share),
+                    frozenset({SenderRole.DM_OWNER}), frozenset({ChatKind.DM}), False, _share),
         CommandSpec("usage", "model spend and caps here (/usage cap day|month <USD>|none"
                     "|default: this chat's cap, admins)",
                     _OWNERS, _ANY, False, _usage),
         CommandSpec("tasks", "scheduled tasks of this chat: /tasks [show|log|pause|resume|"
-                    "cancel <name>]", frozenset({Role.MEMBER}), _ANY, False, _tasks),
+                    "cancel <name>]", frozenset({SenderRole.MEMBER}), _ANY, False, _tasks),
         CommandSpec("approve", "run a tool call waiting for approval: /approve <id>",
-                    frozenset({Role.CHAT_ADMIN}), _ANY, False, _decide(True)),
+                    frozenset({SenderRole.CHAT_ADMIN}), _ANY, False, _decide(True)),
         CommandSpec("deny", "refuse a tool call waiting for approval: /deny <id>",
-                    frozenset({Role.CHAT_ADMIN}), _ANY, False, _decide(False)),
+                    frozenset({SenderRole.CHAT_ADMIN}), _ANY, False, _decide(False)),
     )
 }
 

@@ -50,7 +50,7 @@ SCAN_INTERVAL = 1.0
 #: bytes of a text file put into the message; the rest is cut with a note
 TEXT_CAP_BYTES = 32 * 1024
 SENDER_ID = "operator-file"
-SENDER_NAME = "operator file"
+FILE_DROP_SENDER_NAME = "operator file"
 #: name endings of files still being written by an editor, a browser or a copy tool
 _TEMP_SUFFIXES = (".tmp", ".temp", ".part", ".partial", ".crdownload", ".download",
                   ".swp", ".swx", ".filepart", "~")
@@ -126,7 +126,7 @@ def file_message(group: str, path: Path, st: os.stat_result) -> Inbound:
         if st.st_size > TEXT_CAP_BYTES:
             body += f"\n[... cut: only the first {TEXT_CAP_BYTES} bytes are shown ...]"
     return Inbound(channel=channel, chat_id=chat, is_group=True, sender_id=SENDER_ID,
-                   sender_name=SENDER_NAME, message_id=message_id(st, name), text=body,
+                   sender_name=FILE_DROP_SENDER_NAME, message_id=message_id(st, name), text=body,
                    mentions_bot=True, forwarded_from=f"the file {name!r} in the inbox")
 
 

@@ -86,7 +86,7 @@ class FrontDesk:
         route = router.route(msg, paired)
         if route.disposition is Disposition.DROP:
             return route
-        if commands.parse(msg) is None:
+        if commands.parse_command(msg) is None:
             return route
         reply = await commands.answer(msg, self._cfg, self.identities, self.memory,
                                       self.usage, self.approvals)

@@ -22,7 +22,7 @@ from typing import Any
 from gateway.config import GatewayConfig
 from gateway.queue.events import FILES_FOLDER
 from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
-from memory_store.files import FOLDER as ATTACHMENTS
+from memory_store.files import ATTACHMENTS_FOLDER as ATTACHMENTS
 from memory_store.files import Skill, groups_root, key_of_dir, skills_for
 from memory_store.tasks import TaskStore, groups_with_tasks
 

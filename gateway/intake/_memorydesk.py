@@ -29,17 +29,17 @@ from memory_store.files import (
     MEMORY_DIRS,
     PROFILE_FILE,
     CoreSectionError,
-    entries,
+    agent_entries,
     id_from_filename,
     now_utc,
-    parse,
+    parse_memory_file,
     read_regular,
 )
 from memory_store.maintenance import (
     PHRASE_MIN_CHARS,
-    check_phrase,
     find_phrase,
     scrub_value,
+    validated_phrase,
     words_pattern,
 )
 
@@ -127,7 +127,7 @@ class MemoryDesk:
             except FileNotFoundError:
                 continue
             try:
-                kept = len(entries(gd, name))
+                kept = len(agent_entries(gd, name))
             except CoreSectionError:
                 kept = 0
             core.append(f"{name} {size} bytes ({kept} entries I added)")
@@ -174,8 +174,8 @@ class MemoryDesk:
                 text = read_regular(path).decode("utf-8", errors="replace")
             except FileNotFoundError:
                 continue
-            out.append(parse(text, fallback_id=id_from_filename(path.name),
-                             fallback_kind="note", mtime=now_utc()))
+            out.append(parse_memory_file(text, fallback_id=id_from_filename(path.name),
+                                         fallback_kind="note", mtime=now_utc()))
         return out
 
     # -- /forget ---------------------------------------------------------------------
@@ -184,7 +184,7 @@ class MemoryDesk:
         """What ``/forget phrase confirm`` would remove, and how to confirm; in a DM
         (``dm_owner``) linked to a person, from their personal memory too."""
         try:
-            phrase = check_phrase(phrase)
+            phrase = validated_phrase(phrase)
         except ValueError as err:
             return f"/forget: {err}, e.g. /forget my old address"
         hits = [(key, gd, h) for key, gd in self._memories(group, dm_owner)
@@ -205,7 +205,7 @@ class MemoryDesk:
         # word is masked, shorter ones than a phrase may be ("my", "at") tell nothing
         pat = words_pattern([phrase, *(w for w in phrase.split()
                                        if len(w) >= PHRASE_MIN_CHARS)])
-        assert pat is not None  # check_phrase passed: never empty
+        assert pat is not None  # validated_phrase passed: never empty
         lines += [scrub_value(f"- {h.kind} {h.id} ("
                               f"{self._where(gd) + ': ' if is_person_key(key) else ''}{h.path}; "
                               f"from {h.source}, trust {h.trust:.2f})", pat, MASK)
@@ -218,7 +218,7 @@ class MemoryDesk:
     def forget(self, group: str, phrase: str, by: str, dm_owner: str | None = None) -> str:
         """Queue the redaction of ``phrase`` in ``group`` (a request and a job)."""
         try:
-            phrase = check_phrase(phrase)
+            phrase = validated_phrase(phrase)
         except ValueError as err:
             return f"/forget: {err}; nothing was removed."
         request = {"id": f"forget-{secrets.token_hex(8)}", "phrase": phrase, "by": by,

@@ -10,7 +10,7 @@ have stored voice notes transcribed (``gateway.media.voice``), push the message 
 attachments' ``stored``/``refused``/``transcript`` filled in, release it.
 The inbox ``wake``s it for a new hold; a restart finds what a killed gateway left.
 Once an hour it also deletes files past ``[media] retention_days``, and the files the
-outbox is done sending (``gateway.outgoing._filesend.prune``).
+outbox is done sending (``gateway.outgoing._filesend.prune_sent_files``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from gateway.media.store import Received
 from gateway.media.voice import transcribe_all
 from gateway.queue import Keys, events
 from gateway.queue.media import Held, MediaHold
-from memory_store.files import FOLDER
+from memory_store.files import ATTACHMENTS_FOLDER
 from memory_store.files import attachments as files
 
 log = logging.getLogger(__name__)
@@ -89,8 +89,8 @@ class MediaJob:
                         self._expired = time.monotonic()
                         await asyncio.to_thread(self.expire)
                         # files sent ones waited for: the outbox's, swept here too
-                        await filesend.prune(self._r, self._keys, self.files,
-                                             self._cfg.media.retention_days)
+                        await filesend.prune_sent_files(self._r, self._keys, self.files,
+                                                        self._cfg.media.retention_days)
                 except (redis.RedisError, OSError) as err:
                     log.warning("media job: %s; retrying", err)
                 with contextlib.suppress(TimeoutError):
@@ -183,6 +183,6 @@ class MediaJob:
         days = self._cfg.media.retention_days
         removed: list[str] = []
         if days > 0:
-            for _, path in self.files.chats_with(FOLDER):
+            for _, path in self.files.chats_with(ATTACHMENTS_FOLDER):
                 removed += files.expire(path, days)
         return removed

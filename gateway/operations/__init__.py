@@ -17,15 +17,15 @@ from memory_store import lazy_exports
 if TYPE_CHECKING:
     import gateway.operations._redispool
     from gateway.operations._channelstart import credential_envs as credential_envs
-    from gateway.operations._localclient import Exchange as Exchange
     from gateway.operations._localclient import LocalClient as LocalClient
+    from gateway.operations._localclient import LocalExchange as LocalExchange
     from gateway.operations._redis_server import EmbeddedRedis as EmbeddedRedis
+    from gateway.operations._redis_server import embedded_url_file as embedded_url_file
     from gateway.operations._redis_server import running_embedded_url as running_embedded_url
     from gateway.operations._redis_server import start_valkey as start_valkey
-    from gateway.operations._redis_server import url_file as url_file
     from gateway.operations._smoke import check_model as check_model
-    from gateway.operations._smoke import describe_exit as describe_exit
-    from gateway.operations._status import run_checks as run_checks
+    from gateway.operations._smoke import describe_smoke_exit as describe_smoke_exit
+    from gateway.operations._status import status_checks as status_checks
     from gateway.operations._supervisor import ConfigExit as ConfigExit
     from gateway.operations._supervisor import WorkerSupervisor as WorkerSupervisor
     from gateway.operations._supervisor import worker_command as worker_command

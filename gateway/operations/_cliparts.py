@@ -9,8 +9,9 @@ Exit statuses: 0 done; ``EXIT_FAILED`` (1) when the command
 ran but what it was asked did not happen (a check of ``status`` failed, ``pair`` found
 no such code, the operator said no); ``EXIT_USAGE`` (2) for a wrong argument, a broken
 config or an unreachable Redis, printed as one ``error: ...`` line (a config error as
-its rendered key and fix). Their home is ``gateway.config.exits`` (``CommandExit``),
-beside ``python -m workers``' ``WorkerExit``.
+its rendered key and fix); 3 (``CommandExit.DEGRADED``) from ``status`` alone, when no
+check failed but one warned (``gateway.operations._status.exit_status``). Their home is
+``gateway.config.exits`` (``CommandExit``), beside ``python -m workers``' ``WorkerExit``.
 """
 
 from __future__ import annotations

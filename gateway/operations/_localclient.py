@@ -21,7 +21,7 @@ from gateway.queue import Keys
 
 
 @dataclass
-class Exchange:
+class LocalExchange:
     """What happened to one message sent through the local channel."""
 
     message_id: str
@@ -80,13 +80,13 @@ class LocalClient:
     async def ask(
         self, *, chat_id: str, user: str, text: str, is_group: bool = False,
         mention: bool = False, timeout: float = 120.0, message_id: str | None = None,
-    ) -> Exchange:
+    ) -> LocalExchange:
         """Send one message and wait for its outcome: no turn (context/drop), or the
         turn that covered it finished (with or without a reply)."""
         after = await self.last_id(chat_id)
         mid = await self.push(chat_id=chat_id, user=user, text=text, is_group=is_group,
                               mention=mention, message_id=message_id)
-        ex = Exchange(message_id=mid, status="timeout")
+        ex = LocalExchange(message_id=mid, status="timeout")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         acked = False

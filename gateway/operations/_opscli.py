@@ -12,7 +12,7 @@ import typer
 
 from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
 from gateway.operations._deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
-from gateway.operations._status import run_checks
+from gateway.operations._status import exit_status, status_checks
 
 dead_app = typer.Typer(help="dead letters: turns that failed for good", no_args_is_help=True,
                        add_completion=False, pretty_exceptions_enable=False,
@@ -23,13 +23,14 @@ def status(
     config: ConfigOpt = None,
     model: Annotated[bool, typer.Option(help="run the one-token model test")] = True,
 ) -> None:
-    """Can the bot answer? One line per check; exit status 1 when one fails."""
-    failed = 0
-    for check in run_checks(config_file(config), model=model):
+    """Can the bot answer? One line per check; exit status 1 when one fails (a chat
+    goes unanswered), 3 when none fails but one warns (voice notes untranscribed)."""
+    checks = []
+    for check in status_checks(config_file(config), model=model):
         typer.echo(check.line())
-        failed += not check.ok
-    if failed:
-        raise typer.Exit(EXIT_FAILED)
+        checks.append(check)
+    if code := exit_status(checks):
+        raise typer.Exit(code)
 
 
 @dead_app.command("list")

@@ -47,7 +47,7 @@ from gateway.config.env import REDIS_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
 log = logging.getLogger(__name__)
 
 
-def url_file(redis_dir: Path) -> Path:
+def embedded_url_file(redis_dir: Path) -> Path:
     return redis_dir / "url"
 
 
@@ -69,7 +69,7 @@ def ping(url: str, timeout: float = 1.0) -> bool:
 def running_embedded_url(redis_dir: Path) -> str | None:
     """The URL of a live embedded server under ``redis_dir``, if one answers."""
     try:
-        url = url_file(redis_dir).read_text(encoding="utf-8").strip()
+        url = embedded_url_file(redis_dir).read_text(encoding="utf-8").strip()
     except OSError:
         return None
     return url if url and ping(url) else None
@@ -310,15 +310,15 @@ class EmbeddedRedis:
         self._server = server
         self.owner = True
         self.url = server.connection_url
-        tmp = url_file(self.redis_dir).with_suffix(".tmp")
+        tmp = embedded_url_file(self.redis_dir).with_suffix(".tmp")
         try:
             tmp.write_text(self.url + "\n", encoding="utf-8")
-            os.replace(tmp, url_file(self.redis_dir))
+            os.replace(tmp, embedded_url_file(self.redis_dir))
         except OSError as err:
             # ENOSPC: a restart keeps its port, so an existing file still names it;
             # processes started meanwhile get the URL from their environment
             log.error("could not write %s (%s); the server runs at %s",
-                      url_file(self.redis_dir), err, self.url)
+                      embedded_url_file(self.redis_dir), err, self.url)
             with contextlib.suppress(OSError):
                 tmp.unlink()
         log.info("embedded Redis started at %s (data in %s)", self.url, self.redis_dir)
@@ -329,7 +329,7 @@ class EmbeddedRedis:
         self._server = None
         if server is not None:
             with contextlib.suppress(OSError):
-                url_file(self.redis_dir).unlink()
+                embedded_url_file(self.redis_dir).unlink()
             server.stop(timeout=10)
             log.info("embedded Redis stopped")
         if self._lock_file is not None:

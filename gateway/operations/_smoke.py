@@ -45,7 +45,7 @@ def smoke_command(config: Path) -> list[str]:
     return [sys.executable, "-m", "workers.smoke", "--config", str(config)]
 
 
-def describe_exit(returncode: int, stderr: str, config: Path) -> str:
+def describe_smoke_exit(returncode: int, stderr: str, config: Path) -> str:
     """The message for a smoke run that failed with ``returncode``."""
     if returncode < 0:
         try:
@@ -146,4 +146,4 @@ def check_model(config: Path, timeout: float = SMOKE_TIMEOUT, *,
         if cache is not None:
             _remember(cache, config, done.stdout)
         return None
-    return describe_exit(done.returncode, done.stderr, config)
+    return describe_smoke_exit(done.returncode, done.stderr, config)

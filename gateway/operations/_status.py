@@ -8,15 +8,21 @@ transcription workers (RQ's registry, so it sees workers wherever they run; a
 registration left by a worker of this host that no longer runs is not counted), turns
 being retried or in a crash loop, dead letters and inbound the channels
 skipped on arrival (all from Redis), spending caps, the model (the one-token smoke test,
-``gateway.operations._smoke``), and each channel's credentials (``Channel.check()``). A failed check
-makes the exit status 1.
+``gateway.operations._smoke``), and each channel's credentials (``Channel.check()``).
+
+A failed check (``FAIL``) is one that keeps some chat from an answer: the exit status is
+1. A check that warns (``WARN``) is a degraded bot, not a dead one: every chat is still
+answered, some messages less well. The voice checks are the ones: without a
+transcription worker (or the voice extra) a voice note reaches the model untranscribed,
+told so, after a short wait, and its job stays queued for when a worker starts. With
+warnings and no failure the exit status is 3 (``CommandExit.DEGRADED``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -27,6 +33,7 @@ from rq.worker import BaseWorker
 
 from channels.errors import PermanentError
 from gateway.config import (
+    CommandExit,
     ConfigError,
     GatewayConfig,
     load_config,
@@ -58,12 +65,24 @@ class Check:
     name: str
     ok: bool
     detail: str
+    #: when not ``ok``: a degraded bot (WARN), not one that leaves a chat unanswered (FAIL)
+    warning: bool = False
 
     def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.name}: {self.detail}"
+        tag = "ok  " if self.ok else "WARN" if self.warning else "FAIL"
+        return f"{tag} {self.name}: {self.detail}"
 
 
-def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
+def exit_status(checks: Iterable[Check]) -> int:
+    """``pynanoclaw status``'s exit status for ``checks``: 1 when one failed (whatever
+    warned too), 3 when some warned and none failed, else 0."""
+    bad = [c for c in checks if not c.ok]
+    if any(not c.warning for c in bad):
+        return int(CommandExit.FAILED)
+    return int(CommandExit.DEGRADED) if bad else 0
+
+
+def status_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
     """Every check for the config at ``path``, as they complete."""
     from gateway.app import build_channels, load_channel_class
     from gateway.toolhost.status import tools_line
@@ -90,8 +109,8 @@ def run_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
                 yield Check("tools", *tools)
         finally:
             client.close()
-    if why_not := transcribe_workers(cfg)[1]:  # voice notes could come, and stay unheard
-        yield Check("voice", False, why_not)
+    if why_not := transcribe_workers(cfg)[1]:  # voice notes could come, untranscribed
+        yield Check("voice", False, why_not, warning=True)
     if model:
         problem = check_model(path)
         yield Check("model", problem is None,
@@ -206,7 +225,7 @@ def _transcription_check(client: redis.Redis, cfg: GatewayConfig) -> Check:
                  f"{alive} alive on queue {queue}{also}" if alive else
                  f"none alive on queue {queue}{also}: voice notes reach the model "
                  "untranscribed; start `pynanoclaw run`, or `python -m workers --queue "
-                 f"{queue} --no-preload` beside `pynanoclaw worker`")
+                 f"{queue} --no-preload` beside `pynanoclaw worker`", warning=True)
 
 
 def _live(workers: list[BaseWorker], stale: set[str]) -> list[BaseWorker]:

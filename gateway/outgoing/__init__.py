@@ -15,7 +15,7 @@ from memory_store import lazy_exports
 # once: add one here).
 if TYPE_CHECKING:
     from gateway.outgoing._delivery import DeliveryRecorder as DeliveryRecorder
-    from gateway.outgoing._filesend import prune as prune
+    from gateway.outgoing._filesend import prune_sent_files as prune_sent_files
     from gateway.outgoing._outbox import Outbox as Outbox
     from gateway.outgoing._ratelimit import RateLimiter as RateLimiter
 else:

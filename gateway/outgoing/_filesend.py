@@ -10,7 +10,7 @@ that cannot send files, or refuses this one for good, gets a text note in the ch
 instead (its own reply id: once too). A transient failure leaves the event for the
 outbox to retry.
 
-``prune`` (the media job's hourly sweep, beside the attachments' retention) deletes a
+``prune_sent_files`` (the media job's hourly sweep, beside the attachments' retention) deletes a
 stored file once every send naming it is marked sent, which a refusal for good is too
 (``memory_store.files._outboxfiles`` keeps the names), or once it waited past ``[media]
 retention_days``: a file whose event is dead-lettered stays for ``dead retry`` until then.
@@ -116,8 +116,8 @@ class FileSender:
                               detail=detail)
 
 
-async def prune(client: aioredis.Redis, keys: Keys, files: GroupFiles, retention_days: float,
-                now: float | None = None) -> list[str]:
+async def prune_sent_files(client: aioredis.Redis, keys: Keys, files: GroupFiles,
+                           retention_days: float, now: float | None = None) -> list[str]:
     """Delete the stored files no send waits for (see the module's docstring); returns
     ``<group>/<sha256>`` of each deleted. One EXISTS per file, hourly."""
     cutoff = (time.time() if now is None else now) - retention_days * 86400

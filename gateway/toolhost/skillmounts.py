@@ -13,10 +13,10 @@ from pathlib import Path
 
 from gateway.intake._groupfiles import GroupFiles
 from gateway.toolhost.workspace import Mount
-from memory_store.files import MAX_SKILLS, SANDBOX_MOUNT
+from memory_store.files import MAX_SKILLS, SKILLS_SANDBOX_MOUNT
 
 
 def skill_mounts(data_dir: Path, group: str) -> tuple[Mount, ...]:
     """The read-only mounts of ``group``'s skills (as many as the prompt lists)."""
     skills = GroupFiles(data_dir).skills(group)[:MAX_SKILLS]
-    return tuple(Mount(s.folder, f"{SANDBOX_MOUNT}/{s.name}") for s in skills)
+    return tuple(Mount(s.folder, f"{SKILLS_SANDBOX_MOUNT}/{s.name}") for s in skills)

@@ -21,25 +21,27 @@ if TYPE_CHECKING:
     from memory_store.files._atomic import atomic_write_text as atomic_write_text
     from memory_store.files._atomic import fsync_dir as fsync_dir
     from memory_store.files._atomic import read_regular as read_regular
-    from memory_store.files._attachments import FAILED_SUFFIX as FAILED_SUFFIX
-    from memory_store.files._attachments import FOLDER as FOLDER
-    from memory_store.files._attachments import SIDECAR_SUFFIX as SIDECAR_SUFFIX
+    from memory_store.files._attachments import (
+        ATTACHMENT_SIDECAR_SUFFIX as ATTACHMENT_SIDECAR_SUFFIX,
+    )
+    from memory_store.files._attachments import ATTACHMENTS_FOLDER as ATTACHMENTS_FOLDER
+    from memory_store.files._attachments import TRANSCRIPT_FAILED_SUFFIX as TRANSCRIPT_FAILED_SUFFIX
     from memory_store.files._attachments import TRANSCRIPT_SUFFIX as TRANSCRIPT_SUFFIX
     from memory_store.files._attachments import Transcript as Transcript
     from memory_store.files._attachments import read_transcript as read_transcript
     from memory_store.files._audit import AuditLog as AuditLog
-    from memory_store.files._coreedits import EDIT_OP as EDIT_OP
-    from memory_store.files._coreedits import OPERATOR as OPERATOR
+    from memory_store.files._coreedits import OPERATOR_ACTOR as OPERATOR_ACTOR
+    from memory_store.files._coreedits import OPERATOR_EDIT_OP as OPERATOR_EDIT_OP
     from memory_store.files._coreedits import CoreEdit as CoreEdit
-    from memory_store.files._coreedits import notice as notice
-    from memory_store.files._coresection import END as END
-    from memory_store.files._coresection import START as START
+    from memory_store.files._coreedits import notice_core_edits as notice_core_edits
+    from memory_store.files._coresection import AGENT_SECTION_END as AGENT_SECTION_END
+    from memory_store.files._coresection import AGENT_SECTION_START as AGENT_SECTION_START
     from memory_store.files._coresection import CoreSectionError as CoreSectionError
-    from memory_store.files._coresection import add_entry as add_entry
-    from memory_store.files._coresection import entries as entries
+    from memory_store.files._coresection import add_agent_entry as add_agent_entry
+    from memory_store.files._coresection import agent_entries as agent_entries
     from memory_store.files._fileformat import now_utc as now_utc
-    from memory_store.files._fileformat import parse as parse
-    from memory_store.files._fileformat import render as render
+    from memory_store.files._fileformat import parse_memory_file as parse_memory_file
+    from memory_store.files._fileformat import render_memory_file as render_memory_file
     from memory_store.files._group import CORE_FILE as CORE_FILE
     from memory_store.files._group import CORE_LIMIT_CHARS as CORE_LIMIT_CHARS
     from memory_store.files._group import PROFILE_FILE as PROFILE_FILE
@@ -56,20 +58,22 @@ if TYPE_CHECKING:
     from memory_store.files._paths import memory_path as memory_path
     from memory_store.files._paths import persons_root as persons_root
     from memory_store.files._paths import validate_memory_id as validate_memory_id
-    from memory_store.files._schema import BACKUP_DIR as BACKUP_DIR
-    from memory_store.files._schema import MANIFEST as MANIFEST
+    from memory_store.files._schema import BACKUP_MANIFEST as BACKUP_MANIFEST
+    from memory_store.files._schema import SCHEMA_BACKUP_DIR as SCHEMA_BACKUP_DIR
     from memory_store.files._schema import SCHEMA_VERSION as SCHEMA_VERSION
     from memory_store.files._schema import SchemaTooNew as SchemaTooNew
-    from memory_store.files._schema import read_version as read_version
+    from memory_store.files._schema import read_schema_version as read_schema_version
     from memory_store.files._schema import schema_path as schema_path
-    from memory_store.files._skills import DESCRIPTION_MAX_CHARS as DESCRIPTION_MAX_CHARS
     from memory_store.files._skills import MAX_SKILLS as MAX_SKILLS
-    from memory_store.files._skills import READ_MAX_BYTES as READ_MAX_BYTES
-    from memory_store.files._skills import SANDBOX_MOUNT as SANDBOX_MOUNT
+    from memory_store.files._skills import (
+        SKILL_DESCRIPTION_MAX_CHARS as SKILL_DESCRIPTION_MAX_CHARS,
+    )
+    from memory_store.files._skills import SKILL_READ_MAX_BYTES as SKILL_READ_MAX_BYTES
+    from memory_store.files._skills import SKILLS_SANDBOX_MOUNT as SKILLS_SANDBOX_MOUNT
     from memory_store.files._skills import Skill as Skill
     from memory_store.files._skills import SkillError as SkillError
-    from memory_store.files._skills import list_files as list_files
     from memory_store.files._skills import read_skill_file as read_skill_file
+    from memory_store.files._skills import skill_files as skill_files
     from memory_store.files._skills import skills_for as skills_for
     from memory_store.files._templates import CLAUDE_MD as CLAUDE_MD
     from memory_store.files._templates import USER_PROFILE_MD as USER_PROFILE_MD

@@ -27,15 +27,15 @@ from filelock import FileLock
 from memory_store.files._atomic import atomic_write_text, read_regular
 from memory_store.files._group import GroupDirectory
 
-FOLDER = "attachments"
+ATTACHMENTS_FOLDER = "attachments"
 LOCK = ".lock"
 #: what a stored file's name looks like: nothing a sender chose goes into a path
 STORED_NAME = re.compile(r"^[0-9a-f]{64}\.[a-z0-9]{1,5}$")
 SHA256 = re.compile(r"[0-9a-f]{64}")
 #: the metadata beside each stored file: ``<sha256>.json``
-SIDECAR_SUFFIX = ".json"
+ATTACHMENT_SIDECAR_SUFFIX = ".json"
 TRANSCRIPT_SUFFIX = ".transcript.txt"
-FAILED_SUFFIX = ".transcript.err"
+TRANSCRIPT_FAILED_SUFFIX = ".transcript.err"
 
 
 #: how the turn and the episode label a transcript
@@ -61,7 +61,7 @@ def read_transcript(path: Path, sha256: str) -> Transcript | None:
     why it failed; None while none is written."""
     if not SHA256.fullmatch(sha256):
         return None
-    for suffix, failed in ((TRANSCRIPT_SUFFIX, False), (FAILED_SUFFIX, True)):
+    for suffix, failed in ((TRANSCRIPT_SUFFIX, False), (TRANSCRIPT_FAILED_SUFFIX, True)):
         try:
             text = read_regular(path / f"{sha256}{suffix}").decode("utf-8", errors="replace")
         except FileNotFoundError:
@@ -75,14 +75,14 @@ def _remove(path: Path, stored: str, side: Path, removed: list[str]) -> None:
     what finds the others)."""
     if STORED_NAME.match(stored):
         sha = stored.partition(".")[0]
-        for name in (stored, sha + TRANSCRIPT_SUFFIX, sha + FAILED_SUFFIX):
+        for name in (stored, sha + TRANSCRIPT_SUFFIX, sha + TRANSCRIPT_FAILED_SUFFIX):
             (path / name).unlink(missing_ok=True)
         removed.append(stored)
     side.unlink(missing_ok=True)
 
 
 def folder(gd: GroupDirectory) -> Path:
-    return gd.path / FOLDER
+    return gd.path / ATTACHMENTS_FOLDER
 
 
 def lock(path: Path) -> FileLock:
@@ -95,7 +95,7 @@ def sidecars(path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
     """(sidecar path, its content) of every readable sidecar in ``path``."""
     if not path.is_dir():
         return
-    for side in sorted(path.glob("*" + SIDECAR_SUFFIX)):
+    for side in sorted(path.glob("*" + ATTACHMENT_SIDECAR_SUFFIX)):
         try:
             data = json.loads(read_regular(side))
         except (OSError, ValueError):

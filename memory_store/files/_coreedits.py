@@ -4,7 +4,7 @@ log (not by modification times, which an editor, a copy or a clock can move any 
 Every write this package makes to ``CLAUDE.md`` or ``user_profile.md`` is audited with
 the file's new hash (``coresection``, ``redact``, the template ``GroupDirectory.ensure``
 writes). A core file whose bytes do not hash to the last audited ``new_hash`` of its path
-was therefore changed by someone else: the operator, by hand. :func:`notice` records such
+was therefore changed by someone else: the operator, by hand. :func:`notice_core_edits` records such
 an edit (actor ``operator``, op ``operator_edit``, with the file's mtime as ``edited_at``,
 shown, never compared) and returns the operator edits since the group's last turn (its
 newest episode write), so the next turn is told of them, and a retried turn as well: a
@@ -25,8 +25,8 @@ from memory_store.files._audit import AuditLog
 from memory_store.files._fileformat import content_hash
 from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
 
-OPERATOR = "operator"
-EDIT_OP = "operator_edit"
+OPERATOR_ACTOR = "operator"
+OPERATOR_EDIT_OP = "operator_edit"
 BASELINE_OP = "baseline"
 #: the core files whose hand edits are noticed
 WATCHED = (CORE_FILE, PROFILE_FILE)
@@ -53,7 +53,7 @@ def _current(gd: GroupDirectory, name: str) -> tuple[str | None, float | None]:
 def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
     """Audit any core file that changed since its last audited write as the operator's
     edit. Called before every audited core write (so a hand edit made just before is
-    not hidden by it) and by :func:`notice`. The caller may hold the group lock."""
+    not hidden by it) and by :func:`notice_core_edits`. The caller may hold the group lock."""
     audit = audit or AuditLog(gd.path)
     with gd.lock():
         now = {name: _current(gd, name) for name in WATCHED}
@@ -79,13 +79,13 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
             if digest == last[name]:
                 continue
             edited = None if mtime is None else datetime.fromtimestamp(mtime, UTC)
-            audit.append(actor=OPERATOR, op=EDIT_OP, memory_id=name, path=name,
+            audit.append(actor=OPERATOR_ACTOR, op=OPERATOR_EDIT_OP, memory_id=name, path=name,
                          old_hash=last[name], new_hash=digest,
                          edited_at=None if edited is None else edited.isoformat())
         gd.core_audited = {n: d for n, (d, _) in now.items()}
 
 
-def notice(gd: GroupDirectory) -> list[CoreEdit]:
+def notice_core_edits(gd: GroupDirectory) -> list[CoreEdit]:
     """Record new operator edits, then return those since the group's last turn (oldest
     first)."""
     audit = AuditLog(gd.path)
@@ -94,7 +94,7 @@ def notice(gd: GroupDirectory) -> list[CoreEdit]:
     for entry in audit.newest_first():
         if entry.get("op") == "write" and str(entry.get("path", "")).startswith(_EPISODES):
             break
-        if entry.get("op") == EDIT_OP and entry.get("actor") == OPERATOR:
+        if entry.get("op") == OPERATOR_EDIT_OP and entry.get("actor") == OPERATOR_ACTOR:
             at = entry.get("edited_at")
             found.append(CoreEdit(str(entry.get("path")),
                                   datetime.fromisoformat(at) if isinstance(at, str) else None))

@@ -33,11 +33,11 @@ from memory_store.files._coreedits import record_edits
 from memory_store.files._fileformat import content_hash
 from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
 
-START = (
+AGENT_SECTION_START = (
     "<!-- pynanoclaw:agent-section:start (kept by the assistant within rules; "
     "edit outside these markers) -->"
 )
-END = "<!-- pynanoclaw:agent-section:end -->"
+AGENT_SECTION_END = "<!-- pynanoclaw:agent-section:end -->"
 #: Bound on the section's entries, characters; the prompt budget is the reason.
 SECTION_MAX_CHARS = 2000
 ENTRY_MAX_CHARS = 300
@@ -52,7 +52,7 @@ class CoreSectionError(Exception):
 
 @dataclass(frozen=True)
 class CoreChange:
-    """What ``add_entry`` did: ``added`` False when the text was already there."""
+    """What ``add_agent_entry`` did: ``added`` False when the text was already there."""
 
     entry_id: str
     added: bool
@@ -72,20 +72,20 @@ def entry_id(text: str) -> str:
 def split_section(text: str) -> tuple[str, list[str], str]:
     """(text before the section, its entry lines, text after). Without markers the whole
     file is "before" and the section is empty."""
-    starts, ends = text.count(START), text.count(END)
+    starts, ends = text.count(AGENT_SECTION_START), text.count(AGENT_SECTION_END)
     if starts == 0 and ends == 0:
         return text, [], ""
-    if starts != 1 or ends != 1 or text.index(START) > text.index(END):
+    if starts != 1 or ends != 1 or text.index(AGENT_SECTION_START) > text.index(AGENT_SECTION_END):
         raise CoreSectionError(
             "the agent-section markers are damaged; fix or remove them by hand"
         )
-    before, rest = text.split(START, 1)
-    inner, after = rest.split(END, 1)
+    before, rest = text.split(AGENT_SECTION_START, 1)
+    inner, after = rest.split(AGENT_SECTION_END, 1)
     lines = [line for line in inner.splitlines() if line.strip()]
     return before, lines, after
 
 
-def entries(gd: GroupDirectory, name: str) -> list[str]:
+def agent_entries(gd: GroupDirectory, name: str) -> list[str]:
     """The entry texts of ``name``'s agent section, oldest first."""
     _, lines, _ = split_section(_read(gd, name))
     return [m.group("text") for line in lines if (m := _ENTRY.match(line))]
@@ -103,14 +103,14 @@ def _read(gd: GroupDirectory, name: str) -> str:
 def _join(before: str, lines: list[str], after: str, present: bool) -> str:
     body = "\n".join(lines)
     if present:
-        return f"{before}{START}\n{body}\n{END}{after}"
+        return f"{before}{AGENT_SECTION_START}\n{body}\n{AGENT_SECTION_END}{after}"
     # An operator file without the section gets it appended after its last byte.
     sep = "" if not before or before.endswith("\n\n") else (
         "\n" if before.endswith("\n") else "\n\n")
-    return f"{before}{sep}{START}\n{body}\n{END}\n"
+    return f"{before}{sep}{AGENT_SECTION_START}\n{body}\n{AGENT_SECTION_END}\n"
 
 
-def add_entry(
+def add_agent_entry(
     gd: GroupDirectory,
     name: str,
     text: str,
@@ -148,7 +148,7 @@ def add_entry(
             dropped = lines.pop(0)
             m = _ENTRY.match(dropped)
             evicted.append(entry_id(m.group("text")) if m else dropped[:40])
-        new = _join(before, lines, after, START in old)
+        new = _join(before, lines, after, AGENT_SECTION_START in old)
         atomic_write_text(gd.path / name, new)
         old_hash = content_hash(old.encode()) if old else None
         new_hash = content_hash(new.encode())

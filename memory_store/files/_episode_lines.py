@@ -76,7 +76,7 @@ def line_sender(body: str, span: tuple[int, int]) -> str | None:
 
 
 def scrub_episode(body: str, message_ids: list[str], pat: Any, repl: str) -> str:
-    """``body`` with ``pat`` (a ``memory_store.maintenance._words.Finder``) replaced by ``repl`` in
+    """``body`` with ``pat`` (a ``memory_store.maintenance.WordFinder``) replaced by ``repl`` in
     the messages' texts and the bot's reply only; in all of it when its lines cannot be
     matched to ``message_ids`` (nothing is guessed)."""
     spans = sorted(message_texts(body, message_ids).values())

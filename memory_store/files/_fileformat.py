@@ -102,7 +102,7 @@ def _jsonable(value: Any) -> Any:
     return str(value)
 
 
-def render(record: MemoryRecord) -> str:
+def render_memory_file(record: MemoryRecord) -> str:
     """The file text for ``record`` (front matter + body, ending in one newline)."""
     head: dict[str, Any] = {
         "id": record.id,
@@ -151,7 +151,8 @@ def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:
     return None, text
 
 
-def parse(text: str, *, fallback_id: str, fallback_kind: str, mtime: datetime) -> MemoryRecord:
+def parse_memory_file(text: str, *, fallback_id: str, fallback_kind: str,
+                      mtime: datetime) -> MemoryRecord:
     """A MemoryRecord from file text; never raises on hand-edited content."""
     head, body = split_front_matter(text)
     head = head or {}

@@ -54,12 +54,12 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 2
 META_DIR = ".meta"
 SCHEMA_FILE = "schema.json"
-BACKUP_DIR = ".backup"
-MANIFEST = "MANIFEST.json"
+SCHEMA_BACKUP_DIR = ".backup"
+BACKUP_MANIFEST = "MANIFEST.json"
 #: version 1's audit log, at the group's root
 V1_AUDIT = "audit.jsonl"
 #: never copied into a backup: derived (rebuilt from the files), the lock, older backups
-_NOT_BACKED_UP = frozenset({".index", ".lock", BACKUP_DIR})
+_NOT_BACKED_UP = frozenset({".index", ".lock", SCHEMA_BACKUP_DIR})
 
 #: a test's probe: called with the name of each stage as the migration passes it
 StageHook = Callable[[str], None]
@@ -108,7 +108,7 @@ def schema_path(root: Path) -> Path:
     return root / META_DIR / SCHEMA_FILE
 
 
-def read_version(root: Path) -> int | None:
+def read_schema_version(root: Path) -> int | None:
     """The directory's version: the stamp, 1 for an unstamped directory that holds
     anything, None for an empty (new) one."""
     try:
@@ -118,7 +118,7 @@ def read_version(root: Path) -> int | None:
             return 1 if any(e.name != ".lock" for e in entries) else None
     except (ValueError, UnicodeDecodeError) as err:
         raise MemoryError_(f"{schema_path(root)}: not a schema stamp ({err}); restore it "
-                           f"from {BACKUP_DIR}/ or write {{\"version\": N}}") from None
+                           f"from {SCHEMA_BACKUP_DIR}/ or write {{\"version\": N}}") from None
     version = data.get("version") if isinstance(data, dict) else None
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise MemoryError_(f"{schema_path(root)}: 'version' must be a positive integer")
@@ -138,7 +138,7 @@ def ensure_current(gd: GroupDirectory, *, on_stage: StageHook | None = None) -> 
         if json.loads(read_regular(schema_path(root))).get("version") == SCHEMA_VERSION:
             return SCHEMA_VERSION  # the common case: one small read, no lock
     with gd.lock():
-        found = read_version(root)
+        found = read_schema_version(root)
         if found is None:
             _stamp(root, SCHEMA_VERSION)
             return SCHEMA_VERSION
@@ -148,7 +148,7 @@ def ensure_current(gd: GroupDirectory, *, on_stage: StageHook | None = None) -> 
                 f"PyNanoClaw reads up to version {SCHEMA_VERSION}: run the newer version "
                 f"that wrote it (directories are never downgraded)")
         for step in _STEPS[found - 1:]:
-            if step.needed(root) or (root / BACKUP_DIR / f"v{step.version}").exists():
+            if step.needed(root) or (root / SCHEMA_BACKUP_DIR / f"v{step.version}").exists():
                 _backup(root, step.version, on_stage)
                 step.apply(root)
                 _stage(on_stage, f"v{step.version}:applied")
@@ -164,10 +164,10 @@ def _stage(hook: StageHook | None, name: str) -> None:
 def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
     """``.backup/v<version>/``: a copy of the group as it is before the step (kept if a
     crashed run already completed it: then it is the untouched original)."""
-    final = root / BACKUP_DIR / f"v{version}"
-    if (final / MANIFEST).exists():
+    final = root / SCHEMA_BACKUP_DIR / f"v{version}"
+    if (final / BACKUP_MANIFEST).exists():
         return final
-    partial = root / BACKUP_DIR / f".v{version}.partial"
+    partial = root / SCHEMA_BACKUP_DIR / f".v{version}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir(parents=True)
     files: list[str] = []
@@ -183,7 +183,7 @@ def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
             files.append(entry.name)
     manifest = {"from_version": version, "to_version": version + 1,
                 "at": datetime.now(UTC).isoformat(), "entries": sorted(files)}
-    atomic_write_text(partial / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+    atomic_write_text(partial / BACKUP_MANIFEST, json.dumps(manifest, indent=1) + "\n")
     _stage(on_stage, f"v{version}:copied")
     os.sync()  # every copied file on disk before the backup counts as complete
     shutil.rmtree(final, ignore_errors=True)  # a manifest-less leftover
@@ -195,7 +195,7 @@ def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
 
 def backup_files(root: Path) -> Iterator[Path]:
     """Every regular file inside the group's backups (what redaction also scrubs)."""
-    base = root / BACKUP_DIR
+    base = root / SCHEMA_BACKUP_DIR
     if not base.is_dir():
         return
     for dirpath, _dirs, names in os.walk(base):

@@ -31,17 +31,17 @@ log = logging.getLogger(__name__)
 
 SKILL_FILE = "SKILL.md"
 #: where a group's skills appear inside its sandbox, read-only: ``/skills/<name>``
-SANDBOX_MOUNT = "/skills"
+SKILLS_SANDBOX_MOUNT = "/skills"
 #: a skill's name: its folder's, also safe as a mount point (``/skills/<name>``)
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 #: at most this many skills are listed in a prompt (by name; the rest are logged)
 MAX_SKILLS = 30
 #: a description (and a "when to use") is cut to this many characters in the prompt
-DESCRIPTION_MAX_CHARS = 300
+SKILL_DESCRIPTION_MAX_CHARS = 300
 #: the largest ``SKILL.md`` read at all (a front matter and instructions, not a corpus)
 SKILL_MD_MAX_BYTES = 256_000
 #: bytes of one file ``read_skill`` returns; past it the text says it was cut
-READ_MAX_BYTES = 48_000
+SKILL_READ_MAX_BYTES = 48_000
 
 
 class SkillError(ValueError):
@@ -187,24 +187,24 @@ def skill_file(skill: Skill, file: str | None = None) -> Path:
 
 def read_skill_file(skill: Skill, file: str | None = None) -> tuple[str, bool]:
     """(text, cut) of ``file`` in ``skill`` (default: ``SKILL.md``'s instructions, its
-    front matter left out); at most ``READ_MAX_BYTES``. Raises ``SkillError``."""
+    front matter left out); at most ``SKILL_READ_MAX_BYTES``. Raises ``SkillError``."""
     path = skill_file(skill, file)
     if not path.is_file():
         raise SkillError(f"the skill {skill.name!r} has no file {file!r}"
-                         f"; its files: {', '.join(list_files(skill)) or 'none'}")
+                         f"; its files: {', '.join(skill_files(skill)) or 'none'}")
     with path.open("rb") as fh:
-        data = fh.read(READ_MAX_BYTES + 1)
+        data = fh.read(SKILL_READ_MAX_BYTES + 1)
     if b"\0" in data[:4096]:
         raise SkillError(f"{file!r} is a binary file; run it in the sandbox instead")
-    text = data[:READ_MAX_BYTES].decode("utf-8", errors="replace")
+    text = data[:SKILL_READ_MAX_BYTES].decode("utf-8", errors="replace")
     if path.name == SKILL_FILE and path.parent == skill.folder.resolve():
         lines = text.splitlines(keepends=True)
         ends = [i for i, x in enumerate(lines[1:], 1) if x.strip() == "---"]
         text = "".join(lines[ends[0] + 1:]) if ends else text
-    return text.strip("\n"), len(data) > READ_MAX_BYTES
+    return text.strip("\n"), len(data) > SKILL_READ_MAX_BYTES
 
 
-def list_files(skill: Skill, limit: int = 50) -> list[str]:
+def skill_files(skill: Skill, limit: int = 50) -> list[str]:
     """The skill's files (relative paths, hidden ones left out), at most ``limit``."""
     folder = skill.folder.resolve()
     out: list[str] = []

@@ -14,9 +14,9 @@ from memory_store._lazy import lazy_exports
 # checker reads the imports below, and so does lazy_exports (a name is listed
 # once: add one here).
 if TYPE_CHECKING:
-    from memory_store.index._dense import next_slots as next_slots
+    from memory_store.index._dense import next_dense_slots as next_dense_slots
     from memory_store.index._dense_text import sentence_chunks as sentence_chunks
-    from memory_store.index._embed import DIM as DIM
+    from memory_store.index._embed import EMBED_DIM as EMBED_DIM
     from memory_store.index._embed import VOCAB_PATH as VOCAB_PATH
     from memory_store.index._embed import Vectors as Vectors
     from memory_store.index._embed import default_embedder as default_embedder

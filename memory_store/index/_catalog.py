@@ -30,7 +30,7 @@ from typing import Protocol
 
 from memory_store._protocol import MemoryRecord
 from memory_store.files._atomic import read_regular
-from memory_store.files._fileformat import content_hash, parse
+from memory_store.files._fileformat import content_hash, parse_memory_file
 from memory_store.files._group import GroupDirectory
 from memory_store.files._paths import DEFAULT_KIND_DIR, KIND_DIRS, MEMORY_DIRS, id_from_filename
 from memory_store.index._catalog_query import CatalogQueries
@@ -360,8 +360,9 @@ class Catalog(CatalogQueries):
     def _parse_file(self, rel: str, data: bytes, st: os.stat_result) -> MemoryRecord:
         sub, name = rel.split("/", 1)[0], rel.rsplit("/", 1)[-1]
         mtime = datetime.fromtimestamp(st.st_mtime, UTC)
-        return parse(data.decode("utf-8", errors="replace"), fallback_id=id_from_filename(name),
-                     fallback_kind=_DIR_KIND.get(sub, "note"), mtime=mtime)
+        return parse_memory_file(data.decode("utf-8", errors="replace"),
+                                 fallback_id=id_from_filename(name),
+                                 fallback_kind=_DIR_KIND.get(sub, "note"), mtime=mtime)
 
     def _upsert(self, rel: str, record: MemoryRecord, digest: str, mtime_ns: int,
                 size: int) -> int | None:

@@ -67,7 +67,7 @@ WINDOW_WEIGHT = 0.5
 RERANK = 1000
 
 
-def next_slots(conn: sqlite3.Connection) -> tuple[int, int]:
+def next_dense_slots(conn: sqlite3.Connection) -> tuple[int, int]:
     """(first free slot, first free sentence row), from the indexes: one scalar
     subquery each, as a single ``max(a), max(b)`` query would scan the table."""
     slot, cslot = conn.execute(
@@ -201,7 +201,7 @@ class DenseIndex(DenseQueries):
             self.cmat = VecFile(self.index_dir / "chunks.i8", self.embedder.dim)
 
     def _load(self, conn: sqlite3.Connection) -> None:
-        slots, cslots = next_slots(conn)
+        slots, cslots = next_dense_slots(conn)
         max_rowid = conn.execute("SELECT coalesce(max(rowid), 0) FROM vecs").fetchone()[0]
         self._reset(int(slots), int(cslots))
         self._slot_of = np.full(int(max_rowid) + 1, -1, dtype=np.int64)

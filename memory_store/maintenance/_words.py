@@ -38,7 +38,7 @@ RUN_TOKENS = 3
 #: a run counts only when it holds a non-stop token this long (characters)
 RUN_ANCHOR = 5
 #: what a removal leaves in place of the words
-MARKER = "[redacted]"
+REDACTED_MARKER = "[redacted]"
 #: the marker's own word: never itself removed, or a second run would wrap it again
 _MARKER_WORD = "redacted"
 
@@ -167,7 +167,7 @@ def words_matcher(texts: Iterable[str] = (), phrases: Iterable[str] = ()
 def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
     """One case-insensitive pattern matching any of ``words`` (longest first); None
     when there is none (the marker itself never counts)."""
-    alts = sorted({w for w in words if w and w != MARKER}, key=len, reverse=True)
+    alts = sorted({w for w in words if w and w != REDACTED_MARKER}, key=len, reverse=True)
     if not alts:
         return None
     return re.compile("|".join(re.escape(w) for w in alts), re.IGNORECASE)
@@ -175,10 +175,10 @@ def words_pattern(words: Iterable[str]) -> re.Pattern[str] | None:
 
 #: what a rewrite looks for: an edit's old text, a ``/forget`` phrase (a pattern), or a
 #: deletion's words (``WordsMatcher``)
-Finder = re.Pattern[str] | WordsMatcher
+WordFinder = re.Pattern[str] | WordsMatcher
 
 
-def scrub_value(value: Any, pat: Finder, repl: str = MARKER) -> Any:
+def scrub_value(value: Any, pat: WordFinder, repl: str = REDACTED_MARKER) -> Any:
     """``value`` (front-matter metadata, or any JSON value) with every match of ``pat``
     replaced by ``repl`` (the marker; an edit's new text), taken literally."""
     if isinstance(value, str):

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.config import ModelConfig
 from memory_store import BaseMemory, GroupDirectory
-from memory_store.files import END, START, AuditLog, entries
+from memory_store.files import AGENT_SECTION_END, AGENT_SECTION_START, AuditLog, agent_entries
 from workers.agent import TurnAgent, TurnRequest
 
 from .conftest import NOW, Script, msg
@@ -49,8 +49,8 @@ async def test_admin_standing_instruction_enters_claude_md_and_operator_text_is_
     assert "Kept in CLAUDE.md" in script.seen_tool_returns[0]
     text = gd.core_path.read_text()
     assert text.startswith(OPERATOR_TEXT)  # byte for byte
-    assert START in text and text.rstrip().endswith(END)
-    assert entries(gd, "CLAUDE.md") == ["Always answer in Portuguese"]
+    assert AGENT_SECTION_START in text and text.rstrip().endswith(AGENT_SECTION_END)
+    assert agent_entries(gd, "CLAUDE.md") == ["Always answer in Portuguese"]
     assert "trust 0.80" in text and "telegram:-100:msg/7" in text
     [entry] = audit(gd)
     assert entry["op"] == "core_add" and entry["path"] == "CLAUDE.md"
@@ -105,7 +105,7 @@ async def test_self_statement_enters_user_profile_at_the_members_trust(
     batch = [msg("1", "@bot I'm vegetarian, please remember", name="Alice", mention=True)]
     await run(group_memory, batch, {"fact": "Alice is vegetarian", "file": "profile",
                                     "about": "Alice", "message_id": "1"})
-    assert entries(gd, "user_profile.md") == ["Alice is vegetarian"]
+    assert agent_entries(gd, "user_profile.md") == ["Alice is vegetarian"]
     assert "trust 0.50" in gd.profile_path.read_text()
 
 
@@ -117,10 +117,10 @@ async def test_admin_may_state_a_profile_fact_about_a_member(
                  mention=True)]
     await run(group_memory, batch, {"fact": "Bob leads the design team", "file": "profile",
                                     "about": "Bob", "message_id": "1"})
-    assert entries(gd, "user_profile.md") == ["Bob leads the design team"]
+    assert agent_entries(gd, "user_profile.md") == ["Bob leads the design team"]
     await run(group_memory, batch, {"fact": "leads the design team", "file": "profile",
                                     "about": "Bob", "message_id": "1"}, turn="t2")
-    assert entries(gd, "user_profile.md")[-1] == "Bob: leads the design team"
+    assert agent_entries(gd, "user_profile.md")[-1] == "Bob: leads the design team"
 
 
 async def test_quoted_tool_output_and_uncited_text_never_enter_core(
@@ -156,4 +156,4 @@ async def test_operator_and_dm_owner_may_set_standing_instructions(
     batch = [msg("1", "@bot from now on answer in Portuguese", mention=True, **sender)]
     await run(group_memory, batch, {"fact": "Answer in Portuguese", "file": "instructions",
                                     "message_id": "1"})
-    assert entries(gd, "CLAUDE.md") == ["Answer in Portuguese"]
+    assert agent_entries(gd, "CLAUDE.md") == ["Answer in Portuguese"]

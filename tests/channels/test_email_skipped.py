@@ -20,7 +20,7 @@ from channels.base import SKIPPED_KEY
 from channels.models import Inbound
 from gateway.app import RedisCursorStore
 from gateway.cli import app
-from gateway.operations import run_checks
+from gateway.operations import status_checks
 from gateway.queue import Keys
 from tests.channels.e2e import valkey
 from tests.channels.harness_email import append, started_channel
@@ -59,6 +59,6 @@ def test_a_skipped_mail_shows_in_healthz_dead_list_and_status(tmp_path: Path) ->
         assert listing.exit_code == 0, listing.output
         assert "email:default: 2 skipped on arrival" in listing.output
         assert "too big" in listing.output and "malformed MIME" in listing.output
-        checks = {c.name: c for c in run_checks(config, model=False)}
+        checks = {c.name: c for c in status_checks(config, model=False)}
     skipped = checks["skipped email:default"]
     assert "2 inbound skipped" in skipped.detail and "malformed MIME" in skipped.detail

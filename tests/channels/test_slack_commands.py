@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient, TestServer
 import channels.slack
 from channels.models import Inbound
 from channels.slack import SlackChannel
-from gateway.intake import COMMANDS, parse
+from gateway.intake import COMMANDS, parse_command
 from tests.fakes.slack_api import FakeSlack, channel_block, channel_env, signed_headers
 
 MANIFEST = Path(channels.slack.__file__).parent / "app_manifest.yml"
@@ -68,7 +68,7 @@ async def test_slash_command_becomes_a_command_inbound_and_is_acked(
         "forget", "/forget everything", "C0GENERAL1", True)
     assert got.message_id == "1337.42.abc" and got.sender_id == "U0ALICE01"
     assert "response_url" not in got.raw and "token" not in got.raw
-    parsed = parse(got)
+    parsed = parse_command(got)
     assert parsed is not None and (parsed.name, parsed.args) == ("forget", "everything")
 
 

@@ -28,12 +28,12 @@ for name in {VOICE_MODULES!r}:
 from pathlib import Path
 from gateway.config import load_config, transcribe_workers
 from gateway.config.media import MediaConfig
-from gateway.operations._status import run_checks
+from gateway.operations._status import status_checks
 import workers.transcribe as wt  # imports without the extra
 
 config, group = Path(sys.argv[1]), Path(sys.argv[2])
 cfg = load_config(config)
-voice = next(c for c in run_checks(config, model=False) if c.name in ("voice", "model"))
+voice = next(c for c in status_checks(config, model=False) if c.name in ("voice", "model"))
 out = {{"workers": transcribe_workers(cfg), "status": [voice.name, voice.ok, voice.detail]}}
 for engine in ("local", "openai"):
     done = wt.write_transcript(group, {SHA!r}, media=MediaConfig(transcription=engine),

@@ -85,7 +85,7 @@ def test_a_removed_file_takes_its_transcript_along(tmp_path: Path) -> None:
     folder = files.folder(gd)
     sha = stored.stored.partition(".")[0]
     (folder / f"{sha}{files.TRANSCRIPT_SUFFIX}").write_text("water the plants")
-    (folder / f"{sha}{files.FAILED_SUFFIX}").write_text("an old failure")
+    (folder / f"{sha}{files.TRANSCRIPT_FAILED_SUFFIX}").write_text("an old failure")
     assert files.read_transcript(folder, sha) == files.Transcript("water the plants")
     assert files.forget_messages(gd, ["1"]) == [stored.stored]
     assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == []

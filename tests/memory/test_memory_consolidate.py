@@ -150,7 +150,7 @@ async def test_reflect_default_rule_and_bad_summarizer(mem: BaseMemory) -> None:
 async def test_reconcile_is_limited_to_its_entities_and_never_lets_less_trust_win(
     mem: BaseMemory,
 ) -> None:
-    from memory_store.maintenance import reconcile
+    from memory_store.maintenance import reconcile_facts
 
     home = await _fact(mem, "Dan lives in Rome", kind="entity", entity="Dan", trust=0.8,
                        created="2024-01-01T00:00:00Z")
@@ -163,7 +163,7 @@ async def test_reconcile_is_limited_to_its_entities_and_never_lets_less_trust_wi
     dup_a = await _fact(mem, "Fay likes jazz", trust=0.5)
     dup_b = await _fact(mem, "fay likes jazz!", trust=0.5)
     # a claimed replacement of another entity's fact, and of a more trusted one
-    changed = reconcile(mem, ["Dan"], [(home, moved), (moved, rumour), (other, moved)])
+    changed = reconcile_facts(mem, ["Dan"], [(home, moved), (moved, rumour), (other, moved)])
     assert changed > 0
     rec = await mem.read(home)  # no attribute in common: replaced only because told so
     assert rec.metadata["superseded_by"] == moved
@@ -176,4 +176,4 @@ async def test_reconcile_is_limited_to_its_entities_and_never_lets_less_trust_wi
     # Eve and the duplicates were not its business
     for untouched in (eve, other, dup_a, dup_b):
         assert (await mem.read(untouched)).valid_to is None
-    assert reconcile(mem, ["Dan"], [(home, moved)]) == 0
+    assert reconcile_facts(mem, ["Dan"], [(home, moved)]) == 0

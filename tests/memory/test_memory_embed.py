@@ -8,20 +8,20 @@ import numpy as np
 
 from memory_store import open_memory
 from memory_store.backends.hybrid import HybridMemory
-from memory_store.index import DIM, default_embedder
+from memory_store.index import EMBED_DIM, default_embedder
 
 
 def test_embeddings_are_normalized_and_ordered() -> None:
     emb = default_embedder()
     texts = ["A man is eating food.", "", "x" * 5000]
     vecs = emb.embed(texts)
-    assert vecs.shape == (3, DIM)
+    assert vecs.shape == (3, EMBED_DIM)
     assert vecs.dtype == np.float32
     assert np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-4)
     # Batching and sorting by length must not change a text's vector.
     alone = emb.embed(["A man is eating food."])[0]
     assert float(alone @ vecs[0]) > 0.9999
-    assert emb.embed([]).shape == (0, DIM)
+    assert emb.embed([]).shape == (0, EMBED_DIM)
 
 
 def test_similar_sentences_score_higher_than_unrelated() -> None:

@@ -20,8 +20,8 @@ from memory_store.files import (
     id_from_filename,
     memory_filename,
     memory_path,
-    parse,
-    render,
+    parse_memory_file,
+    render_memory_file,
     validate_memory_id,
 )
 from memory_store.index import sentence_chunks
@@ -63,7 +63,8 @@ def test_render_parse_round_trip(content: str, trust: float, tags: list[str],
     rec = MemoryRecord(id="x-1", kind="fact", content=content.rstrip("\n"), source="s",
                        created=when, updated=when, trust=round(trust, 4), tags=tuple(tags),
                        metadata=meta)
-    back = parse(render(rec), fallback_id="other", fallback_kind="note", mtime=when)
+    back = parse_memory_file(render_memory_file(rec), fallback_id="other", fallback_kind="note",
+                             mtime=when)
     assert back == rec
 
 

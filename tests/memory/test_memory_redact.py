@@ -9,10 +9,10 @@ from typing import Any
 
 from channels.models import Inbound
 from memory_store import BaseMemory
-from memory_store.files import AuditLog, add_entry, entries
+from memory_store.files import AuditLog, add_agent_entry, agent_entries
 from memory_store.maintenance import (
-    EDITED,
-    MARKER,
+    EDITED_SUFFIX,
+    REDACTED_MARKER,
     consolidate,
     edit_message,
     find_phrase,
@@ -69,11 +69,11 @@ async def _setup(mem: BaseMemory) -> dict[str, Any]:
     shared = await mem.write("Cy likes weather", kind="fact", metadata={
         "id": "fact-shared", "message_ids": ["12", "13"], "source": f"{GROUP}:msg/12,13",
         "trust": 0.6})
-    add_entry(mem.group, "user_profile.md", f"Bob: {SECRET}", source=f"{GROUP}:msg/12",
-              trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
+    add_agent_entry(mem.group, "user_profile.md", f"Bob: {SECRET}", source=f"{GROUP}:msg/12",
+                    trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
     for text, mid in (("Greet Bob by his nickname Qwerty", "12"), ("Answer in English", "11")):
-        add_entry(mem.group, "CLAUDE.md", text, source=f"{GROUP}:msg/{mid}", trust=0.6,
-                  actor="test", today=datetime(2026, 11, 30).date())
+        add_agent_entry(mem.group, "CLAUDE.md", text, source=f"{GROUP}:msg/{mid}", trust=0.6,
+                        actor="test", today=datetime(2026, 11, 30).date())
     return {"ep": ep, "other": other, "only": only, "shared": shared}
 
 
@@ -103,10 +103,10 @@ async def test_a_deleted_message_leaves_every_file_and_the_index(mem: BaseMemory
     assert files_holding(root, "Zanzibar") == []
     assert await index_finds(mem, "zanzibar") == []
     episode = await mem.read(ids["ep"])
-    assert f"Bob (8): {MARKER}" in episode.content
+    assert f"Bob (8): {REDACTED_MARKER}" in episode.content
     assert "hello all" in episode.content and "nice weather\ntoday" in episode.content
     fact = await mem.read(ids["only"])
-    assert fact.content == MARKER and fact.valid_to is not None
+    assert fact.content == REDACTED_MARKER and fact.valid_to is not None
     assert fact.metadata["superseded_reason"] == "source deleted"
     shared = await mem.read(ids["shared"])  # another source still backs it
     assert shared.content == "Cy likes weather" and shared.valid_to is None
@@ -174,7 +174,7 @@ async def test_an_edit_puts_the_new_words_in_and_the_old_out(mem: BaseMemory) ->
     mem.flush()
     assert out.changed and not out.refused and out.removed == [SECRET]
     episode = (await mem.read(ids["ep"])).content
-    assert f"Bob (8): {NEW}{EDITED}\n" in episode
+    assert f"Bob (8): {NEW}{EDITED_SUFFIX}\n" in episode
     assert f"Noted, Bob: {NEW}." in episode  # the reply quoting it says it as it is now
     assert "hello all" in episode and "nice weather\ntoday" in episode
     assert files_holding(root, "Zanzibar") == []
@@ -194,7 +194,7 @@ async def test_an_edit_puts_the_new_words_in_and_the_old_out(mem: BaseMemory) ->
     # a deleted message stays deleted: a late edit does not bring words back
     redact_message(mem, "12", request="del-1")
     assert not edit_message(mem, "12", "back again", sender_id="8", request="e2").changed
-    assert f"Bob (8): {MARKER}\n" in (await mem.read(ids["ep"])).content
+    assert f"Bob (8): {REDACTED_MARKER}\n" in (await mem.read(ids["ep"])).content
     assert files_holding(root, "quokka") == []
 
 
@@ -256,9 +256,9 @@ async def test_a_deleted_messages_words_leave_replies_later_episodes_and_facts(
     kept = await mem.write("Bob meets people at the station", kind="fact", metadata={
         "id": "fact-kept", "message_ids": ["m2"], "source": f"{GROUP}:msg/m2",
         "entity": "Bob", "trust": 0.5})
-    add_entry(mem.group, "user_profile.md", "Ann: combination Kestrel-4471",
-              source=f"{GROUP}:msg/m9", trust=0.6, actor="test",
-              today=datetime(2026, 11, 30).date())
+    add_agent_entry(mem.group, "user_profile.md", "Ann: combination Kestrel-4471",
+                    source=f"{GROUP}:msg/m9", trust=0.6, actor="test",
+                    today=datetime(2026, 11, 30).date())
     await mem.consolidate()  # folds the facts into entity files: more copies
     mem.flush()
     root = mem.group.path
@@ -273,12 +273,12 @@ async def test_a_deleted_messages_words_leave_replies_later_episodes_and_facts(
     for word in ("kestrel", "combination"):
         assert await index_finds(mem, word) == []
     reply = (await mem.read(ep)).content
-    assert f"SEEN: {MARKER}. A locker {MARKER}, noted." in reply
+    assert f"SEEN: {REDACTED_MARKER}. A locker {REDACTED_MARKER}, noted." in reply
     assert f"Bob (8): {UNRELATED}" in reply  # the rest of the turn stays
-    assert f"Cy here: was it {MARKER}?" in (await mem.read(later)).content
+    assert f"Cy here: was it {REDACTED_MARKER}?" in (await mem.read(later)).content
     for fact in (quoted, asked):  # retired: it held the words / its source quoted them
         rec = await mem.read(fact)
-        assert rec.valid_to is not None and rec.content == MARKER, fact
+        assert rec.valid_to is not None and rec.content == REDACTED_MARKER, fact
         assert rec.metadata["superseded_reason"] == "source deleted"
     assert (await mem.read(kept)).metadata.get("superseded_reason") == "folded"  # as was
     bob = [r for r in mem.records() if r.metadata.get("entity_file") and
@@ -328,10 +328,10 @@ async def test_a_deleted_date_or_name_leaves_the_episode_lines_readable(
     await _episode(mem, [_msg("m1", said)], "ok", "turn-a")
     other = await _episode(mem, [_msg("m2", "see you 2026-11-30", "9", "Christopher")],
                            "Noted for 2026-11-30, Christopher.", "turn-b")
-    add_entry(mem.group, "CLAUDE.md", "Christopher prefers tea", source=f"{GROUP}:msg/m9",
-              trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
+    add_agent_entry(mem.group, "CLAUDE.md", "Christopher prefers tea", source=f"{GROUP}:msg/m9",
+                    trust=0.6, actor="test", today=datetime(2026, 11, 30).date())
     redact_message(mem, "m1", request="del-1")
-    assert entries(mem.group, "CLAUDE.md") == ["[redacted] prefers tea"]  # still an entry
+    assert agent_entries(mem.group, "CLAUDE.md") == ["[redacted] prefers tea"]  # still an entry
     assert f"(source: {GROUP}:msg/m9; trust 0.60; 2026-11-30)" in \
         (mem.group.path / "CLAUDE.md").read_text()  # its date kept
     rec = await mem.read(other)

@@ -194,7 +194,7 @@ def test_the_filler_finds_its_next_rows_by_index_in_an_older_index_too(tmp_path:
     the vecs_cend index existed gets it on open."""
     import sqlite3
 
-    from memory_store.index import next_slots
+    from memory_store.index import next_dense_slots
 
     mem = _open(tmp_path)
     mem.write_sync("One. Two sentences here.", kind="fact", metadata={"id": "a"})
@@ -210,9 +210,9 @@ def test_the_filler_finds_its_next_rows_by_index_in_an_older_index_too(tmp_path:
             "EXPLAIN QUERY PLAN SELECT (SELECT coalesce(max(slot), -1) + 1 FROM vecs),"
             " (SELECT coalesce(max(cstart + ccount), 0) FROM vecs)"))
         assert "INDEX vecs_slot" in plan and "INDEX vecs_cend" in plan, plan
-        assert next_slots(conn) == (1, 2)  # one record, two sentence rows
+        assert next_dense_slots(conn) == (1, 2)  # one record, two sentence rows
         mem.write_sync("Three. Four. Five.", kind="fact", metadata={"id": "b"})
         mem.flush()
-        assert next_slots(conn) == (2, 5)
+        assert next_dense_slots(conn) == (2, 5)
     finally:
         mem.close()

@@ -14,12 +14,12 @@ import pytest
 
 from memory_store import GroupDirectory, open_memory
 from memory_store.files import (
-    BACKUP_DIR,
-    MANIFEST,
+    BACKUP_MANIFEST,
+    SCHEMA_BACKUP_DIR,
     SCHEMA_VERSION,
     AuditLog,
     SchemaTooNew,
-    read_version,
+    read_schema_version,
     schema_path,
 )
 from memory_store.maintenance import redact_phrase
@@ -55,7 +55,7 @@ def test_a_version_1_group_is_migrated_on_first_open_with_a_backup(tmp_path: Pat
     root, audit = _make_v1(tmp_path)
     v1_ops = [(e["op"], e["id"]) for e in map(json.loads, audit.decode().splitlines())]
     assert ("redact", "forget-1") in v1_ops and ("write", "turn-1") in v1_ops
-    assert read_version(root) == 1
+    assert read_schema_version(root) == 1
 
     mem = open_memory(tmp_path, GROUP, "file", watch="poll")
     try:
@@ -63,11 +63,12 @@ def test_a_version_1_group_is_migrated_on_first_open_with_a_backup(tmp_path: Pat
         assert _ops(root) == v1_ops
         assert json.loads(schema_path(root).read_text()) == {"version": SCHEMA_VERSION}
         assert not (root / "audit.jsonl").exists()
-        backup = root / BACKUP_DIR / "v1"
+        backup = root / SCHEMA_BACKUP_DIR / "v1"
         assert (backup / "audit.jsonl").read_bytes() == audit
         assert (backup / "CLAUDE.md").read_bytes() == (root / "CLAUDE.md").read_bytes()
         assert sorted(p.name for p in (backup / "entities").iterdir()) == ["fact-1.md"]
-        assert "index" not in " ".join(json.loads((backup / MANIFEST).read_text())["entries"])
+        manifest = json.loads((backup / BACKUP_MANIFEST).read_text())
+        assert "index" not in " ".join(manifest["entries"])
         mem.write_sync("Ann likes green tea", kind="fact", metadata={"id": "fact-2"})
         assert _ops(root)[-1] == ("write", "fact-2")
         assert (backup / "audit.jsonl").read_bytes() == audit  # a copy, not a link
@@ -75,7 +76,7 @@ def test_a_version_1_group_is_migrated_on_first_open_with_a_backup(tmp_path: Pat
         mem.close()
     # opened again: nothing to do, the backup untouched
     GroupDirectory(tmp_path, GROUP).ensure()
-    assert sorted(p.name for p in (root / BACKUP_DIR).iterdir()) == ["v1"]
+    assert sorted(p.name for p in (root / SCHEMA_BACKUP_DIR).iterdir()) == ["v1"]
 
 
 def test_a_newer_version_is_refused_and_left_alone(tmp_path: Path) -> None:
@@ -114,8 +115,8 @@ def test_a_crash_mid_migration_leaves_the_group_untouched_or_migrated(
     untouched = old.exists() and old.read_bytes() == audit and not new.exists()
     migrated = new.exists() and new.read_bytes() == audit and not old.exists()
     assert untouched != migrated  # exactly one of the two, never a mix
-    assert read_version(root) == 1  # the stamp is written last
-    backup = root / BACKUP_DIR / "v1"
+    assert read_schema_version(root) == 1  # the stamp is written last
+    backup = root / SCHEMA_BACKUP_DIR / "v1"
     if stage == "v1:copied":  # before the backup counts: the original is in place
         assert untouched and not backup.exists()
     else:
@@ -123,10 +124,10 @@ def test_a_crash_mid_migration_leaves_the_group_untouched_or_migrated(
 
     mem = open_memory(tmp_path, GROUP, "file", watch="poll")  # the next open finishes it
     try:
-        assert read_version(root) == SCHEMA_VERSION
+        assert read_schema_version(root) == SCHEMA_VERSION
         assert new.read_bytes() == audit and not old.exists()
         assert (backup / "audit.jsonl").read_bytes() == audit
-        assert sorted(p.name for p in (root / BACKUP_DIR).iterdir()) == ["v1"]
+        assert sorted(p.name for p in (root / SCHEMA_BACKUP_DIR).iterdir()) == ["v1"]
         assert mem.read_sync("turn-1").content.endswith(SECRET)
     finally:
         mem.close()
@@ -136,10 +137,10 @@ def test_redaction_scrubs_the_backups(tmp_path: Path) -> None:
     root, _ = _make_v1(tmp_path)
     mem = open_memory(tmp_path, GROUP, "file", watch="poll")
     try:
-        backup = root / BACKUP_DIR / "v1"
+        backup = root / SCHEMA_BACKUP_DIR / "v1"
         assert any(b"K7731" in p.read_bytes() for p in backup.rglob("*.md"))
         out = redact_phrase(mem, "K7731", request="forget-2")
-        assert any(p.startswith(f"{BACKUP_DIR}/v1/episodes/") for p in out.paths)
+        assert any(p.startswith(f"{SCHEMA_BACKUP_DIR}/v1/episodes/") for p in out.paths)
         holding = [p for p in root.rglob("*") if p.is_file() and b"k7731" in
                    p.read_bytes().lower()]
         assert holding == []

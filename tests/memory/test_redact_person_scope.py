@@ -14,10 +14,10 @@ from memory_helpers import BACKENDS, backend_options
 
 from channels.models import Inbound
 from memory_store import BaseMemory, open_memory, person_key
-from memory_store.files import add_entry, entries
+from memory_store.files import add_agent_entry, agent_entries
 from memory_store.maintenance import (
-    EDITED,
-    MARKER,
+    EDITED_SUFFIX,
+    REDACTED_MARKER,
     edit_message,
     message_lines,
     redact_message,
@@ -75,9 +75,9 @@ def _both_twelves(mem: BaseMemory) -> None:
     _fact(mem, SL, "fact-sl13", "Ada likes the name", ["13"])
     _fact(mem, TG, "fact-tg13", "Ada meets at noon", ["13"])
     day = date(2026, 12, 1)
-    add_entry(mem.group, "CLAUDE.md", "Greet Ada in Portuguese", source=f"{TG}:msg/12",
+    add_agent_entry(mem.group, "CLAUDE.md", "Greet Ada in Portuguese", source=f"{TG}:msg/12",
               trust=0.9, actor="test", today=day)
-    add_entry(mem.group, "CLAUDE.md", "Call Ada skipper", source=f"{SL}:msg/12",
+    add_agent_entry(mem.group, "CLAUDE.md", "Call Ada skipper", source=f"{SL}:msg/12",
               trust=0.9, actor="test", today=day)
     mem.flush()
 
@@ -100,14 +100,14 @@ def test_a_deletion_from_one_dm_leaves_the_other_dms_same_id_alone(
     out = redact_message(person, "12", chat=TG, request="deletion:d1")
     assert out.changed and out.removed == [SECRET]
     text = _episodes(person)
-    assert "Zanzibar" not in text and f"(42): {MARKER}" in text
+    assert "Zanzibar" not in text and f"(42): {REDACTED_MARKER}" in text
     assert BOAT in text  # Slack's "12" keeps its line
     # the Telegram fact is retired; Slack's, the one drawn from Slack's "13" (which
     # quoted Slack's "12") and the one from Telegram's own "13" stay
     assert _live(person) == {"fact-sl": "Ada owns a sailboat",
                              "fact-sl13": "Ada likes the name",
                              "fact-tg13": "Ada meets at noon"}
-    assert entries(person.group, "CLAUDE.md") == ["Call Ada skipper"]
+    assert agent_entries(person.group, "CLAUDE.md") == ["Call Ada skipper"]
     assert message_lines(person, "12", chat=SL) == [BOAT]
     assert message_lines(person, "12", chat=TG) == []
 
@@ -120,7 +120,7 @@ def test_an_edit_from_one_dm_is_its_authors_there_and_changes_only_its_line(
                        chat=SL, request="edit:e1")
     assert not out.refused and out.changed
     text = _episodes(person)
-    assert f"(D1): I bought a dinghy named Seagullian{EDITED}" in text
+    assert f"(D1): I bought a dinghy named Seagullian{EDITED_SUFFIX}" in text
     assert SECRET in text  # Telegram's "12" is untouched
     assert _live(person)["fact-tg"] == "Ada's door code is 4417"
     assert "fact-sl" not in _live(person)  # drawn from the old words: retired

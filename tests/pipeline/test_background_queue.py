@@ -17,7 +17,7 @@ import redis
 from rq import Queue
 
 from gateway.config import ConfigError, background_workers, load_config, parse_config
-from gateway.operations import WorkerSupervisor, run_checks, running_embedded_url
+from gateway.operations import WorkerSupervisor, running_embedded_url, status_checks
 from gateway.queue import (
     CONSOLIDATE_JOB,
     DrainOptions,
@@ -100,7 +100,7 @@ async def test_a_turn_is_answered_while_extraction_waits_on_its_model(
         await stack.start_gateway()
 
         def workers_line() -> str:
-            return next(c.detail for c in run_checks(stack.config_path, model=False)
+            return next(c.detail for c in status_checks(stack.config_path, model=False)
                         if c.name == "workers")
         # `pynanoclaw status` tells the two kinds apart (once both registered with RQ)
         await stack.wait_for(

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from gateway.cli import app
-from gateway.operations import run_checks
+from gateway.operations import status_checks
 from gateway.queue import Budget, Keys, parse_entry
 from tests.pipeline.budget_kit import metered_stack, spent, today
 from tests.pipeline.conftest import Valkey
@@ -91,7 +91,7 @@ async def test_cap_reached_keeps_messages_tells_once_and_lift_lets_them_through(
         notices = [e for e in s.chat_events("team")
                    if e.get("type") == "chunk" and "budget" in e.get("text", "")]
         assert len(notices) == 1
-        checks = await asyncio.to_thread(lambda: list(run_checks(s.config_path, model=False)))
+        checks = await asyncio.to_thread(lambda: list(status_checks(s.config_path, model=False)))
         status = {c.name: c for c in checks}
         assert not status["spending caps"].ok and "local:team" in status["spending caps"].detail
         lifted = CliRunner().invoke(app, ["usage", "cap", "group:local:team", "day", "none",

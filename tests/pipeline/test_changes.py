@@ -9,7 +9,7 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from channels.models import Inbound
-from gateway.intake import STALE, apply_change
+from gateway.intake import AMEND_STALE, apply_change
 from gateway.queue import GatewayQueue, Keys, encode_entry, parse_entry
 from tests.pipeline.conftest import Stack, Valkey
 
@@ -112,7 +112,7 @@ async def test_an_entry_changed_underneath_is_read_again_never_lost(valkey: Valk
         # what a concurrent edit leaves: the entry read is no longer the one waiting
         stale = stored.replace('"text":"v1"', '"text":"v2"')
         assert await q.amend(GROUP, change.dedupe_id, stale, "x", "{}", dedupe_ttl=60,
-                             cap=10, final=False) == STALE
+                             cap=10, final=False) == AMEND_STALE
         assert await q.waiting(GROUP) == [stored]  # nothing changed, nothing recorded
         assert not await r.exists(f"pnc:changes:{GROUP}", f"pnc:dedupe:{change.dedupe_id}")
         assert await apply_change(q, change, GROUP, dedupe_ttl=60) == "edited"

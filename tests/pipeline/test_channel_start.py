@@ -15,7 +15,7 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.config import load_config
-from gateway.operations import LocalClient, run_checks
+from gateway.operations import LocalClient, status_checks
 from tests.channels.harness_telegram import env as telegram_env
 from tests.fakes.telegram_api import BOT_TOKEN, FakeTelegram, failure_for
 from tests.pipeline.conftest import Stack, Valkey
@@ -77,7 +77,7 @@ async def test_a_platform_down_at_start_is_retried_while_local_answers(
         os.environ["TELEGRAM_BOT_TOKEN"] = BOT_TOKEN
         try:
             checks = await asyncio.to_thread(
-                lambda: list(run_checks(stack.config_path, model=False)))
+                lambda: list(status_checks(stack.config_path, model=False)))
         finally:
             del os.environ["TELEGRAM_BOT_TOKEN"]
         tg = {c.name: c for c in checks}["channel telegram:default"]
@@ -106,7 +106,7 @@ async def test_a_refused_token_is_reported_and_the_others_run(
         os.environ["TELEGRAM_BOT_TOKEN"] = wrong
         try:
             checks = await asyncio.to_thread(
-                lambda: list(run_checks(stack.config_path, model=False)))
+                lambda: list(status_checks(stack.config_path, model=False)))
         finally:
             del os.environ["TELEGRAM_BOT_TOKEN"]
         by_name = {c.name: c for c in checks}

@@ -8,7 +8,7 @@ import pytest
 
 from channels.models import Inbound
 from gateway.config import GatewayConfig, parse_config
-from gateway.intake import COMMANDS, Role, Where, commands, parse, roles_of
+from gateway.intake import COMMANDS, ChatKind, SenderRole, commands, parse_command, roles_of
 
 OPERATOR = "telegram:1"
 
@@ -25,95 +25,97 @@ def msg(text: str, **kw: Any) -> Inbound:
 
 
 def test_plain_text_commands_parse_with_arguments() -> None:
-    assert parse(msg("/Forget  everything please")) == commands.ParsedCommand(
+    assert parse_command(msg("/Forget  everything please")) == commands.ParsedCommand(
         "forget", "everything please")
-    assert parse(msg("/help")) == commands.ParsedCommand("help", "")
+    assert parse_command(msg("/help")) == commands.ParsedCommand("help", "")
 
 
 def test_ordinary_text_and_unknown_commands_are_not_commands() -> None:
     for text in ("hello /help", "/usr/bin/env", "/shrug", "/", "help"):
-        assert parse(msg(text)) is None, text
+        assert parse_command(msg(text)) is None, text
 
 
 def test_command_addressed_to_a_named_bot_in_plain_text_is_left_alone() -> None:
-    assert parse(msg("/help@otherbot")) is None
+    assert parse_command(msg("/help@otherbot")) is None
     # the adapter resolves its own bot's name: Telegram sets Inbound.command
-    assert parse(msg("/help@claw_bot", command="help")) == commands.ParsedCommand("help", "")
+    assert parse_command(msg("/help@claw_bot", command="help")) == commands.ParsedCommand(
+        "help", "")
 
 
 def test_forwarded_commands_and_edits_are_not_commands() -> None:
-    assert parse(msg("/forget confirm", forwarded_from="Eve (telegram user 9)")) is None
-    assert parse(msg("/forget confirm", kind="edit", original_id="1")) is None
+    assert parse_command(msg("/forget confirm", forwarded_from="Eve (telegram user 9)")) is None
+    assert parse_command(msg("/forget confirm", kind="edit", original_id="1")) is None
 
 
 def test_roles_come_from_structure() -> None:
     c = cfg()
-    assert roles_of(msg("x"), c) == {Role.MEMBER}
-    assert roles_of(msg("x", is_admin=True), c) == {Role.MEMBER, Role.CHAT_ADMIN}
-    assert roles_of(msg("x", is_group=False, chat_id="7"), c) == {Role.MEMBER, Role.DM_OWNER}
-    assert Role.OPERATOR in roles_of(msg("x", sender_id="1"), c)
+    assert roles_of(msg("x"), c) == {SenderRole.MEMBER}
+    assert roles_of(msg("x", is_admin=True), c) == {SenderRole.MEMBER, SenderRole.CHAT_ADMIN}
+    assert roles_of(msg("x", is_group=False, chat_id="7"), c) == {SenderRole.MEMBER,
+                                                                  SenderRole.DM_OWNER}
+    assert SenderRole.OPERATOR in roles_of(msg("x", sender_id="1"), c)
     # the same user id on another platform is somebody else
-    assert Role.OPERATOR not in roles_of(msg("x", channel="slack", sender_id="1"), c)
+    assert SenderRole.OPERATOR not in roles_of(msg("x", channel="slack", sender_id="1"), c)
 
 
 def test_a_member_cannot_forget_group_memory_an_operator_and_chat_admin_can() -> None:
     c = cfg()
-    refused = commands.run(msg("/forget confirm"), c)
+    refused = commands.run_command(msg("/forget confirm"), c)
     assert refused is not None and refused.startswith("Not allowed")
     for who in ({"sender_id": "1"}, {"is_admin": True}):
         # without the gateway's memory desk it says so and deletes nothing
-        answer = commands.run(msg("/forget tea confirm", **who), c)
+        answer = commands.run_command(msg("/forget tea confirm", **who), c)
         assert answer is not None and "not available" in answer, who
         assert "nothing was deleted" in answer
 
 
 def test_where_a_command_runs_is_enforced_even_for_operators() -> None:
     c = cfg()
-    group_link = commands.run(msg("/link confirm", sender_id="1"), c)
+    group_link = commands.run_command(msg("/link confirm", sender_id="1"), c)
     assert group_link is not None and "works in a DM only" in group_link
-    group_share = commands.run(msg("/share profile on", sender_id="1"), c)
+    group_share = commands.run_command(msg("/share profile on", sender_id="1"), c)
     assert group_share is not None and "works in a DM only" in group_share
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_answers_an_operator_in_a_place_it_allows(name: str) -> None:
     spec = COMMANDS[name]
-    dm = Where.DM in spec.where
+    dm = ChatKind.DM in spec.where
     m = msg(f"/{name} confirm" if spec.confirm else f"/{name}", sender_id="1",
             is_group=not dm, chat_id="1" if dm else "-100")
-    answer = commands.run(m, cfg())
+    answer = commands.run_command(m, cfg())
     assert answer and not answer.startswith("Not allowed"), answer
 
 
 def test_help_lists_only_what_the_sender_may_run_here() -> None:
-    member = commands.run(msg("/help"), cfg())
+    member = commands.run_command(msg("/help"), cfg())
     assert member is not None
     assert "/whoami" in member and "/forget" not in member and "/link" not in member
-    operator = commands.run(msg("/help", sender_id="1"), cfg())
+    operator = commands.run_command(msg("/help", sender_id="1"), cfg())
     assert operator is not None and "/forget" in operator and "/share" not in operator
-    dm = commands.run(msg("/help", is_group=False, chat_id="7"), cfg())
+    dm = commands.run_command(msg("/help", is_group=False, chat_id="7"), cfg())
     assert dm is not None and "/link" in dm and "/share" in dm
 
 
 def test_whoami_reports_identity_and_roles() -> None:
-    answer = commands.run(msg("/whoami", is_admin=True), cfg())
+    answer = commands.run_command(msg("/whoami", is_admin=True), cfg())
     assert answer == ("You are Ann (telegram:7) in telegram:-100; your roles here: "
                       "chat admin, member.")
 
 
 def test_whoami_lists_config_linked_identities_in_a_dm_only() -> None:
     c = parse_config({"identities": {"ann": {"members": ["slack:U7", "telegram:7"]}}}, env={})
-    answer = commands.run(msg("/whoami", is_group=False, chat_id="7"), c)
+    answer = commands.run_command(msg("/whoami", is_group=False, chat_id="7"), c)
     assert answer == ("You are Ann (telegram:7) in telegram:7; your roles here: DM owner, "
                       "member. Linked identities (person ann): telegram:7, slack:U7.")
-    in_group = commands.run(msg("/whoami"), c)
+    in_group = commands.run_command(msg("/whoami"), c)
     assert in_group is not None and "slack:U7" not in in_group
 
 
 def test_share_and_link_need_the_store_and_say_how() -> None:
-    share = commands.run(msg("/share profile maybe", is_group=False, chat_id="7"), cfg())
+    share = commands.run_command(msg("/share profile maybe", is_group=False, chat_id="7"), cfg())
     assert share is not None and share.startswith("Usage: /share profile on|off")
-    link = commands.run(msg("/link", is_group=False, chat_id="7"), cfg())
+    link = commands.run_command(msg("/link", is_group=False, chat_id="7"), cfg())
     assert link == "/link needs the gateway's Redis: nothing was linked."
 
 
@@ -135,12 +137,12 @@ def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
     mem.close()
     desk = MemoryDesk(c, None, Keys())  # type: ignore[arg-type]  # a preview enqueues nothing
     dm = {"is_group": False, "chat_id": "7"}
-    answer = commands.run(msg("/forget Green Tea", **dm), c, desk)
+    answer = commands.run_command(msg("/forget Green Tea", **dm), c, desk)
     assert answer is not None and "fact f1" in answer
     assert "/forget <your words> confirm" in answer
-    short = commands.run(msg("/forget ab", **dm), c, desk)
+    short = commands.run_command(msg("/forget ab", **dm), c, desk)
     assert short is not None and "at least 3 characters" in short
-    listing = commands.run(msg("/memory", **dm), c, desk)
+    listing = commands.run_command(msg("/memory", **dm), c, desk)
     assert listing is not None and "Ann likes green tea (from memory_store" in listing
     assert "- 3 episodes, 1 fact\n" in listing  # episodes counted, not parsed
 
@@ -165,11 +167,11 @@ def test_the_forget_preview_does_not_quote_the_words_back(tmp_path: Any) -> None
                    metadata={"id": "e1"})
     mem.close()
     dm = {"is_group": False, "chat_id": "7"}
-    found = commands.run(msg("/forget 4417   ZANZIBAR", **dm), c, desk)
+    found = commands.run_command(msg("/forget 4417   ZANZIBAR", **dm), c, desk)
     assert found is not None and found.startswith(
         "Your words (2 words, 13 characters) appear 2 times in 2 memories of telegram:7")
     assert "- entity ***-***-door (entities/***-***-door.md; from" in found
-    missing = commands.run(msg("/forget door code 9999", **dm), c, desk)
+    missing = commands.run_command(msg("/forget door code 9999", **dm), c, desk)
     assert missing is not None and missing.startswith("Nothing in the memory")
     for answer, words in ((found, ("4417", "zanzibar")), (missing, ("9999", "door code"))):
         for word in words:
@@ -190,7 +192,7 @@ def test_memory_counts_live_memories_only_in_plural(tmp_path: Any) -> None:
     mem.write_sync("Ann is a person", kind="entity", metadata={"id": "ann"})
     mem.write_sync("Bob is a person", kind="entity", metadata={"id": "bob"})
     mem.close()
-    listing = commands.run(msg("/memory", is_group=False, chat_id="7"), c, desk)
+    listing = commands.run_command(msg("/memory", is_group=False, chat_id="7"), c, desk)
     assert listing is not None
     assert "- 2 entities, 2 episodes, 1 fact (1 retired memory not counted)\n" in listing
     assert "black tea" not in listing
@@ -199,25 +201,25 @@ def test_memory_counts_live_memories_only_in_plural(tmp_path: Any) -> None:
 @pytest.mark.parametrize("name", sorted(COMMANDS))
 def test_every_command_bounds_its_arguments(name: str) -> None:
     spec = COMMANDS[name]
-    dm = Where.DM in spec.where
+    dm = ChatKind.DM in spec.where
     words = "zanzibar " * 2500  # 22,500 characters
-    answer = commands.run(msg(f"/{name} {words}confirm", sender_id="1", is_group=not dm,
-                              chat_id="1" if dm else "-100"), cfg())
+    answer = commands.run_command(msg(f"/{name} {words}confirm", sender_id="1", is_group=not dm,
+                                      chat_id="1" if dm else "-100"), cfg())
     assert answer is not None and "at most 300" in answer and "Nothing was done" in answer
     assert len(answer) < 200 and "zanzibar" not in answer
-    fits = commands.run(msg(f"/{name} {'x' * 292} confirm", sender_id="1",
-                            is_group=not dm, chat_id="1" if dm else "-100"), cfg())
+    fits = commands.run_command(msg(f"/{name} {'x' * 292} confirm", sender_id="1",
+                                    is_group=not dm, chat_id="1" if dm else "-100"), cfg())
     assert fits is not None and "at most" not in fits
 
 
 def test_an_unknown_command_is_answered_in_a_dm_and_left_alone_in_a_group() -> None:
-    answer = commands.run(msg("/frobnicate now", is_group=False, chat_id="7"), cfg())
+    answer = commands.run_command(msg("/frobnicate now", is_group=False, chat_id="7"), cfg())
     assert answer is not None and answer.startswith("Unknown command /frobnicate.")
     assert "/help: " in answer and "/link: " in answer and "/forget: " in answer
     # in a group it may be meant for another bot: ordinary text for the model
-    assert parse(msg("/frobnicate now")) is None
-    assert commands.run(msg("/frobnicate now"), cfg()) is None
+    assert parse_command(msg("/frobnicate now")) is None
+    assert commands.run_command(msg("/frobnicate now"), cfg()) is None
     # still not commands in a DM: a path, a command addressed to another bot by name,
     # Telegram's /start (sent when someone opens the chat: a hello for the model)
     for text in ("/usr/bin/env", "/help@otherbot", "hello /frobnicate", "/start"):
-        assert parse(msg(text, is_group=False, chat_id="7")) is None, text
+        assert parse_command(msg(text, is_group=False, chat_id="7")) is None, text

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from gateway.cli import app
 from gateway.config import load_config
-from gateway.operations import WorkerSupervisor, run_checks, worker_command
+from gateway.operations import WorkerSupervisor, status_checks, worker_command
 from gateway.queue import DeadLetters
 from tests.pipeline.conftest import ROOT, Stack, Valkey
 from workers.turn import FAILURE_NOTICE
@@ -85,7 +85,7 @@ async def test_crash_loop_is_dead_lettered_reported_and_retried(
         assert health["workers"]["deaths"]["killed by SIGKILL"] >= 2
 
         checks = await asyncio.to_thread(
-            lambda: list(run_checks(stack.config_path, model=False)))
+            lambda: list(status_checks(stack.config_path, model=False)))
         failed = [c for c in checks if not c.ok]
         assert [c.name for c in failed] == ["dead letters local:ada"], checks
         assert "worker died" in failed[0].detail

@@ -64,7 +64,7 @@ def test_retry_in_order_once_and_drop(tmp_path: Path, valkey: Valkey) -> None:
 
 def test_a_retried_turn_with_no_error_is_a_crash_loop_in_status(tmp_path: Path,
                                                                  valkey: Valkey) -> None:
-    from gateway.operations import run_checks
+    from gateway.operations import status_checks
 
     r = redis.Redis.from_url(valkey.url)
     keys = Keys()
@@ -75,8 +75,8 @@ def test_a_retried_turn_with_no_error_is_a_crash_loop_in_status(tmp_path: Path,
     by_group = {t.group: t for t in DeadLetters(r, keys).retrying()}
     assert by_group["local:bob"].crashed and by_group["local:bob"].attempts == 3
     assert not by_group["local:eve"].crashed
-    checks = {c.name: c for c in run_checks(write_config(tmp_path / "c.toml", valkey.url),
-                                            model=False)}
+    checks = {c.name: c for c in status_checks(write_config(tmp_path / "c.toml", valkey.url),
+                                               model=False)}
     assert "crash loop" in checks["turn local:bob"].detail
     assert "provider said 500" in checks["turn local:eve"].detail
     GroupQueue(r, keys, "local:bob").clear_retry()

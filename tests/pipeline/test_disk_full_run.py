@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from channels.local import LocalKeys
-from gateway.operations import run_checks, running_embedded_url
+from gateway.operations import running_embedded_url, status_checks
 from tests.pipeline.conftest import ROOT
 from tests.pipeline.diskfull import fill, small_disk
 
@@ -103,7 +103,7 @@ stop_free_mb = 0
                       "the supervisor's check")
                 assert run.poll() is None, log_path.read_text()
                 assert int(r.info("server")["process_id"]) == pid  # never killed
-                checks = {c.name: c for c in run_checks(cfg, model=False)}
+                checks = {c.name: c for c in status_checks(cfg, model=False)}
                 assert not checks["redis state"].ok
                 assert "append-only file" in checks["redis state"].detail
                 assert not checks["disk"].ok

@@ -11,7 +11,7 @@ from typing import Any
 
 from channels.models import Inbound
 from gateway.queue import Keys, encode_entry, job_queue, parse_entry
-from memory_store.maintenance import EDITED
+from memory_store.maintenance import EDITED_SUFFIX
 from tests.pipeline.conftest import Stack
 from tests.pipeline.test_redaction import (
     SECRET,
@@ -56,7 +56,7 @@ async def test_an_answered_message_edited_holds_the_new_words(stack: Stack) -> N
     assert await inbox.accept(edit("ann", "m1", NEW)) == "duplicate"  # redelivered
     await stack.wait_for(lambda: not stack.r.exists(K.changes(group)) and
                          bool(redactions(root)), what="the edit to be applied")
-    assert f"(ann): {NEW}{EDITED}\n" in episodes(root)
+    assert f"(ann): {NEW}{EDITED_SUFFIX}\n" in episodes(root)
     assert files_holding(root, "Lisbon") == []
     assert index_hits(stack.data_dir, group, "lisbon") == []
     assert index_hits(stack.data_dir, group, "porto")
@@ -121,7 +121,7 @@ def test_applying_an_edit_twice_changes_nothing_the_second_time(
     out = redact_group(group, ctx=ctx)
     assert out["end"] == "redacted" and out["requests"] == 1
     text = episodes(root)
-    assert f"Ann (ann): {NEW}{EDITED}\n" in text and f"Bot: noted, {NEW}\n" in text
+    assert f"Ann (ann): {NEW}{EDITED_SUFFIX}\n" in text and f"Bot: noted, {NEW}\n" in text
     assert files_holding(root, "Zanzibar") == []
     assert r.hget(K.turn("turn-x"), "reply") == f"noted, {NEW}".encode()
     [dead] = [parse_entry(x) for x in r.lrange(K.dead(group), 0, -1)]

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from gateway.operations import EmbeddedRedis, url_file
+from gateway.operations import EmbeddedRedis, embedded_url_file
 from tests.pipeline.diskfull import fill, small_disk
 
 
@@ -123,7 +123,7 @@ def test_full_disk_is_not_death_and_recovers_alone(disk: Path) -> None:
             time.sleep(0.2)
         embedded.check()
         assert embedded.url == url and embedded.health() == {}
-        assert url_file(disk / "redis").read_text(encoding="utf-8").strip() == url
+        assert embedded_url_file(disk / "redis").read_text(encoding="utf-8").strip() == url
         client = redis.Redis.from_url(url, socket_timeout=5)
         assert client.get("before") == b"kept"
         assert _writable(url)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import redis.asyncio as aioredis
 
-from gateway.intake import SENDER_NAME, DrainEnqueuer, FileDrop, Inbox, file_message
+from gateway.intake import FILE_DROP_SENDER_NAME, DrainEnqueuer, FileDrop, Inbox, file_message
 from gateway.queue import Keys
 from memory_store import GroupDirectory
 from tests.pipeline.conftest import Stack
@@ -71,7 +71,7 @@ async def _taken_once(stack: Stack, gw: Inbox) -> None:
     assert sorted(os.listdir(inbox)) == sorted(["done", ".hidden.txt", "report.txt.part",
                                                 "~$memo.docx", "draft.txt~"])
     [entry] = stack.r.lrange(K.mailbox(GROUP), 0, -1)
-    assert b"first half; second half" in entry and SENDER_NAME.encode() in entry
+    assert b"first half; second half" in entry and FILE_DROP_SENDER_NAME.encode() in entry
 
     # A file renamed in is complete: taken at once. The gateway dies after pushing it,
     # before moving it: after the restart the push is a duplicate and the file moves.
@@ -104,7 +104,7 @@ async def test_a_dropped_file_gives_one_turn(stack: Stack) -> None:
     await stack.wait_for(lambda: len(stack.turns()) == 1, what="the file's turn")
     await stack.settled(GROUP)
     [turn] = stack.turns()
-    assert "buy MARK-oat milk" in turn["prompt"] and SENDER_NAME in turn["prompt"]
+    assert "buy MARK-oat milk" in turn["prompt"] and FILE_DROP_SENDER_NAME in turn["prompt"]
     assert (inbox / "done" / "todo.md").exists() and not (inbox / "todo.md").exists()
     [chunk] = [e for e in stack.chat_events("team") if e.get("type") == "chunk"]
     assert chunk["text"].startswith("ack file-")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.operations import check_model, describe_exit
+from gateway.operations import check_model, describe_smoke_exit
 from tests.pipeline.conftest import ROOT
 
 HAVE_LOCAL = all(importlib.util.find_spec(m) is not None
@@ -59,10 +59,10 @@ def test_a_model_library_dying_by_signal_is_named_with_the_fix(
 
 def test_exit_descriptions() -> None:
     cfg = Path("data/pynanoclaw.toml")
-    assert "SIGSEGV" in describe_exit(-signal.SIGSEGV, "", cfg)
-    assert "xllamacpp" not in describe_exit(-signal.SIGSEGV, "", cfg)
-    assert describe_exit(1, "error: model.name: bad\nhint", cfg) == "model.name: bad\nhint"
-    assert describe_exit(3, "", cfg) == "exit status 3"
+    assert "SIGSEGV" in describe_smoke_exit(-signal.SIGSEGV, "", cfg)
+    assert "xllamacpp" not in describe_smoke_exit(-signal.SIGSEGV, "", cfg)
+    assert describe_smoke_exit(1, "error: model.name: bad\nhint", cfg) == "model.name: bad\nhint"
+    assert describe_smoke_exit(3, "", cfg) == "exit status 3"
 
 
 def test_a_scripted_model_passes_the_check(

@@ -14,7 +14,7 @@ import pytest
 
 from channels.models import Inbound
 from gateway.intake import InboxRefused
-from gateway.operations import run_checks
+from gateway.operations import status_checks
 from tests.pipeline.conftest import Stack, Valkey
 
 
@@ -77,7 +77,7 @@ def test_status_reports_pressure_and_ignores_a_dead_workers_registration(
         stack.kill_workers()  # -9: RQ keeps its registration for minutes
         stack.r.config_set("maxmemory-policy", "noeviction")
         stack.r.config_set("maxmemory", 1)
-        checks = {c.name: c for c in run_checks(stack.config_path, model=False)}
+        checks = {c.name: c for c in status_checks(stack.config_path, model=False)}
         assert not checks["workers"].ok, checks["workers"]
         assert "1 registration(s) of dead workers" in checks["workers"].detail
         assert not checks["disk"].ok and "warn_free_mb" in checks["disk"].detail

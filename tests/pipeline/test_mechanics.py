@@ -21,7 +21,7 @@ from channels.base import Channel, Chunk, InboundSink
 from channels.models import Inbound, Outbound
 from gateway.config import GatewayConfig, parse_config
 from gateway.intake import DrainEnqueuer, Inbox, Sweeper, WebServer, build_app
-from gateway.operations import EmbeddedRedis, running_embedded_url, url_file
+from gateway.operations import EmbeddedRedis, embedded_url_file, running_embedded_url
 from gateway.queue import Keys, parse_entry
 from tests.pipeline.conftest import Valkey, write_config
 
@@ -202,14 +202,14 @@ def test_a_dead_context_only_batch_sends_no_notice(worker_env: Path, valkey: Val
 def test_embedded_redis_is_shared_persisted_and_stopped(tmp_path: Path) -> None:
     d = tmp_path / "redis"
     with EmbeddedRedis(d) as url:
-        assert url_file(d).read_text().strip() == url
+        assert embedded_url_file(d).read_text().strip() == url
         redis.Redis.from_url(url).set("k", "v")
         second = EmbeddedRedis(d)
         assert second.start() == url and not second.owner  # another process reuses it
         second.stop()
         assert running_embedded_url(d) == url
         assert redis.Redis.from_url(url).config_get("appendonly")["appendonly"] == "yes"
-    assert running_embedded_url(d) is None and not url_file(d).exists()
+    assert running_embedded_url(d) is None and not embedded_url_file(d).exists()
     with EmbeddedRedis(d) as url2:
         assert redis.Redis.from_url(url2).get("k") == b"v"
 

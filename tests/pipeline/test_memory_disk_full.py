@@ -9,7 +9,7 @@ import asyncio
 from pathlib import Path
 
 from gateway.config import load_config
-from gateway.operations import run_checks
+from gateway.operations import status_checks
 from gateway.queue import DeadLetters, Keys
 from tests.pipeline.conftest import Stack, Valkey
 from tests.pipeline.diskfull import fill, small_disk
@@ -42,7 +42,7 @@ async def test_a_turn_stalled_on_a_full_disk_is_visible_and_answered_after(
                 assert any(d.startswith("turn local:ann") and "DiskFull" in d
                            for d in health["degraded"]), health["degraded"]
                 checks = {c.name: c for c in await asyncio.to_thread(
-                    lambda: list(run_checks(stack.config_path, model=False)))}
+                    lambda: list(status_checks(stack.config_path, model=False)))}
                 assert not checks["turn local:ann"].ok
                 assert "DiskFull" in checks["turn local:ann"].detail
                 filler.unlink()

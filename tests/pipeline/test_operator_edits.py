@@ -7,7 +7,7 @@ import os
 from datetime import date
 
 from memory_store import GroupDirectory
-from memory_store.files import EDIT_OP, OPERATOR, AuditLog, add_entry
+from memory_store.files import OPERATOR_ACTOR, OPERATOR_EDIT_OP, AuditLog, add_agent_entry
 from tests.pipeline.conftest import Stack
 
 GROUP = "local:ann"
@@ -36,12 +36,12 @@ async def test_an_operator_edit_is_noted_to_the_next_turn_only(stack: Stack) -> 
 
     # the project's own write (the agent's core-memory tool goes through add_entry),
     # with a fresh mtime as any write has: not an operator edit
-    add_entry(gd, "CLAUDE.md", "Ann prefers short answers", source="local:ann:msg/m3",
-              trust=0.9, actor="agent", today=date(2026, 12, 3))
+    add_agent_entry(gd, "CLAUDE.md", "Ann prefers short answers", source="local:ann:msg/m3",
+                    trust=0.9, actor="agent", today=date(2026, 12, 3))
     os.utime(gd.core_path)
     await stack.ask("ann", "ann", "one more", message_id="m4")
     await stack.settled(GROUP)
 
     assert _edit_notes(stack) == [False, True, False, False]
-    [edit] = [e for e in AuditLog(gd.path).entries() if e["op"] == EDIT_OP]
-    assert edit["actor"] == OPERATOR and edit["path"] == "CLAUDE.md"
+    [edit] = [e for e in AuditLog(gd.path).entries() if e["op"] == OPERATOR_EDIT_OP]
+    assert edit["actor"] == OPERATOR_ACTOR and edit["path"] == "CLAUDE.md"

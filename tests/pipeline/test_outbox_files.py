@@ -16,7 +16,7 @@ from channels.base import Channel
 from channels.local import LocalChannel
 from channels.models import Outbound
 from gateway.intake import GroupFiles
-from gateway.outgoing import Outbox, prune
+from gateway.outgoing import Outbox, prune_sent_files
 from gateway.queue import Keys, events
 from memory_store.files import outboxfiles
 from tests.pipeline.conftest import Valkey
@@ -83,15 +83,16 @@ async def test_the_sweep_drops_sent_files_and_keeps_waiting_ones(tmp_path: Path,
     try:
         assert await outbox.handle(event("turn-1.file.a", sha))
         # one of the report's two sends is done: it stays for the other
-        assert await prune(r, Keys(), files, retention_days=90) == []
+        assert await prune_sent_files(r, Keys(), files, retention_days=90) == []
         assert await outbox.handle(event("turn-2.file.a", sha))
-        assert await prune(r, Keys(), files, retention_days=90) == [f"local:ada/{sha}"]
+        assert await prune_sent_files(r, Keys(), files, retention_days=90) == [f"local:ada/{sha}"]
         assert sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")) == \
             sorted([other_sha, f"{other_sha}.json"])
         # the draft's send never went: kept until the retention, then dropped
-        assert await prune(r, Keys(), files, retention_days=0, now=time.time() + 10**9) == []
-        assert await prune(r, Keys(), files, retention_days=90,
-                           now=time.time() + 91 * 86400) == [f"local:ada/{other_sha}"]
+        assert await prune_sent_files(r, Keys(), files, retention_days=0,
+                                      now=time.time() + 10**9) == []
+        assert await prune_sent_files(r, Keys(), files, retention_days=90,
+                                      now=time.time() + 91 * 86400) == [f"local:ada/{other_sha}"]
         assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == []
     finally:
         await r.aclose()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gateway.queue import Keys
 from memory_store import open_memory
-from memory_store.maintenance import EDITED, MARKER
+from memory_store.maintenance import EDITED_SUFFIX, REDACTED_MARKER
 from tests.pipeline.conftest import Stack, Valkey
 from tests.pipeline.test_edit_memory import edit
 from tests.pipeline.test_identity import CODE
@@ -88,7 +88,7 @@ async def test_a_change_in_one_linked_dm_spares_the_other_dms_message_of_the_sam
         # applied, though the other "m1" (now redacted) has another sender
         assert files_holding(person, "sailboat") == []
         text = episodes(person)
-        assert f"(ann): {MARKER}" in text and f"(ann2): {DINGHY}{EDITED}" in text
+        assert f"(ann): {REDACTED_MARKER}" in text and f"(ann2): {DINGHY}{EDITED_SUFFIX}" in text
         assert facts(stack) == {"fact-ann": "source deleted", "fact-ann2": "source edited"}
     finally:
         await stack.close()
@@ -139,7 +139,7 @@ async def test_after_link_off_a_deletion_still_reaches_what_the_dm_wrote_there(
         await stack.wait_for(lambda: not stack.r.exists(K.changes("local:ann")),
                              what="the deletion")
         assert files_holding(person, "Zanzibar") == []
-        assert f"(ann): {MARKER}" in episodes(person)
+        assert f"(ann): {REDACTED_MARKER}" in episodes(person)
         assert f"(ann2): {BOAT}" in episodes(person)
     finally:
         await stack.close()

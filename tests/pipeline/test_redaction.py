@@ -23,7 +23,7 @@ from gateway.intake import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
 from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
 from memory_store.files import AuditLog
-from memory_store.maintenance import MARKER, redact_message
+from memory_store.maintenance import REDACTED_MARKER, redact_message
 from tests.pipeline.conftest import Stack, Valkey
 from workers.context import WorkerContext
 from workers.redaction import MAX_RESCHEDULES, SLOW_DELAY, redact_group
@@ -111,7 +111,7 @@ async def test_a_platform_deletion_redacts_memory_and_redis(stack: Stack) -> Non
     assert "zanzibar" not in json.dumps(entry).lower()
     assert not stack.r.exists(K.dead(group))  # the dead batch held only that message
     [held] = [parse_entry(x) for x in stack.r.lrange(K.context(group), 0, -1)]
-    assert held.msg["reply_to_text"] == MARKER and held.msg["text"] == "what?"
+    assert held.msg["reply_to_text"] == REDACTED_MARKER and held.msg["text"] == "what?"
     # Redis's own append-only file was rewritten: its history no longer holds them
     await stack.wait_for(lambda: aof_idle(stack.r), what="the AOF rewrite")
     assert files_holding(stack.valkey.data_dir, "Zanzibar") == []
@@ -232,7 +232,7 @@ def test_the_job_is_idempotent_and_scrubs_the_kept_reply(ctx: WorkerContext) -> 
     out = redact_group(group, ctx=ctx)
     assert out["end"] == "redacted" and out["requests"] == 2
     assert files_holding(root, "Zanzibar") == [] and files_holding(root, "new words") == []
-    assert r.hget(K.turn("turn-x"), "reply") == f"noted, {MARKER}".encode()
+    assert r.hget(K.turn("turn-x"), "reply") == f"noted, {REDACTED_MARKER}".encode()
     assert not r.exists(K.changes(group))
     snapshot = {p: p.read_bytes() for p in root.rglob("*.md")}
     r.rpush(K.changes(group), json.dumps(gone))  # the same deletion again
@@ -263,7 +263,7 @@ def test_a_retry_after_the_memory_rewrite_still_scrubs_what_redis_holds(
     assert not r.exists(K.dead(group))
     held = [parse_entry(x).msg for x in r.lrange(K.context(group), 0, -1)]
     assert [(m["message_id"], m.get("reply_to_text")) for m in held] == \
-        [("m3", MARKER), ("m4", None)]
+        [("m3", REDACTED_MARKER), ("m4", None)]
     assert "zanzibar" not in json.dumps(held).lower()
 
 
@@ -372,20 +372,21 @@ def test_a_deletions_quoted_words_leave_every_redis_key_and_the_aof(
     for word in LOCKER_WORDS:
         assert _keys_holding(r, word) == set(), word
         assert files_holding(mem.group.path, word.decode()) == [], word
-    assert r.hget(K.turn("turn-a"), "reply") == f"SEEN: {MARKER}, a locker {MARKER}".encode()
+    assert r.hget(K.turn("turn-a"), "reply") == (
+        f"SEEN: {REDACTED_MARKER}, a locker {REDACTED_MARKER}".encode())
     # a stored extraction answer loses the fact that held them, before it is filed
     assert json.loads(r.hget(K.extraction("turn-b"), "result") or b"{}") == {"facts": []}
     assert json.loads(r.hget(K.tool_runs("turn-b"), "abc:1") or b"{}")["output"] == \
-        f"notes: {MARKER}"
+        f"notes: {REDACTED_MARKER}"
     ctx_held = [parse_entry(x).msg for x in r.lrange(K.context(group), 0, -1)]
-    assert [m["text"] for m in ctx_held] == [f"was it {MARKER}?", UNRELATED]
+    assert [m["text"] for m in ctx_held] == [f"was it {REDACTED_MARKER}?", UNRELATED]
     outbox = {i.decode(): json.loads(f[b"data"])["text"] for i, f in r.xrange(K.outbox)}
-    assert outbox == {waiting.decode(): f"a locker {MARKER}", others.decode(): UNRELATED}
+    assert outbox == {waiting.decode(): f"a locker {REDACTED_MARKER}", others.decode(): UNRELATED}
     [pending] = r.xpending_range(K.outbox, "gateway", "-", "+", 10)
     assert (pending["message_id"], pending["consumer"]) == (waiting, b"gw1")
     assert r.xinfo_stream(K.outbox)["last-generated-id"] == others
     local = [f[b"text"].decode() for _, f in r.xrange(local_out)]
-    assert local == [f"SEEN: {MARKER}, a locker {MARKER}", UNRELATED]
+    assert local == [f"SEEN: {REDACTED_MARKER}, a locker {REDACTED_MARKER}", UNRELATED]
     # the AOF, rewritten from the data set as it is now, holds none of them either
     deadline = time.monotonic() + 30
     while not aof_idle(r) and time.monotonic() < deadline:
@@ -433,9 +434,9 @@ async def test_a_deleted_message_quoted_by_the_bot_leaves_files_redis_and_aof(
                 if word.encode() in (stack.r.dump(k) or b"").lower()} == set(), word
         assert files_holding(stack.valkey.data_dir, word) == [], word
     episodes = "".join(p.read_text() for p in (root / "episodes").rglob("*.md"))
-    assert f"what is my {MARKER} for?" in episodes and "Bot: ack m2" in episodes
+    assert f"what is my {REDACTED_MARKER} for?" in episodes and "Bot: ack m2" in episodes
     chunks = [e["text"] for e in stack.chat_events("ann") if e.get("type") == "chunk"]
-    assert chunks == [f"ack m1 | SEEN: {MARKER} {MARKER}", "ack m2 m3"]
+    assert chunks == [f"ack m1 | SEEN: {REDACTED_MARKER} {REDACTED_MARKER}", "ack m2 m3"]
     with closing(open_memory(stack.data_dir, group, backend="file", watch="poll")) as mem:
         fact = mem.records({"include_superseded": True, "kind": "fact"})
     assert [(f.id, f.metadata.get("superseded_reason")) for f in fact] == \

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 from channels.local import LocalChannel
 from channels.models import Inbound
 from gateway.config import load_config, load_worker_settings
-from gateway.intake import run as run_command
+from gateway.intake import run_command
 from gateway.operations import tasks_app
 from gateway.outgoing import Outbox
 from gateway.queue import Keys

@@ -53,7 +53,7 @@ async def test_send_file_arrives_once_and_bad_paths_are_refused(stack: Stack) ->
     # and a second stored copy read from the group dir proves the path the outbox takes
     assert (stack.data_dir / "groups/local/ada/outbox_files" / sha).read_bytes() == \
         REPORT.encode()
-    # kept with the send naming it, for the gateway's sweep (gateway.outgoing._filesend.prune)
+    # kept with the send naming it, for the gateway's sweep (gateway.outgoing.prune_sent_files)
     [waiting] = outboxfiles.listing(stack.data_dir / "groups/local/ada/outbox_files")
     assert (waiting.sha256, waiting.refs) == (sha, (sent["reply_id"],))
     outside = await stack.ask("ada", "ada", "please send outside", timeout=90)

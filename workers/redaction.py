@@ -25,9 +25,11 @@ redacted too. Under the lock it
    them replaced by the marker, as do the group's turn state (``turn:{id}``'s kept
    reply, replayed by a retry; ``extract:{id}``'s stored answer; ``extractq:{g}``)
    and its entries in the outbox and the local channel's reply streams, which are
-   rebuilt (``workers.redisscrub``); an edited message's entries get the new text,
-   and the old words (when long enough) become the new. Before memory is rewritten,
-   so a retry after a crash anywhere still reads the words there;
+   rebuilt, and the arguments and output of its calls recorded for an admin's approval
+   (``workers.redisscrub``; a call not run yet is withdrawn); an edited message's
+   entries get the new text, and the old words (when long enough) become the new.
+   Before memory is rewritten, so a retry after a crash anywhere still reads the words
+   there;
 3. rewrites memory for the deletions and ``/forget`` (episodes, the bot's replies,
    facts, entity and core files, one audit entry per request without the words),
    then scrubs the index once (``scrub_index``; again on a retry, so a failed scrub
@@ -87,7 +89,7 @@ from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
 from workers.lock import GroupLock, person_lock
 from workers.mediaforget import forget_files
-from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
+from workers.redisscrub import TEXT_FIELDS, scrub_approvals, scrub_streams, scrub_turn_state
 from workers.taskforget import forget_tasks
 
 log = logging.getLogger(__name__)
@@ -331,6 +333,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                                     lambda text: reworded(text, rewords))
     if pat is not None:  # words of a deletion or a /forget phrase
         entries += scrub_streams(gq, pat, rebuild_outbox=True)
+        entries += scrub_approvals(gq, pat)  # a call's arguments and output
         files += forget_tasks(client, keys, ctx.settings, group, pat)  # and tasks holding them
     for _, rec in deletions:
         lock.check()

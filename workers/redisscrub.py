@@ -1,5 +1,6 @@
 """Redaction's reach into Redis beyond the group's message lists: the turn state kept
-for retries and extraction, the outbox and the local channel's reply streams.
+for retries and extraction, the outbox and the local channel's reply streams, the
+tool calls recorded for an admin's approval.
 
 ``workers.redaction`` calls these under the group lock (no turn of the group runs, so
 nothing of the group is added meanwhile). Only the fields that hold words are scrubbed
@@ -18,6 +19,7 @@ from typing import Any
 
 from channels.models import group_key
 from gateway.queue import GroupQueue, as_str, encode_entry, parse_entry
+from gateway.queue.approvals import Approval, ApprovalStore
 from memory_store.maintenance import Finder, scrub_value
 
 #: the fields of a held message (``Inbound``) that hold words (``raw``: the platform's
@@ -174,6 +176,18 @@ def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: Finder) 
     if changed:
         gq.r.hset(gq.keys.tool_runs(turn_id), items=[x for kv in changed.items() for x in kv])
     return len(changed)
+
+
+def scrub_approvals(gq: GroupQueue, pat: Finder) -> int:
+    """Take ``pat`` out of the group's approval records (``gateway.queue.approvals``):
+    the call's arguments and its stored result's output and error. Other chats'
+    records are left as they are. Returns the records changed."""
+    def scrub(a: Approval) -> tuple[dict[str, Any], str]:
+        result = _json_text(_json_text(a.result, pat, "output"), pat, "error") \
+            if a.result else a.result
+        return scrub_value(a.args, pat), result
+
+    return ApprovalStore(gq.r, gq.keys).redact(gq.group, scrub)
 
 
 def _turn_of(raw: str) -> str | None:

@@ -89,7 +89,7 @@ from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
 from workers.lock import GroupLock, person_lock
 from workers.mediaforget import forget_files
-from workers.redisscrub import TEXT_FIELDS, scrub_approvals, scrub_streams, scrub_turn_state
+from workers.redisscrub import scrub_approvals, scrub_streams, scrub_turn_state, with_words
 from workers.taskforget import forget_tasks
 
 log = logging.getLogger(__name__)
@@ -191,11 +191,10 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str]
             new_msg["text"] = text
             if "raw" in msg and old:
                 new_msg["raw"] = scrub_value(msg["raw"], _own_words(old), text)
-        for k in TEXT_FIELDS:
-            if k in new_msg and rewords:
-                new_msg[k] = reworded(new_msg[k], rewords)
-            if k in new_msg and pat is not None:
-                new_msg[k] = scrub_value(new_msg[k], pat)
+        if rewords:
+            new_msg = with_words(new_msg, lambda v: reworded(v, rewords))
+        if pat is not None:
+            new_msg = with_words(new_msg, lambda v: scrub_value(v, pat))
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
     return pairs, pat

@@ -14,7 +14,7 @@ until the listpack is rewritten.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from channels.models import group_key
@@ -23,8 +23,21 @@ from gateway.queue.approvals import Approval, ApprovalStore
 from memory_store.maintenance import Finder, scrub_value
 
 #: the fields of a held message (``Inbound``) that hold words (``raw``: the platform's
-#: own event, which repeats the text)
+#: own event, which repeats the text); and each attachment's ``transcript`` (a voice
+#: note's words, ``with_words``)
 TEXT_FIELDS = ("text", "reply_to_text", "raw")
+
+
+def with_words(msg: dict[str, Any], change: Callable[[Any], Any]) -> dict[str, Any]:
+    """``msg`` (an ``Inbound`` as JSON) with ``change`` applied to what holds words: its
+    ``TEXT_FIELDS`` and its attachments' transcripts (never a file's stored name)."""
+    new = {k: change(v) if k in TEXT_FIELDS else v for k, v in msg.items()}
+    if isinstance(atts := msg.get("attachments"), list):
+        new["attachments"] = [
+            {**a, "transcript": change(a["transcript"])}
+            if isinstance(a, dict) and isinstance(a.get("transcript"), str) else a
+            for a in atts]
+    return new
 
 
 def _json_text(value: str, pat: Finder, key: str = "text") -> str:
@@ -41,12 +54,12 @@ def _json_text(value: str, pat: Finder, key: str = "text") -> str:
 
 def scrub_entry(raw: str, pat: Finder) -> str:
     """A held message entry (``"<seq> <json>"``) with ``pat`` taken out of its
-    ``TEXT_FIELDS``; ``raw`` itself when nothing matched or it is unreadable."""
+    words (``with_words``); ``raw`` itself when nothing matched or it is unreadable."""
     try:
         entry = parse_entry(raw)
     except ValueError:
         return raw
-    msg = {k: scrub_value(v, pat) if k in TEXT_FIELDS else v for k, v in entry.msg.items()}
+    msg = with_words(entry.msg, lambda v: scrub_value(v, pat))
     return raw if msg == entry.msg else \
         f"{entry.seq} {encode_entry(json.dumps(msg), entry.engaged)}"
 

@@ -26,7 +26,8 @@ redacted too. Under the lock it
    reply, replayed by a retry; ``extract:{id}``'s stored answer; ``extractq:{g}``)
    and its entries in the outbox and the local channel's reply streams, which are
    rebuilt, and the arguments and output of its calls recorded for an admin's approval
-   (``workers.redisscrub``; a call not run yet is withdrawn); an edited message's
+   (``workers.redisscrub``; a call not run yet is withdrawn) and the errors failed
+   turns left (dead-letter log, retry note, ``last_error``); an edited message's
    entries get the new text, and the old words (when long enough) become the new.
    Before memory is rewritten, so a retry after a crash anywhere still reads the words
    there;
@@ -89,7 +90,13 @@ from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
 from workers.lock import GroupLock, person_lock
 from workers.mediaforget import forget_files
-from workers.redisscrub import scrub_approvals, scrub_streams, scrub_turn_state, with_words
+from workers.redisscrub import (
+    scrub_approvals,
+    scrub_failures,
+    scrub_streams,
+    scrub_turn_state,
+    with_words,
+)
 from workers.taskforget import forget_tasks
 
 log = logging.getLogger(__name__)
@@ -333,6 +340,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     if pat is not None:  # words of a deletion or a /forget phrase
         entries += scrub_streams(gq, pat, rebuild_outbox=True)
         entries += scrub_approvals(gq, pat)  # a call's arguments and output
+        entries += scrub_failures(gq, pat)  # errors that may quote a message
         files += forget_tasks(client, keys, ctx.settings, group, pat)  # and tasks holding them
     for _, rec in deletions:
         lock.check()

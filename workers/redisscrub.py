@@ -1,6 +1,6 @@
 """Redaction's reach into Redis beyond the group's message lists: the turn state kept
 for retries and extraction, the outbox and the local channel's reply streams, the
-tool calls recorded for an admin's approval.
+tool calls recorded for an admin's approval, the errors failed turns left.
 
 ``workers.redaction`` calls these under the group lock (no turn of the group runs, so
 nothing of the group is added meanwhile). Only the fields that hold words are scrubbed
@@ -203,8 +203,35 @@ def scrub_approvals(gq: GroupQueue, pat: Finder) -> int:
     return ApprovalStore(gq.r, gq.keys).redact(gq.group, scrub)
 
 
+def scrub_failures(gq: GroupQueue, pat: Finder) -> int:
+    """Take ``pat`` out of the errors the group's failed turns left, which may quote a
+    message (a model's or a tool's complaint about its input): the dead-letter log's
+    ``why`` (``deadlog:{g}``), the ``retrying`` note of the group's turn, and the
+    ``last_error`` of those turns. Returns the values changed."""
+    log_key, ids = gq.keys.dead_log(gq.group), set()
+    pairs: list[tuple[str, str | None]] = []
+    for raw in map(as_str, gq.r.lrange(log_key, 0, -1)):  # type: ignore[union-attr]
+        ids.add(_turn_of(raw))
+        if (new := _json_text(raw, pat, "why")) != raw:
+            pairs.append((raw, new))
+    n = gq.scrub(pairs, lists=[log_key])
+    note: Any = gq.r.hget(gq.keys.retrying, gq.group)
+    if note is not None:
+        ids.add(_turn_of(as_str(note)))
+        if (new := _json_text(as_str(note), pat, "error")) != as_str(note):
+            gq.r.hset(gq.keys.retrying, gq.group, new)
+            n += 1
+    for turn_id in sorted(t for t in ids if t):
+        error: Any = gq.r.hget(gq.keys.turn(turn_id), "last_error")
+        if error is not None and (new := scrub_value(as_str(error), pat)) != as_str(error):
+            gq.r.hset(gq.keys.turn(turn_id), "last_error", new)
+            n += 1
+    return n
+
+
 def _turn_of(raw: str) -> str | None:
-    """The turn id of an ``extractq`` entry (``workers.extraction``: turn id, entries)."""
+    """The turn id of a JSON record that names one (an ``extractq`` entry, a dead-letter
+    log record, a ``retrying`` note)."""
     try:
         item = json.loads(raw)
     except ValueError:

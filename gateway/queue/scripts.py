@@ -93,7 +93,7 @@ class GatewayQueue:
         k = self.keys
         groups: set[str] = set()
         for head in (k.changes(""), k.forget("")):
-            async for key in self.r.scan_iter(match=glob_escape(head) + "*", count=500):
+            async for key in self.r.scan_iter(match=_glob_escape(head) + "*", count=500):
                 name = as_str(key)
                 group = name[len(head):]
                 oldest = await self.r.lindex(name, 0)  # type: ignore[misc]
@@ -369,7 +369,7 @@ class GroupQueue:
         channel, _, chat = self.group.partition(":")
         if channel != "local":
             return []
-        glob = f"{glob_escape(self.keys.prefix)}local:out:*:{glob_escape(chat)}"
+        glob = f"{_glob_escape(self.keys.prefix)}local:out:*:{_glob_escape(chat)}"
         return sorted(as_str(k) for k in self.r.scan_iter(match=glob, count=1000))
 
     def restream(self, stream: str, replace: dict[str, list[str]]) -> int:
@@ -451,7 +451,7 @@ def _str(value: Any) -> str:
     return "" if value is None else as_str(value)
 
 
-def glob_escape(text: str) -> str:
+def _glob_escape(text: str) -> str:
     """``text`` as a literal in a Redis glob pattern."""
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 

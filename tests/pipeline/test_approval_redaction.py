@@ -16,7 +16,13 @@ import redis
 
 from gateway.config import load_worker_settings
 from gateway.queue import GroupQueue, Keys
-from gateway.queue.approvals import Approval, ApprovalStore, approval_key, due_key
+from gateway.queue.approvals import (
+    Approval,
+    ApprovalStore,
+    approval_key,
+    chat_key,
+    due_key,
+)
 from gateway.queue.toolcalls import ToolResult
 from memory_store.maintenance import MARKER, scrub_value, words_matcher
 from tests.pipeline.conftest import Valkey, write_config
@@ -97,6 +103,7 @@ def test_a_deletion_takes_its_words_out_of_the_chats_approvals_only(
     _, refusal = store.decide("a3wait", GROUP, approve=True, by="Boss (local:boss)")
     assert refusal is not None and "withdrawn" in refusal
     assert 0 < r.ttl(approval_key(K, "a1done")) <= ttl  # it still expires
+    assert r.ttl(chat_key(K, GROUP)) >= r.ttl(approval_key(K, "a3wait")) > 0  # its index
     assert _raw(r, "b1wait") == others
     assert r.zscore(due_key(K), "b1wait") is not None
 

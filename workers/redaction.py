@@ -13,8 +13,8 @@ The job runs on the skeleton of the consolidation and extraction jobs
 (``workers/groupjob.py``, with a policy that never gives up): it takes the SAME
 group lock as the drain job, never runs during a turn, and yields (reschedules itself
 ``RESCHEDULE_DELAY`` s later with RQ's scheduler) while a drain is queued or messages
-wait: the turn that is about to write an episode goes first, so its episode is
-redacted too. Under the lock it
+wait, in the mailbox or held for their files: the turn that is about to write an
+episode goes first, so its episode is redacted too. Under the lock it
 
 1. applies the edits to memory (``memory_store.maintenance._redact``), and reads (only) the words of
    the deleted messages from it (``message_lines``; their words:

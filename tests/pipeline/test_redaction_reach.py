@@ -95,3 +95,21 @@ def test_a_deletions_words_leave_the_errors_failed_turns_left(ctx: WorkerContext
     assert json.loads(r.hget(K.retrying, GROUP) or b"{}") == {**retrying, "error": scrubbed}
     assert json.loads(r.hget(K.retrying, "local:bob") or b"{}")["error"] == why
     assert json.loads(r.lindex(K.dead_log("local:bob"), 0) or b"{}") == dead
+
+
+def test_a_redaction_waits_for_messages_held_for_their_files(ctx: WorkerContext) -> None:
+    """A message held while its files download (``mediahold:{g}``) quotes the deleted
+    one: the redaction yields until it has gone on to its turn, as it does for the
+    mailbox, so its words are taken out of memory and the lists once it got there."""
+    r = ctx.redis
+    _deleted(ctx)
+    quoting = Inbound(channel="local", chat_id="ann", is_group=False, sender_id="ann",
+                      sender_name="Ann", message_id="m3", text="see above",
+                      reply_to_id="m1", reply_to_text=SECRET,
+                      attachments=[Attachment(id="f1", type="image")])
+    r.rpush(K.media_hold(GROUP), json.dumps({"msg": json.loads(quoting.model_dump_json()),
+                                             "disposition": "engage"}))
+    assert redact_group(GROUP, ctx=ctx)["end"] == "rescheduled"
+    assert r.llen(K.changes(GROUP)) == 1  # nothing applied yet
+    r.delete(K.media_hold(GROUP))  # the media job let it on to the mailbox's turn
+    assert redact_group(GROUP, ctx=ctx)["end"] == "redacted"

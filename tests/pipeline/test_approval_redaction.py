@@ -140,13 +140,23 @@ def test_a_scrub_keeps_a_decision_made_while_it_ran(ctx: WorkerContext,
     assert after.args == {"command": f"tell {MARKER}"}
 
 
-def test_scrub_approvals_counts_what_changed(ctx: WorkerContext) -> None:
-    """The worker side's entry point rewrites only the records that hold the words."""
-    store = ApprovalStore(ctx.redis, K)
+def test_scrub_approvals_rewrites_only_the_chats_records_holding_the_words(
+        ctx: WorkerContext) -> None:
+    """The worker side's entry point rewrites only the chat's records that hold the
+    words: not one without them, not another chat's even when its id sits in the chat's
+    index; an expired record's id leaves the index."""
+    r, store = ctx.redis, ApprovalStore(ctx.redis, K)
     store.request(_approval("a5plain", GROUP, {"command": "ls"}))
     store.request(_approval("a6word", GROUP, {"command": "echo zanzibar"}, state="denied"))
-    plain = _raw(ctx.redis, "a5plain")
+    store.request(_approval("a7gone", GROUP, {"command": "echo zanzibar"}))
+    r.delete(approval_key(K, "a7gone"))  # expired
+    store.request(_approval("b2other", OTHER, {"command": "echo zanzibar"}))
+    r.sadd(chat_key(K, GROUP), "b2other")
+    before = {a: _raw(r, a) for a in ("a5plain", "b2other")}
     pat = words_matcher([SECRET])
     assert pat is not None
-    assert scrub_approvals(GroupQueue(ctx.redis, K, GROUP), pat) == 1
-    assert _raw(ctx.redis, "a5plain") == plain
+    assert scrub_approvals(GroupQueue(r, K, GROUP), pat) == 1
+    assert {a: _raw(r, a) for a in before} == before
+    assert b"zanzibar" not in _raw(r, "a6word")
+    assert {x.decode() for x in r.smembers(chat_key(K, GROUP))} == \
+        {"a5plain", "a6word", "b2other"}

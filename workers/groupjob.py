@@ -5,10 +5,11 @@ job, so it never overlaps a turn of its group. Its own key (``JobSpec.lease``:
 ``consolidate:{g}``, ``extracting:{g}``, ``redact:{g}``) stands in for the drain lease
 the lock renews: renewing the real lease would make the inbox believe a drain job
 exists and skip enqueueing one. It yields to the group's turns: with a drain queued or
-running, messages waiting, a batch in processing, or the lock busy, it does not wait
-but schedules itself ``GiveUp.delay`` seconds later (RQ's scheduler, which the workers
-run) and returns. What differs from job to job is a ``JobSpec``: its import path, its
-lease key and the give-up policy (``GiveUp``) for a group that stays busy.
+running, messages waiting (or held for their files), a batch in processing, or the
+lock busy, it does not wait but schedules itself ``GiveUp.delay`` seconds later (RQ's
+scheduler, which the workers run) and returns. What differs from job to job is a
+``JobSpec``: its import path, its lease key and the give-up policy (``GiveUp``) for a
+group that stays busy.
 
 States of one run (``GroupJob.run``)::
 
@@ -83,11 +84,13 @@ class JobSpec:
 
 
 def turns_waiting(client: redis.Redis, keys: Keys, group: str) -> bool:
-    """Whether ``group`` has a drain queued or running (its lease), messages waiting, or a
-    batch in processing: a background job yields then, since taking the group lock
-    would only make that turn wait for it."""
-    return bool(int(client.exists(keys.lease(group), keys.mailbox(group),  # type: ignore[arg-type]
-                                  keys.processing(group))))
+    """Whether ``group`` has a drain queued or running (its lease), messages waiting (in
+    its mailbox, or held while their files download), or a batch in processing: a
+    background job yields then, since taking the group lock would only make that turn
+    wait for it (and a redaction would miss the words of a message still held)."""
+    return bool(int(client.exists(  # type: ignore[arg-type]
+        keys.lease(group), keys.mailbox(group), keys.processing(group),
+        keys.media_hold(group))))
 
 
 class GroupJob:

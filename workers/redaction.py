@@ -13,8 +13,8 @@ The job runs on the skeleton of the consolidation and extraction jobs
 (``workers/groupjob.py``, with a policy that never gives up): it takes the SAME
 group lock as the drain job, never runs during a turn, and yields (reschedules itself
 ``RESCHEDULE_DELAY`` s later with RQ's scheduler) while a drain is queued or messages
-wait: the turn that is about to write an episode goes first, so its episode is
-redacted too. Under the lock it
+wait, in the mailbox or held for their files: the turn that is about to write an
+episode goes first, so its episode is redacted too. Under the lock it
 
 1. applies the edits to memory (``memory_store.maintenance._redact``), and reads (only) the words of
    the deleted messages from it (``message_lines``; their words:
@@ -25,9 +25,12 @@ redacted too. Under the lock it
    them replaced by the marker, as do the group's turn state (``turn:{id}``'s kept
    reply, replayed by a retry; ``extract:{id}``'s stored answer; ``extractq:{g}``)
    and its entries in the outbox and the local channel's reply streams, which are
-   rebuilt (``workers.redisscrub``); an edited message's entries get the new text,
-   and the old words (when long enough) become the new. Before memory is rewritten,
-   so a retry after a crash anywhere still reads the words there;
+   rebuilt, and the arguments and output of its calls recorded for an admin's approval
+   (``workers.redisscrub``; a call not run yet is withdrawn) and the errors failed
+   turns left (dead-letter log, retry note, ``last_error``); an edited message's
+   entries get the new text, and the old words (when long enough) become the new.
+   Before memory is rewritten, so a retry after a crash anywhere still reads the words
+   there;
 3. rewrites memory for the deletions and ``/forget`` (episodes, the bot's replies,
    facts, entity and core files, one audit entry per request without the words),
    then scrubs the index once (``scrub_index``; again on a retry, so a failed scrub
@@ -92,7 +95,13 @@ from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
 from workers.lock import GroupLock, person_lock
 from workers.mediaforget import forget_files
-from workers.redisscrub import TEXT_FIELDS, scrub_streams, scrub_turn_state
+from workers.redisscrub import (
+    scrub_approvals,
+    scrub_failures,
+    scrub_streams,
+    scrub_turn_state,
+    with_words,
+)
 from workers.taskforget import forget_tasks
 
 log = logging.getLogger(__name__)
@@ -194,11 +203,10 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str]
             new_msg["text"] = text
             if "raw" in msg and old:
                 new_msg["raw"] = scrub_value(msg["raw"], _own_words(old), text)
-        for k in TEXT_FIELDS:
-            if k in new_msg and rewords:
-                new_msg[k] = reworded(new_msg[k], rewords)
-            if k in new_msg and pat is not None:
-                new_msg[k] = scrub_value(new_msg[k], pat)
+        if rewords:
+            new_msg = with_words(new_msg, lambda v: reworded(v, rewords))
+        if pat is not None:
+            new_msg = with_words(new_msg, lambda v: scrub_value(v, pat))
         if new_msg != msg:
             pairs.append((raw, f"{entry.seq} {encode_entry(json.dumps(new_msg), entry.engaged)}"))
     return pairs, pat
@@ -343,6 +351,8 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                                     lambda text: reworded(text, rewords))
     if pat is not None:  # words of a deletion or a /forget phrase
         entries += scrub_streams(gq, pat, rebuild_outbox=True)
+        entries += scrub_approvals(gq, pat)  # a call's arguments and output
+        entries += scrub_failures(gq, pat)  # errors that may quote a message
         files += forget_tasks(client, keys, ctx.settings, group, pat)  # and tasks holding them
     for _, rec in deletions:
         lock.check()

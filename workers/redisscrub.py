@@ -1,5 +1,6 @@
 """Redaction's reach into Redis beyond the group's message lists: the turn state kept
-for retries and extraction, the outbox and the local channel's reply streams.
+for retries and extraction, the outbox and the local channel's reply streams, the
+tool calls recorded for an admin's approval, the errors failed turns left.
 
 ``workers.redaction`` calls these under the group lock (no turn of the group runs, so
 nothing of the group is added meanwhile). Only the fields that hold words are scrubbed
@@ -13,16 +14,30 @@ until the listpack is rewritten.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from channels.models import group_key
 from gateway.queue import GroupQueue, as_str, encode_entry, parse_entry
+from gateway.queue.approvals import Approval, ApprovalStore
 from memory_store.maintenance import WordFinder, scrub_value
 
 #: the fields of a held message (``Inbound``) that hold words (``raw``: the platform's
-#: own event, which repeats the text)
+#: own event, which repeats the text); and each attachment's ``transcript`` (a voice
+#: note's words, ``with_words``)
 TEXT_FIELDS = ("text", "reply_to_text", "raw")
+
+
+def with_words(msg: dict[str, Any], change: Callable[[Any], Any]) -> dict[str, Any]:
+    """``msg`` (an ``Inbound`` as JSON) with ``change`` applied to what holds words: its
+    ``TEXT_FIELDS`` and its attachments' transcripts (never a file's stored name)."""
+    new = {k: change(v) if k in TEXT_FIELDS else v for k, v in msg.items()}
+    if isinstance(atts := msg.get("attachments"), list):
+        new["attachments"] = [
+            {**a, "transcript": change(a["transcript"])}
+            if isinstance(a, dict) and isinstance(a.get("transcript"), str) else a
+            for a in atts]
+    return new
 
 
 def _json_text(value: str, pat: WordFinder, key: str = "text") -> str:
@@ -39,12 +54,12 @@ def _json_text(value: str, pat: WordFinder, key: str = "text") -> str:
 
 def scrub_entry(raw: str, pat: WordFinder) -> str:
     """A held message entry (``"<seq> <json>"``) with ``pat`` taken out of its
-    ``TEXT_FIELDS``; ``raw`` itself when nothing matched or it is unreadable."""
+    words (``with_words``); ``raw`` itself when nothing matched or it is unreadable."""
     try:
         entry = parse_entry(raw)
     except ValueError:
         return raw
-    msg = {k: scrub_value(v, pat) if k in TEXT_FIELDS else v for k, v in entry.msg.items()}
+    msg = with_words(entry.msg, lambda v: scrub_value(v, pat))
     return raw if msg == entry.msg else \
         f"{entry.seq} {encode_entry(json.dumps(msg), entry.engaged)}"
 
@@ -176,8 +191,47 @@ def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: WordFind
     return len(changed)
 
 
+def scrub_approvals(gq: GroupQueue, pat: WordFinder) -> int:
+    """Take ``pat`` out of the group's approval records (``gateway.queue.approvals``):
+    the call's arguments and its stored result's output and error. Other chats'
+    records are left as they are. Returns the records changed."""
+    def scrub(a: Approval) -> tuple[dict[str, Any], str]:
+        result = _json_text(_json_text(a.result, pat, "output"), pat, "error") \
+            if a.result else a.result
+        return scrub_value(a.args, pat), result
+
+    return ApprovalStore(gq.r, gq.keys).redact(gq.group, scrub)
+
+
+def scrub_failures(gq: GroupQueue, pat: WordFinder) -> int:
+    """Take ``pat`` out of the errors the group's failed turns left, which may quote a
+    message (a model's or a tool's complaint about its input): the dead-letter log's
+    ``why`` (``deadlog:{g}``), the ``retrying`` note of the group's turn, and the
+    ``last_error`` of those turns. Returns the values changed."""
+    log_key, ids = gq.keys.dead_log(gq.group), set()
+    pairs: list[tuple[str, str | None]] = []
+    for raw in map(as_str, gq.r.lrange(log_key, 0, -1)):  # type: ignore[union-attr]
+        ids.add(_turn_of(raw))
+        if (new := _json_text(raw, pat, "why")) != raw:
+            pairs.append((raw, new))
+    n = gq.scrub(pairs, lists=[log_key])
+    note: Any = gq.r.hget(gq.keys.retrying, gq.group)
+    if note is not None:
+        ids.add(_turn_of(as_str(note)))
+        if (new := _json_text(as_str(note), pat, "error")) != as_str(note):
+            gq.r.hset(gq.keys.retrying, gq.group, new)
+            n += 1
+    for turn_id in sorted(t for t in ids if t):
+        error: Any = gq.r.hget(gq.keys.turn(turn_id), "last_error")
+        if error is not None and (new := scrub_value(as_str(error), pat)) != as_str(error):
+            gq.r.hset(gq.keys.turn(turn_id), "last_error", new)
+            n += 1
+    return n
+
+
 def _turn_of(raw: str) -> str | None:
-    """The turn id of an ``extractq`` entry (``workers.extraction``: turn id, entries)."""
+    """The turn id of a JSON record that names one (an ``extractq`` entry, a dead-letter
+    log record, a ``retrying`` note)."""
     try:
         item = json.loads(raw)
     except ValueError:

@@ -16,11 +16,18 @@ approving at once run it once), which a WATCH transaction gives; the key's TTL b
 what is kept. The audit trail is the approval turn itself: its message ("X approved
 <tool> <args>") and the answer are written to the group's episode like every turn.
 
+A redaction (a message deleted on its platform, ``/forget``) takes its words out of the
+records of its chat (``redact``, ``workers.redisscrub``; found by the chat's index,
+``chat_key``): their arguments and result.
+A call not yet run whose arguments held them is withdrawn: it would otherwise run with
+arguments other than those the admin was shown, or with the words.
+
 States::
 
     pending --/approve--> approved --claim (the approval turn)--> running --> done
-       |--/deny--> denied
-       '--deadline passed--> expired (the chat is told once)
+       |--/deny--> denied      |
+       |--deadline passed--> expired (the chat is told once)
+       '--------------------------'--its arguments redacted--> withdrawn
 """
 
 from __future__ import annotations
@@ -28,18 +35,24 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import redis
 
 from gateway.queue.keys import Keys
+from gateway.queue.scripts import as_str
 
 #: sender id prefix of the message that runs an approved call (``approval:<id>``)
 APPROVAL_SENDER_PREFIX = "approval:"
 #: seconds a decided record is kept after its deadline, for ``/approve`` to say what
 #: became of it rather than "unknown"
 KEEP_AFTER = 86_400
+#: the state of a call whose arguments a redaction changed before it ran
+WITHDRAWN = "withdrawn"
+#: what a redaction makes of a record: its new arguments and result
+Scrub = Callable[["Approval"], tuple[dict[str, Any], str]]
 
 
 def approval_key(keys: Keys, approval_id: str) -> str:
@@ -49,6 +62,12 @@ def approval_key(keys: Keys, approval_id: str) -> str:
 def due_key(keys: Keys) -> str:
     """Sorted set: pending approvals by deadline (the gateway expires them)."""
     return f"{keys.prefix}approvals:due"
+
+
+def chat_key(keys: Keys, group: str) -> str:
+    """Set: the ids of one chat's records, so a redaction finds them without reading
+    every key; it lives as long as the chat's newest record."""
+    return f"{keys.prefix}approvals:of:{group}"
 
 
 def canonical_args(args: dict[str, Any]) -> str:
@@ -117,7 +136,14 @@ class ApprovalStore:
         key = approval_key(self.keys, approval.id)
         ttl = max(int(approval.expires - time.time()), 1) + KEEP_AFTER
         if self.r.set(key, approval.to_json(), nx=True, ex=ttl):
-            self.r.zadd(due_key(self.keys), {approval.id: approval.expires})
+            index = chat_key(self.keys, approval.group)
+            left = int(self.r.ttl(index))  # type: ignore[arg-type]
+            with self.r.pipeline(transaction=True) as pipe:
+                pipe.zadd(due_key(self.keys), {approval.id: approval.expires})
+                pipe.sadd(index, approval.id)
+                # one chat's calls are recorded by its turns, one at a time: no race
+                pipe.expire(index, max(ttl, left))
+                pipe.execute()
             return approval
         return self.get(approval.id) or approval
 
@@ -203,6 +229,35 @@ class ApprovalStore:
             return f"refused: the call differs from what approval {aid} approved"
         return None
 
+    def ids(self, group: str) -> list[str]:
+        """The ids of ``group``'s records (some may have expired)."""
+        return sorted(as_str(x) for x in self.r.smembers(chat_key(self.keys, group)))
+
+    def redact(self, group: str, scrub: Scrub) -> int:
+        """Give each record of ``group`` (only) the arguments and result ``scrub`` makes
+        of it, atomically with the moves (WATCH: a ``/approve`` in between makes it start
+        over on the decided record, so no decision is lost or undone). A call not run yet
+        whose arguments changed is withdrawn. Returns the records changed."""
+        ids = self.ids(group)
+        raws: Any = self.r.mget([approval_key(self.keys, aid) for aid in ids]) if ids else []
+        if gone := [aid for aid, raw in zip(ids, raws, strict=True) if raw is None]:
+            self.r.srem(chat_key(self.keys, group), *gone)  # expired records
+        changed = 0
+        for aid, raw in zip(ids, raws, strict=True):
+            try:
+                seen = None if raw is None else Approval.from_json(raw)
+            except (ValueError, TypeError):  # not a record this release reads: left alone
+                continue
+            if seen is None or seen.group != group or _scrubbed(seen, scrub) is None:
+                continue  # gone, not the chat's, or without the words: not rewritten
+
+            def change(a: Approval | None) -> tuple[Approval | None, str | None]:
+                new = None if a is None or a.group != group else _scrubbed(a, scrub)
+                return new, None if new is not None else "unchanged"
+
+            changed += self._move(aid, change)[1] is None
+        return changed
+
     def expire_due(self, now: float | None = None, limit: int = 100) -> list[Approval]:
         """Expire the pending approvals past their deadline; the ones this call expired
         (each exactly once, however many gateways run)."""
@@ -224,6 +279,19 @@ class ApprovalStore:
         return expired
 
 
+def _scrubbed(a: Approval, scrub: Scrub) -> Approval | None:
+    """``a`` as ``scrub`` makes it, withdrawn if its arguments changed before it ran;
+    None when nothing changed."""
+    args, result = scrub(a)
+    if args == a.args and result == a.result:
+        return None
+    ran = a.state not in ("pending", "approved")
+    return replace(a, args=args, result=result,
+                   state=a.state if ran or args == a.args else WITHDRAWN)
+
+
 def _past(state: str) -> str:
     return {"approved": "approved", "running": "approved", "done": "approved and run",
-            "denied": "denied", "expired": "expired"}.get(state, state)
+            "denied": "denied", "expired": "expired",
+            WITHDRAWN: "withdrawn (a deletion or /forget took words out of its arguments)",
+            }.get(state, state)

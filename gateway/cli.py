@@ -31,7 +31,6 @@ from gateway.config import (
     load_config,
     transcribe_workers,
 )
-from gateway.intake._groupfiles import GroupFiles
 from gateway.operations._cliparts import (
     EXIT_USAGE,
     ConfigOpt,
@@ -383,6 +382,8 @@ def chat(
 def _memory_settings(config: Path | None) -> tuple[Path, str, dict[str, Any]]:
     """The memory CLI's slice of the config: data dir, backend and its options (a search
     ranks as the bot's does)."""
+    from gateway.intake._groupfiles import GroupFiles  # the memory files: not for `run`
+
     try:
         files = GroupFiles.of(load_config(config_file(config)))
     except ConfigError as err:

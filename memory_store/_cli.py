@@ -12,25 +12,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from memory_store._base import BaseMemory
 from memory_store._errors import InvalidGroupKey, InvalidMemoryId, MemoryNotFound
-from memory_store._factory import BACKENDS, open_memory
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from memory_store._base import BaseMemory
 
 #: the caller's reading of its configuration: (config path or None) -> (data dir, backend,
 #: the backend's options: the hybrid ranking weights the bot searches with); raises
 #: ``ValueError`` with a message to print when the configuration is broken
 Resolver = Callable[[Path | None], tuple[Path, str, dict[str, Any]]]
 
-console = Console()
+
+
+@functools.cache
+def _console() -> Console:
+    # rich is imported on first output, not with the CLI: `pynanoclaw chat` and the bot
+    # mount this app and never print through it (a tenth of their start)
+    from rich.console import Console
+
+    return Console()
 
 GroupArg = Annotated[str, typer.Argument(help="group key, e.g. telegram:-100123")]
 DataOpt = Annotated[Path | None, typer.Option("--data-dir", help="data directory",
@@ -62,6 +72,8 @@ def _settings(resolve: Resolver | None, data_dir: Path | None, config: Path | No
     root = data_dir if data_dir is not None else root
     if backend and backend != chosen:
         chosen, options = backend, {}  # the configured options are the configured backend's
+    from memory_store._factory import BACKENDS  # the backends load the group files
+
     if chosen not in BACKENDS:
         raise _fail(f"memory backend must be one of {', '.join(BACKENDS)}, got {chosen!r}")
     return root.resolve(), chosen, options
@@ -70,6 +82,8 @@ def _settings(resolve: Resolver | None, data_dir: Path | None, config: Path | No
 @contextlib.contextmanager
 def _opened(resolve: Resolver | None, group: str, data_dir: Path | None, config: Path | None,
             backend: str | None) -> Iterator[BaseMemory]:
+    from memory_store._factory import open_memory
+
     root, chosen, options = _settings(resolve, data_dir, config, backend)
     try:
         mem = open_memory(root, group, chosen, **options)
@@ -89,8 +103,16 @@ def _first_line(text: str, width: int = 70) -> str:
 
 
 def _bar(label: str) -> Progress:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=False)
+                    console=_console(), transient=False)
 
 
 def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
@@ -109,13 +131,15 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
             filters["kind"] = kind
         with _opened(resolve, group, data_dir, config, backend or "file") as mem:
             records = mem.records(filters)
+        from rich.table import Table
+
         table = Table("id", "kind", "created", "trust", "content")
         for rec in records:
             mark = " (superseded)" if rec.valid_to is not None else ""
             table.add_row(rec.id, rec.kind + mark, rec.created.strftime("%Y-%m-%d %H:%M"),
                           f"{rec.trust:.2f}", _first_line(rec.content))
-        console.print(table)
-        console.print(f"{len(records)} memories")
+        _console().print(table)
+        _console().print(f"{len(records)} memories")
 
 
     @memory_app.command("show")
@@ -128,11 +152,11 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
                     "valid_to", "tags"):
             value = getattr(rec, key)
             if value not in (None, ()):
-                console.print(f"[bold]{key}[/]: {value}", highlight=False)
+                _console().print(f"[bold]{key}[/]: {value}", highlight=False)
         for key, value in rec.metadata.items():
-            console.print(f"[bold]{key}[/]: {value}", highlight=False)
-        console.print()
-        console.print(rec.content, markup=False, highlight=False)
+            _console().print(f"[bold]{key}[/]: {value}", highlight=False)
+        _console().print()
+        _console().print(rec.content, markup=False, highlight=False)
 
 
     @memory_app.command("search")
@@ -150,12 +174,14 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
             filters["min_trust"] = min_trust
         with _opened(resolve, group, data_dir, config, backend) as mem:
             hits = asyncio.run(mem.search(query, k=k, filters=filters))
+            from rich.table import Table
+
             table = Table("score", "id", "kind", "created", "content",
                           title=f"{mem.backend} search")
         for h in hits:
             table.add_row(f"{h.score:.4f}", h.id, h.kind, h.created.strftime("%Y-%m-%d"),
                           _first_line(h.content))
-        console.print(table)
+        _console().print(table)
 
 
     @memory_app.command("reindex")
@@ -170,7 +196,7 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
 
             count = mem.reindex(progress)
             mem.flush()  # vectors too, not left to a background thread about to stop
-        console.print(f"indexed {count} memories ({mem.backend})")
+        _console().print(f"indexed {count} memories ({mem.backend})")
 
 
     @memory_app.command("consolidate")
@@ -187,7 +213,7 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
                 bar.update(task, completed=done, total=total)
 
             changed = run(mem, progress)
-        console.print(f"{changed} records changed")
+        _console().print(f"{changed} records changed")
 
     return memory_app
 

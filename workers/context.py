@@ -23,7 +23,6 @@ import redis
 from gateway.config import REDIS_URL_ENV, WorkerSettings, load_worker_settings
 from gateway.config.env import embed_threads as read_embed_threads
 from memory_store import BaseMemory, GroupDirectory, MemoryCache, make_inotify
-from memory_store.index import default_embedder
 
 T = TypeVar("T")
 
@@ -45,6 +44,10 @@ class WorkerContext:
             else embed_threads
         options: dict[str, Any] = {}
         if settings.memory.backend != "file":  # the file backend embeds nothing
+            # imported only here: the embedder's module loads numpy (0.15-0.5 s of a
+            # worker's start), which a file-backend worker never uses
+            from memory_store.index import default_embedder
+
             options["embedder"] = default_embedder(self.embed_threads)
         # one instance for every open group: the kernel allows 128 per user by default
         # (fs.inotify.max_user_instances), across all of that user's processes

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from gateway.operations._redis_server import EmbeddedRedis as EmbeddedRedis
     from gateway.operations._redis_server import embedded_url_file as embedded_url_file
     from gateway.operations._redis_server import running_embedded_url as running_embedded_url
-    from gateway.operations._redis_server import start_valkey as start_valkey
     from gateway.operations._smoke import check_model as check_model
     from gateway.operations._smoke import describe_smoke_exit as describe_smoke_exit
     from gateway.operations._status import status_checks as status_checks
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from gateway.operations._supervisor import worker_command as worker_command
     from gateway.operations._supervisor import worker_env as worker_env
     from gateway.operations._tasks_cli import tasks_app as tasks_app
+    from gateway.operations._valkey import start_valkey as start_valkey
     redispool = gateway.operations._redispool
 else:
     __getattr__ = lazy_exports(__name__)

@@ -1,7 +1,9 @@
 """Operator commands: ``pynanoclaw status`` and ``pynanoclaw dead list|retry|drop``.
 
 Mounted from ``gateway/cli.py`` (``register``). The work is done by ``gateway.operations._status``
-and ``gateway.operations._deadletters``; this module parses arguments and prints.
+and ``gateway.operations._deadletters``; this module parses arguments and prints. Those two
+are imported by the command that uses them: they load the inbox and its memory files,
+which every other command (the bot's start, `pynanoclaw chat`) would pay for.
 """
 
 from __future__ import annotations
@@ -11,8 +13,6 @@ from typing import Annotated
 import typer
 
 from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
-from gateway.operations._deadletters import drop_dead, list_dead, list_skipped, retry_dead, when
-from gateway.operations._status import exit_status, status_checks
 
 dead_app = typer.Typer(help="dead letters: turns that failed for good", no_args_is_help=True,
                        add_completion=False, pretty_exceptions_enable=False,
@@ -25,6 +25,8 @@ def status(
 ) -> None:
     """Can the bot answer? One line per check; exit status 1 when one fails (a chat
     goes unanswered), 3 when none fails but one warns (voice notes untranscribed)."""
+    from gateway.operations._status import exit_status, status_checks
+
     checks = []
     for check in status_checks(config_file(config), model=model):
         typer.echo(check.line())
@@ -39,6 +41,8 @@ def dead_list(
     config: ConfigOpt = None,
 ) -> None:
     """What failed, when, and why."""
+    from gateway.operations._deadletters import list_dead, list_skipped, when
+
     _, client = running_client(config)
     with client:
         groups = list_dead(client, group)
@@ -68,6 +72,8 @@ def dead_retry(
     """Put dead letters back into their mailbox, in order, once."""
     if (group is None) == (not all_groups):
         raise fail("name one GROUP or pass --all")
+    from gateway.operations._deadletters import retry_dead
+
     cfg, client = running_client(config)
     with client:
         moved = retry_dead(client, cfg, group)
@@ -84,6 +90,8 @@ def dead_drop(
     config: ConfigOpt = None,
 ) -> None:
     """Delete a group's dead letters (asks first)."""
+    from gateway.operations._deadletters import drop_dead
+
     _, client = running_client(config)
     with client:
         if not yes and not typer.confirm(f"drop the dead letters of {group} for good?"):

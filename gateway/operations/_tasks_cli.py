@@ -8,17 +8,17 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import redis
 import typer
 
 from gateway.config import ConfigError, GatewayConfig, load_config
-from gateway.intake._groupfiles import GroupFiles
 from gateway.operations._cliparts import ConfigOpt, config_file, fail
 from gateway.operations._redis_server import running_embedded_url
-from gateway.tasks import TaskDesk
-from memory_store.tasks import TaskStore
+
+if TYPE_CHECKING:
+    from gateway.tasks import TaskDesk
 
 tasks_app = typer.Typer(help="scheduled tasks of every chat", add_completion=False,
                         pretty_exceptions_enable=False, rich_markup_mode=None,
@@ -31,6 +31,10 @@ OPERATOR = "operator:cli"
 
 
 def _desk(config: Path | None) -> tuple[GatewayConfig, TaskDesk]:
+    # imported here, as in every command below: the task desk loads the group files and
+    # their schedules (yaml, croniter), which the CLI's other commands never need
+    from gateway.tasks import TaskDesk
+
     try:
         cfg = load_config(config_file(config))
     except ConfigError as err:
@@ -54,6 +58,9 @@ def _desk(config: Path | None) -> tuple[GatewayConfig, TaskDesk]:
 def list_(group: Annotated[str | None, typer.Argument(help="only this chat")] = None,
           config: ConfigOpt = None) -> None:
     """Every chat's tasks (or one chat's)."""
+    from gateway.intake._groupfiles import GroupFiles
+    from memory_store.tasks import TaskStore
+
     cfg, desk = _desk(config)
     if group is not None:
         typer.echo(desk.list(group))

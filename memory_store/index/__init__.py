@@ -17,11 +17,11 @@ if TYPE_CHECKING:
     from memory_store.index._dense import next_dense_slots as next_dense_slots
     from memory_store.index._dense_text import sentence_chunks as sentence_chunks
     from memory_store.index._embed import EMBED_DIM as EMBED_DIM
-    from memory_store.index._embed import VOCAB_PATH as VOCAB_PATH
     from memory_store.index._embed import Vectors as Vectors
     from memory_store.index._embed import default_embedder as default_embedder
     from memory_store.index._indexdoc import fts_terms as fts_terms
     from memory_store.index._vecfile import VecFile as VecFile
+    from memory_store.index._vocab import VOCAB_PATH as VOCAB_PATH
     from memory_store.index._watch import Inotify as Inotify
     from memory_store.index._watch import InotifyWatcher as InotifyWatcher
 else:

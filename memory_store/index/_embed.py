@@ -19,12 +19,13 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memory_store.index._vocab import VOCAB_PATH
+
 Vectors = npt.NDArray[np.float32]
 
 EMBED_DIM = 384
 #: all-MiniLM-L6-v2's sentence_bert_config.json: max_seq_length 256.
 MAX_TOKENS = 256
-VOCAB_PATH = Path(__file__).parents[1] / "data" / "minilm_vocab.txt"  # memory_store/data
 
 
 class Embedder(Protocol):

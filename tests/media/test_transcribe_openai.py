@@ -15,9 +15,10 @@ import pytest
 from gateway.config import parse_settings
 from gateway.config.media import MediaConfig
 from gateway.operations import worker_env
+from memory_store.files import read_transcript
 from tests.fakes.openai_audio import KEY, FakeOpenAIAudio
 from tests.media.voice import store, voice_note
-from workers.transcribe import read_transcript, write_transcript
+from workers.transcribe import write_transcript
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ async def test_the_provider_gets_the_decoded_audio_and_its_text_is_kept(
     got = await asyncio.to_thread(write_transcript, tmp_path, sha, media=_media(fake),
                                   env={"PNC_TEST_STT_KEY": KEY})
     assert got.text == "Remind me to water the plants on Friday."
-    assert read_transcript(tmp_path, sha) == got
+    assert read_transcript(tmp_path / "attachments", sha) == got
     [upload] = fake.uploads
     assert upload.model == "whisper-1" and upload.filename == "voice.wav"
     with wave.open(io.BytesIO(upload.data)) as wav:  # the decoded note, not the raw file
@@ -65,7 +66,7 @@ async def test_a_server_error_is_retried_by_the_job_not_marked(fake: FakeOpenAIA
     with pytest.raises(openai.InternalServerError):  # RQ's Retry runs the job again
         await asyncio.to_thread(write_transcript, tmp_path, sha, media=_media(fake),
                                 env={"PNC_TEST_STT_KEY": KEY})
-    assert read_transcript(tmp_path, sha) is None
+    assert read_transcript(tmp_path / "attachments", sha) is None
     got = await asyncio.to_thread(write_transcript, tmp_path, sha, media=_media(fake),
                                   env={"PNC_TEST_STT_KEY": KEY})
     assert got.text and "water" in got.text

@@ -12,7 +12,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from gateway.config import parse_settings
+from gateway.config import parse_config
 from gateway.config.media import MediaConfig
 from gateway.operations import worker_env
 from memory_store.files import read_transcript
@@ -81,9 +81,9 @@ def test_no_key_in_the_worker_is_said_plainly(tmp_path: Path) -> None:
 def test_workers_get_the_transcription_key_and_nothing_else_new(tmp_path: Path) -> None:
     base = {"data_dir": str(tmp_path)}
     environ = {"OPENAI_API_KEY": "sk-x", "TELEGRAM_TOKEN": "123:abc", "PATH": "/bin"}
-    local = worker_env(parse_settings(base), environ, "redis://127.0.0.1:1")
+    local = worker_env(parse_config(base), environ, "redis://127.0.0.1:1")
     assert "OPENAI_API_KEY" not in local  # local transcription needs no key
-    remote = worker_env(parse_settings({**base, "media": {"transcription": "openai"}}),
+    remote = worker_env(parse_config({**base, "media": {"transcription": "openai"}}),
                         environ, "redis://127.0.0.1:1")
     assert remote["OPENAI_API_KEY"] == "sk-x" and "TELEGRAM_TOKEN" not in remote
 
@@ -92,5 +92,5 @@ def test_a_key_pasted_as_the_variable_name_is_refused_without_echoing_it() -> No
     from gateway.config import ConfigError
 
     with pytest.raises(ConfigError) as err:
-        parse_settings({"media": {"transcription_key_env": "sk-proj-abc123!"}})
+        parse_config({"media": {"transcription_key_env": "sk-proj-abc123!"}})
     assert "sk-proj" not in str(err.value) and "transcription_key_env" in str(err.value)

@@ -19,10 +19,10 @@ from gateway.config import (
     ConfigError,
     WorkerSettings,
     load_worker_settings,
-    settings_from_mapping,
 )
 from gateway.queue import CONSOLIDATE_JOB, Keys
 from memory_store import BaseMemory, open_memory
+from tests.configs import settings_from_mapping
 from workers import context, drain
 from workers.agent import TurnError, clear_agent_cache
 from workers.maintenance import (

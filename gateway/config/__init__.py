@@ -21,7 +21,6 @@ from gateway.config.background import (
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
 from gateway.config.exits import CommandExit, WorkerExit
 from gateway.config.load import (
-    DEFAULT_MODEL_NAMES,
     ConfigError,
     config_path,
     describe,
@@ -48,9 +47,6 @@ from gateway.config.sections import (
     WorkerConfig,
 )
 from gateway.config.usage import (
-    DEFAULT_PRICES,
-    PERIODS,
-    SCOPES,
     Caps,
     Period,
     Price,
@@ -70,8 +66,7 @@ def load_worker_settings(path: str | Path | None = None, env: Mapping[str, str] 
 
 
 __all__ = [
-    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "DEFAULT_PRICES", "PERIODS",
-    "REDIS_URL_ENV", "SCOPES", "Backend", "Caps", "CommandExit",
+    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "REDIS_URL_ENV", "Backend", "Caps", "CommandExit",
     "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
     "IdentityConfig",
     "MemoryConfig", "ModelConfig", "Period", "PolicyConfig", "Price", "Provider",

@@ -52,11 +52,6 @@ CONSOLIDATION = JobSpec(CONSOLIDATE_JOB, "consolidation", Keys.consolidating, PE
                         GiveUp(RESCHEDULE_DELAY, MAX_RESCHEDULES))
 
 
-def pending_key(prefix: str, group: str) -> str:
-    """``Keys.consolidating``: a consolidation of ``group`` is queued or running."""
-    return Keys(prefix).consolidating(group)
-
-
 def counter_key(prefix: str, group: str) -> str:
     """``Keys.episodes``: episodes written for ``group`` since its last consolidation."""
     return Keys(prefix).episodes(group)

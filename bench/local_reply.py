@@ -41,7 +41,7 @@ from typing import Any
 
 from bench.tryout import loadavg
 from channels.models import Inbound
-from gateway.config import settings_from_mapping
+from gateway.config import parse_config, with_model_key
 from memory_store import GroupDirectory, open_memory
 from workers.agent import TurnRequest, build_agent
 from workers.local_model import DEFAULT_PROMPT_BUDGET, LocalChat, LocalModel
@@ -75,9 +75,9 @@ NOTES = "# Team notes\n" + "".join(
 async def real_chat(model: str, budget: int) -> tuple[LocalChat, list[dict[str, str]]]:
     """The chat one real turn sent to ``model`` with a prompt budget of ``budget`` (the
     largest measured: a chat the default budget cut cannot grow back), and the engine."""
-    settings = settings_from_mapping(
+    settings = with_model_key(parse_config(
         {"model": {"provider": "local", "name": model, "max_tokens": GEN_TOKENS},
-         "memory": {"backend": "file"}}, {})
+         "memory": {"backend": "file"}}, env={}), {})
     agent = build_agent(settings)
     wrapped = getattr(agent.model, "wrapped", agent.model)
     assert isinstance(wrapped, LocalModel), wrapped

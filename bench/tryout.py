@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from channels.models import Inbound
-from gateway.config import settings_from_mapping
+from gateway.config import parse_config, with_model_key
 from memory_store import GroupDirectory, open_memory
 from workers.agent import TurnRequest, build_agent
 from workers.turn import Batch, episode_text
@@ -87,9 +87,9 @@ async def run_chat(agent: Any, turns: list[dict[str, str]], data: Path,
 
 async def run(model: str, half: str) -> dict[str, Any]:
     chats = tomllib.loads(SCRIPT.read_text(encoding="utf-8"))["chat"]
-    settings = settings_from_mapping(
+    settings = with_model_key(parse_config(
         {"model": {"provider": "local", "name": model, "max_tokens": 60},
-         "memory": {"backend": "file"}}, {})
+         "memory": {"backend": "file"}}, env={}), {})
     agent = build_agent(settings)
     out: dict[str, Any] = {"model": model, "load_start": loadavg(), "turns": []}
     with tempfile.TemporaryDirectory(prefix="tryout-") as tmp:

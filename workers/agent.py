@@ -354,27 +354,20 @@ def _make_agent(settings: WorkerSettings) -> TurnAgent:
     # every request of every caller (turn, tool loop, facts, reflection) is metered
     model = MeteredModel(build_model(config), config)
     local = config.provider == "local"
+
+    def cap(value: int, local_limit: int) -> int:
+        return min(value, local_limit) if local else value
+
     return TurnAgent(
         model,
         config=config,
         with_tools=config.tools and not local,
         compact=local,
-        search_k=min(settings.memory.search_k, 3) if local else settings.memory.search_k,
-        core_max_chars=(
-            min(settings.memory.core_max_chars, LOCAL_CORE_MAX_CHARS)
-            if local
-            else settings.memory.core_max_chars
-        ),
-        transcript_max_chars=(
-            min(settings.worker.transcript_max_chars, LOCAL_TRANSCRIPT_MAX_CHARS)
-            if local
-            else settings.worker.transcript_max_chars
-        ),
+        search_k=cap(settings.memory.search_k, 3),
+        core_max_chars=cap(settings.memory.core_max_chars, LOCAL_CORE_MAX_CHARS),
+        transcript_max_chars=cap(settings.worker.transcript_max_chars,
+                                 LOCAL_TRANSCRIPT_MAX_CHARS),
         admins=settings.admins,
-        memory_budget=(
-            min(settings.memory.budget_tokens, LOCAL_MEMORY_BUDGET)
-            if local
-            else settings.memory.budget_tokens
-        ),
+        memory_budget=cap(settings.memory.budget_tokens, LOCAL_MEMORY_BUDGET),
         tasks=settings.tasks,
     )

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import json
 import logging
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
@@ -55,8 +54,6 @@ from gateway.queue import (
     Keys,
     as_str,
     encode_entry,
-    enqueue_group_job,
-    job_queue,
 )
 from gateway.queue.identity import Identities
 from memory_store import BaseMemory, MemoryNotFound
@@ -68,7 +65,7 @@ from workers.facts import (
     find_known,
     render_request,
 )
-from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
+from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec, enqueue_once
 from workers.identity import memory_key
 from workers.lock import person_lock
 from workers.maintenance import MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
@@ -144,23 +141,14 @@ def schedule_extraction(
 ) -> str | None:
     """Enqueue the extraction job of ``group`` unless one is pending; returns its id, or
     None. Never raises: a scheduling problem must not stop the group's turns."""
-    keys = Keys(prefix)
-    job_id = uuid.uuid4().hex
+    timeout = settings.worker.job_timeout
     try:
-        if not client.set(keys.extracting(group), job_id, nx=True, ex=PENDING_TTL):
-            return None
-        try:
-            enqueue_group_job(
-                job_queue(client, queue), EXTRACT_JOB, group,
-                _job_kwargs(queue, prefix, lock_ttl, settings.worker.job_timeout, retries),
-                timeout=settings.worker.job_timeout, retries=retries, job_id=job_id)
-        except BaseException:
-            client.delete(keys.extracting(group))  # nothing queued: let the next turn try
-            raise
+        return enqueue_once(client, EXTRACTION, group,
+                            _job_kwargs(queue, prefix, lock_ttl, timeout, retries),
+                            queue=queue, prefix=prefix, timeout=timeout, retries=retries)
     except Exception as exc:
         log.warning("could not schedule fact extraction of %s: %r", group, exc)
         return None
-    return job_id
 
 
 def _job_kwargs(queue: str, prefix: str, lock_ttl: float, job_timeout: int, retries: int

@@ -31,6 +31,7 @@ runs after it.
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -81,6 +82,24 @@ class JobSpec:
     track: bool = True
     #: the lease key outlives a failed run (RQ's Retry runs the job again)
     keep_on_error: bool = True
+
+
+def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, kwargs: dict[str, Any], *,
+                 queue: str, prefix: str, timeout: int, retries: int) -> str | None:
+    """Enqueue ``spec``'s job for ``group`` unless its lease key says one is pending (SET
+    NX for ``spec.lease_ttl``); returns the job id, or None. An enqueue that fails drops
+    the key again, so the next turn may try."""
+    key = spec.lease(Keys(prefix), group)
+    job_id = uuid.uuid4().hex
+    if not client.set(key, job_id, nx=True, ex=spec.lease_ttl):
+        return None
+    try:
+        enqueue_group_job(job_queue(client, queue), spec.path, group, kwargs,
+                          timeout=timeout, retries=retries, job_id=job_id)
+    except BaseException:
+        client.delete(key)
+        raise
+    return job_id
 
 
 def turns_waiting(client: redis.Redis, keys: Keys, group: str) -> bool:

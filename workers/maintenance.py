@@ -23,7 +23,6 @@ harmless, only wasted work.
 from __future__ import annotations
 
 import logging
-import uuid
 from typing import Any
 
 import redis
@@ -33,12 +32,10 @@ from gateway.queue import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
     Keys,
-    enqueue_group_job,
-    job_queue,
 )
 from memory_store.maintenance import consolidate
 from workers.groupjob import LOCK_WAIT as LOCK_WAIT  # where extraction found it
-from workers.groupjob import GiveUp, GroupJob, JobSpec
+from workers.groupjob import GiveUp, GroupJob, JobSpec, enqueue_once
 from workers.groupjob import turns_waiting as turns_waiting  # where extraction found it
 
 log = logging.getLogger(__name__)
@@ -53,11 +50,6 @@ MAX_RESCHEDULES = 40
 DEFAULT_RETRIES = 2
 CONSOLIDATION = JobSpec(CONSOLIDATE_JOB, "consolidation", Keys.consolidating, PENDING_TTL,
                         GiveUp(RESCHEDULE_DELAY, MAX_RESCHEDULES))
-
-
-def pending_key(prefix: str, group: str) -> str:
-    """``Keys.consolidating``: a consolidation of ``group`` is queued or running."""
-    return Keys(prefix).consolidating(group)
 
 
 def counter_key(prefix: str, group: str) -> str:
@@ -91,19 +83,13 @@ def schedule_consolidation(
         count = int(raw) if raw is not None else 0  # type: ignore[arg-type]
     if not consolidation_due(count, every):
         return None
-    job_id = uuid.uuid4().hex
-    if not client.set(pending_key(prefix, group), job_id, nx=True, ex=PENDING_TTL):
-        return None
-    try:
-        enqueue_group_job(
-            job_queue(client, queue), CONSOLIDATE_JOB, group,
-            {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-             "job_timeout": job_timeout, "retries": retries},
-            timeout=job_timeout, retries=retries, job_id=job_id)
-    except BaseException:
-        client.delete(pending_key(prefix, group))  # nothing queued: let the next turn try
-        raise
-    log.info("consolidation of %s enqueued after %d episodes (%s)", group, count, job_id)
+    job_id = enqueue_once(
+        client, CONSOLIDATION, group,
+        {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
+         "job_timeout": job_timeout, "retries": retries},
+        queue=queue, prefix=prefix, timeout=job_timeout, retries=retries)
+    if job_id is not None:
+        log.info("consolidation of %s enqueued after %d episodes (%s)", group, count, job_id)
     return job_id
 
 

@@ -89,7 +89,7 @@ async def schedule_task(ctx: RunContext[TurnDeps], name: str, text: str,
         return "Scheduled tasks are not available in this chat."
     cfg = deps.tasks
     where = Where(group=deps.group, channel=asker.channel, chat_id=asker.chat_id,
-                  is_group=asker.is_group, creator=f"{asker.channel}:{asker.sender_id}",
+                  is_group=asker.is_group, creator=asker.sender_key,
                   creator_role=role_of(asker, deps.admins).value, account=asker.account,
                   thread_id=asker.thread_id)
     spec = TaskSpec(name=name, text=text, cron=cron, every=every, at=at, timezone=timezone,
@@ -130,7 +130,7 @@ async def _change(deps: TurnDeps, name: str, action: str) -> str:
     task = await asyncio.to_thread(store.get, tid)
     if task is None:
         return f"No task named {tid!r} in this chat."
-    who = f"{asker.channel}:{asker.sender_id}"
+    who = asker.sender_key
     if who != task.creator and role_of(asker, deps.admins) not in TRUSTED_ROLES:
         return (f"Refused: {task.name} was created by {task.creator}; only they, a chat "
                 "admin or the operator may change it.")

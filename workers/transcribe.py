@@ -9,7 +9,7 @@ own queue (never a turn worker's), decodes the file and transcribes it with the 
     attachments/<sha256>.transcript.txt   the text (empty: nothing was said)
     attachments/<sha256>.transcript.err   one line: why it could not be transcribed
 
-The turn reads them with ``read_transcript`` (or ``voice_note_text``, the line to show)
+The gateway reads them (``memory_store.files.read_transcript``) before the turn
 and shows the text as "voice note, transcribed", at the trust of the message's sender: a
 transcript is that sender's words as a machine heard them, never instructions from
 elsewhere.
@@ -110,27 +110,13 @@ def transcribe_attachment(group_path: Path, sha256: str, *,
     return f"{text} {TRUNCATED_NOTE}".strip() if audio.truncated else text
 
 
-def read_transcript(group_path: Path, sha256: str) -> Transcript | None:
-    """The transcript of an attachment of the group at ``group_path``, or why it failed;
-    None while none is written."""
-    return attachments.read_transcript(group_path / ATTACHMENTS, sha256)
-
-
-def voice_note_text(group_path: Path, sha256: str) -> str | None:
-    """How the turn shows a voice note: "voice note, transcribed: <text>", or why it has
-    no text; None while the transcription is pending. The turn gives it the trust of the
-    message's sender (it is their words as a machine heard them)."""
-    found = read_transcript(group_path, sha256)
-    return None if found is None else found.shown()
-
-
 def write_transcript(group_path: Path, sha256: str, *, media: MediaConfig | None = None,
                      env: Mapping[str, str] | None = None) -> Transcript:
     """Transcribe unless a sidecar already exists, and write the sidecar (crash-safe)."""
     if not SHA256.fullmatch(sha256):  # every sidecar name is made of it
         raise ValueError(f"not a sha256 hex digest: {sha256!r}")
     folder = group_path / ATTACHMENTS
-    done = read_transcript(group_path, sha256)
+    done = attachments.read_transcript(folder, sha256)
     if done is not None:
         return done
     try:

@@ -29,7 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from telegram import (
+    Animation,
     Chat,
+    Document,
     Message,
     MessageEntity,
     MessageOrigin,
@@ -38,6 +40,7 @@ from telegram import (
     MessageOriginHiddenUser,
     MessageOriginUser,
     Update,
+    Video,
 )
 
 from channels.models import Attachment, Inbound, trim_raw
@@ -256,6 +259,11 @@ def command_of(message: Message, bot: BotIdentity) -> str | None:
     return None
 
 
+def _file(media: Animation | Document | Video, kind: str) -> Attachment:
+    return Attachment(id=media.file_id, type=kind, name=media.file_name, size=media.file_size,
+                      mime=media.mime_type)
+
+
 def attachments_of(message: Message) -> list[Attachment]:
     """Media as metadata with Telegram file ids (download later through getFile)."""
     found: list[Attachment] = []
@@ -265,26 +273,11 @@ def attachments_of(message: Message) -> list[Attachment]:
             Attachment(id=largest.file_id, type="image", size=largest.file_size, mime="image/jpeg")
         )
     if message.animation is not None:
-        a = message.animation
-        found.append(
-            Attachment(
-                id=a.file_id, type="animation", name=a.file_name, size=a.file_size, mime=a.mime_type
-            )
-        )
+        found.append(_file(message.animation, "animation"))
     elif message.document is not None:  # an animation also arrives as a document
-        d = message.document
-        found.append(
-            Attachment(
-                id=d.file_id, type="document", name=d.file_name, size=d.file_size, mime=d.mime_type
-            )
-        )
+        found.append(_file(message.document, "document"))
     if message.video is not None:
-        v = message.video
-        found.append(
-            Attachment(
-                id=v.file_id, type="video", name=v.file_name, size=v.file_size, mime=v.mime_type
-            )
-        )
+        found.append(_file(message.video, "video"))
     if message.video_note is not None:
         n = message.video_note
         found.append(Attachment(id=n.file_id, type="video", size=n.file_size, mime="video/mp4"))

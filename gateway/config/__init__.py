@@ -1,6 +1,6 @@
 """The configuration: one TOML file plus environment variables, read by every process.
 
-The gateway, each worker and ``pynanoclaw memory`` call ``load_settings`` and read their
+The gateway, each worker and ``pynanoclaw memory`` call ``load_config`` and read their
 slice of the same validated ``Settings``; a worker adds its model key with
 ``with_model_key``. One error type (``ConfigError``), one place for each environment
 variable (``gateway.config.env``), one validation of the Redis URL. Imports only pydantic
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from gateway.config.background import (
     background_workers,
@@ -22,13 +21,12 @@ from gateway.config.background import (
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
 from gateway.config.exits import CommandExit, WorkerExit
 from gateway.config.load import (
-    DEFAULT_MODEL_NAMES,
     ConfigError,
     config_path,
     describe,
     key_env_name,
-    load_settings,
-    parse_settings,
+    load_config,
+    parse_config,
     with_model_key,
 )
 from gateway.config.sections import (
@@ -49,9 +47,6 @@ from gateway.config.sections import (
     WorkerConfig,
 )
 from gateway.config.usage import (
-    DEFAULT_PRICES,
-    PERIODS,
-    SCOPES,
     Caps,
     Period,
     Price,
@@ -64,36 +59,14 @@ GatewayConfig = Settings
 WorkerSettings = Settings
 
 
-def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None
-                ) -> Settings:
-    """The gateway's read of the file (no model key)."""
-    return load_settings(path, env)
-
-
-def parse_config(raw: Mapping[str, Any], *, source: Path | None = None,
-                 env: Mapping[str, str] | None = None) -> Settings:
-    return parse_settings(raw, source=source, env=env)
-
-
 def load_worker_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None
                          ) -> Settings:
     """A worker's read of the file: the same validation, plus the model key."""
-    return with_model_key(load_settings(path, env), env)
-
-
-def settings_from_mapping(raw: Mapping[str, Any], env: Mapping[str, str], *,
-                          config_path: Path | None = None) -> Settings:
-    """``load_worker_settings`` of an already-parsed document."""
-    return with_model_key(parse_settings(raw, source=config_path, env=env), env)
-
-
-def default_config_path(env: Mapping[str, str] | None = None) -> Path:
-    return config_path(None, env)
+    return with_model_key(load_config(path, env), env)
 
 
 __all__ = [
-    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "DEFAULT_MODEL_NAMES", "DEFAULT_PRICES", "PERIODS",
-    "REDIS_URL_ENV", "SCOPES", "Backend", "Caps", "CommandExit",
+    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "REDIS_URL_ENV", "Backend", "Caps", "CommandExit",
     "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
     "IdentityConfig",
     "MemoryConfig", "ModelConfig", "Period", "PolicyConfig", "Price", "Provider",
@@ -101,10 +74,9 @@ __all__ = [
     "Scope", "Settings", "UsageConfig", "WorkerConfig", "WorkerExit", "WorkerSettings",
     "background_workers",
     "config_path",
-    "default_config_path",
-    "describe", "extraction_enabled", "key_env_name", "load_config", "load_settings",
+    "describe", "extraction_enabled", "key_env_name", "load_config",
     "load_worker_settings",
-    "parse_config", "parse_settings", "settings_from_mapping", "transcribe_workers",
+    "parse_config", "transcribe_workers",
     "voice_can_arrive",
     "with_model_key",
 ]

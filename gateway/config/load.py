@@ -79,7 +79,7 @@ def config_path(path: str | Path | None = None, env: Mapping[str, str] | None = 
     return Path(env.get(CONFIG_ENV) or DEFAULT_CONFIG_PATH)
 
 
-def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None
+def load_config(path: str | Path | None = None, env: Mapping[str, str] | None = None
                   ) -> Settings:
     """Read and validate the whole file (see ``config_path``). A relative ``data_dir`` is
     relative to the file's directory; ``$PYNANOCLAW_REDIS_URL`` overrides ``[redis] url``.
@@ -98,12 +98,12 @@ def load_settings(path: str | Path | None = None, env: Mapping[str, str] | None 
                           file) from None
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"{file}: cannot read the config file: {err}", file) from None
-    return parse_settings(raw, source=file, env=env)
+    return parse_config(raw, source=file, env=env)
 
 
-def parse_settings(raw: Mapping[str, Any], *, source: Path | None = None,
+def parse_config(raw: Mapping[str, Any], *, source: Path | None = None,
                    env: Mapping[str, str] | None = None) -> Settings:
-    """Validate an already-parsed TOML document (see ``load_settings``)."""
+    """Validate an already-parsed TOML document (see ``load_config``)."""
     env = os.environ if env is None else env
     data = dict(raw)
     for name in _TABLES:

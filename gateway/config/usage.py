@@ -19,8 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Scope = Literal["global", "group", "person"]
 Period = Literal["day", "month"]
-SCOPES: tuple[Scope, ...] = ("global", "group", "person")
-PERIODS: tuple[Period, ...] = ("day", "month")
 
 
 class _Section(BaseModel):

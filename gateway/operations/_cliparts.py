@@ -29,7 +29,7 @@ from gateway.config import (
     CommandExit,
     ConfigError,
     GatewayConfig,
-    default_config_path,
+    config_path,
     load_config,
 )
 from gateway.operations._redis_server import EmbeddedRedis, running_embedded_url
@@ -55,7 +55,7 @@ def fail(message: str | ConfigError) -> typer.Exit:
 
 def config_file(config: Path | None) -> Path:
     """``--config``, else ``$PYNANOCLAW_CONFIG``, else ``data/pynanoclaw.toml``."""
-    return (config or default_config_path()).resolve()
+    return config_path(config).resolve()
 
 
 def load(config: Path | None) -> tuple[Path, GatewayConfig]:

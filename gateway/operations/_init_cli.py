@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from gateway.config import ConfigError, PolicyConfig, default_config_path, load_config
+from gateway.config import ConfigError, PolicyConfig, load_config
 from gateway.operations._cliparts import config_file, fail
 from gateway.operations._init_toml import (
     CHANNELS,
@@ -66,7 +66,7 @@ def init_command(
 ) -> None:
     """Write a config file by asking (or from flags); check its credentials live."""
     ask = sys.stdin.isatty() and not yes
-    path = config_file(output or default_config_path())
+    path = config_file(output)
     if path.exists() and not force and not (
             ask and typer.confirm(f"{path} exists; overwrite it?", default=False)):
         raise fail(f"{path} exists; keep it, or pass --force (or --output PATH)")

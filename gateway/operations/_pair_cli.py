@@ -64,21 +64,22 @@ def list_requests(config: ConfigOpt = None) -> None:
         typer.echo(f"  {user}  {name}")
 
 
-@pair_app.command()
-def approve(code: CodeArg, config: ConfigOpt = None) -> None:
-    """Let the person who got CODE talk to the bot in DMs."""
-    request = _with_store(config, lambda store: store.approve(code))
+def _decide(config: Path | None, code: str, *, approve: bool) -> None:
+    request = _with_store(
+        config, lambda store: store.approve(code) if approve else store.deny(code))
     if request is None:
         typer.echo(f"error: no pending code {code!r} (wrong or expired)", err=True)
         raise typer.Exit(EXIT_FAILED)
-    typer.echo(f"approved {request.user} ({request.name})")
+    typer.echo(f"{'approved' if approve else 'denied'} {request.user} ({request.name})")
+
+
+@pair_app.command()
+def approve(code: CodeArg, config: ConfigOpt = None) -> None:
+    """Let the person who got CODE talk to the bot in DMs."""
+    _decide(config, code, approve=True)
 
 
 @pair_app.command()
 def deny(code: CodeArg, config: ConfigOpt = None) -> None:
     """Refuse CODE; the person gets no new code for a day."""
-    request = _with_store(config, lambda store: store.deny(code))
-    if request is None:
-        typer.echo(f"error: no pending code {code!r} (wrong or expired)", err=True)
-        raise typer.Exit(EXIT_FAILED)
-    typer.echo(f"denied {request.user} ({request.name})")
+    _decide(config, code, approve=False)

@@ -94,7 +94,6 @@ from gateway.queue.refusal import refused_write
 from gateway.queue.scripts import (
     BEHIND_HOLD,
     DUPLICATE,
-    KEPT,
     KEPT_ENQUEUE,
     LOCK_BUSY,
     LOCK_LOST,
@@ -117,7 +116,6 @@ __all__ = [
     "DRAIN_JOB",
     "DUPLICATE",
     "EXTRACT_JOB",
-    "KEPT",
     "KEPT_ENQUEUE",
     "LOCK_BUSY",
     "LOCK_LOST",

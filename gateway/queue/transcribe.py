@@ -5,7 +5,7 @@ audio file (a voice note, an audio message) under ``<group>/attachments/<sha256>
 worker listening on ``transcribe_queue`` (``pynanoclaw run`` starts one:
 ``python -m workers --queue <drain queue>.transcribe --no-preload``) runs
 ``workers.transcribe.transcribe_job``, which writes ``<sha256>.transcript.txt`` beside the
-file. The turn reads that sidecar (``workers.transcribe.read_transcript``).
+file. The gateway reads that sidecar before the turn (``memory_store.files.read_transcript``).
 
 The queue is its own, never a turn worker's: a transcription takes seconds of CPU and
 must not hold a turn; a worker runs one job at a time, so a transcription worker

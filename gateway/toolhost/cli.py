@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from gateway.config import REDIS_URL_ENV, ConfigError, default_config_path, load_config
+from gateway.config import REDIS_URL_ENV, ConfigError, config_path, load_config
 from gateway.operations._redis_server import running_embedded_url
 from gateway.toolhost.process import serve, tools_env
 from gateway.toolhost.process import tools_command as command
@@ -57,7 +57,7 @@ def tools_command(
 ) -> None:
     """The tool host (one per host; `pynanoclaw run` starts it when [tools] turns a tool
     on): runs each group's sandboxed commands and the MCP servers for the workers."""
-    path = (config or default_config_path()).resolve()
+    path = config_path(config).resolve()
     try:
         cfg = load_config(path)
     except ConfigError as err:

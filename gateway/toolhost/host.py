@@ -47,6 +47,7 @@ from gateway.toolhost.tools import (
     ToolContext,
     ToolFailed,
     ToolRegistry,
+    failed,
     sandbox_registry,
 )
 from gateway.toolhost.workspace import MountRefused, resolve_mounts, workspace_dir
@@ -139,35 +140,30 @@ class ToolHost:
 
     async def handle(self, call: ToolCall) -> ToolResult:
         """Check ``call`` and run it; never raises."""
-        def failed(why: str) -> ToolResult:
-            log.info("tool call %s (%s, %s) refused or failed: %s", call.call_id, call.group,
-                     call.tool, why)
-            return ToolResult(call.call_id, False, error=why)
-
         holder = await asyncio.to_thread(self.client.get, self.keys.lock(call.group))
         if isinstance(holder, bytes):
             holder = holder.decode()
         if holder is None or holder != call.lock_token or not call.lock_token:
-            return failed("refused: the caller does not hold this group's turn lock")
+            return failed(call, "refused: the caller does not hold this group's turn lock")
         policy = self.settings.tools.for_group(call.group)
         if call.tool in policy.approve:  # only the exact call an admin approved
             why = await asyncio.to_thread(ApprovalStore(self.client, self.keys).authorize,
                                           call.approval, call.group, call.tool, call.args)
             if why is not None:
-                return failed(why)
+                return failed(call, why)
         if (hub := self.mcp) is not None and hub.routes(call.tool):
             return await self._once(call, lambda: hub.handle(
                 call, policy, call.deadline - time.time() - MARGIN,
                 self.settings.tools.limits.output_bytes))
         if call.tool not in policy.allowed:
-            return failed(f"refused: the tool {call.tool!r} is not allowed in this chat")
+            return failed(call, f"refused: the tool {call.tool!r} is not allowed in this chat")
         handler = self.registry.get(call.tool)
         if handler is None:
-            return failed(f"unknown tool {call.tool!r}")
+            return failed(call, f"unknown tool {call.tool!r}")
         limits = self.settings.tools.limits
         timeout = min(call.deadline - time.time() - MARGIN, limits.timeout)
         if timeout <= 0:
-            return failed("no time left in this turn")
+            return failed(call, "no time left in this turn")
         return await self._once(call, lambda: self._run(call, policy, handler, timeout))
 
     async def _once(self, call: ToolCall,
@@ -202,11 +198,6 @@ class ToolHost:
     async def _run(self, call: ToolCall, policy: GroupPolicy, handler: Handler,
                    timeout: float) -> ToolResult:
         """Run a sandbox tool (or ``fetch``) checked by ``handle``; never raises."""
-        def failed(why: str) -> ToolResult:
-            log.info("tool call %s (%s, %s) failed: %s", call.call_id, call.group,
-                     call.tool, why)
-            return ToolResult(call.call_id, False, error=why)
-
         limits = self.settings.tools.limits
         try:
             mounts = resolve_mounts(policy.mounts, self.settings.tools.mount_roots)
@@ -219,12 +210,12 @@ class ToolHost:
             # the sandbox stops the command at its timeout; this bounds the rest (setup)
             out = await asyncio.wait_for(handler(ctx, call.args), timeout + MARGIN)
         except TimeoutError:
-            return failed(f"the tool did not finish within {timeout:.0f}s")
+            return failed(call, f"the tool did not finish within {timeout:.0f}s")
         except (ToolFailed, MountRefused, SandboxUnavailable) as err:
-            return failed(str(err))
+            return failed(call, str(err))
         except Exception as err:  # a tool's bug must not stop the host
             log.exception("tool %s failed for %s", call.tool, call.group)
-            return failed(f"the tool failed ({type(err).__name__})")
+            return failed(call, f"the tool failed ({type(err).__name__})")
         log.info("tool call %s: %s for %s (turn %s) ok=%s", call.call_id, call.tool,
                  call.group, call.turn_id, out.ok)
         return ToolResult(call.call_id, out.ok, output=out.text,

@@ -44,6 +44,7 @@ from gateway.config.tools import GroupPolicy
 from gateway.queue.toolcalls import ToolCall, ToolResult
 from gateway.toolhost.logscrub import scrub_logs
 from gateway.toolhost.mcp_content import model_name, render_result
+from gateway.toolhost.tools import failed
 
 log = logging.getLogger(__name__)
 #: what stdio servers write on their stderr, line by line, scrubbed of their secrets
@@ -291,21 +292,16 @@ class McpHub:
         server, _, tool = call.tool.partition(".")
         link = self.links[server]
 
-        def failed(why: str) -> ToolResult:
-            log.info("tool call %s (%s, %s) refused or failed: %s", call.call_id, call.group,
-                     call.tool, why)
-            return ToolResult(call.call_id, False, error=why)
-
         if not allows(policy.mcp, server, tool):
-            return failed(f"refused: the tool {call.tool!r} is not allowed in this chat")
+            return failed(call, f"refused: the tool {call.tool!r} is not allowed in this chat")
         if link.session is not None and tool not in link.tools:
-            return failed(f"unknown tool {call.tool!r}")
+            return failed(call, f"unknown tool {call.tool!r}")
         timeout = min(left, link.config.timeout)
         if timeout <= 0:
-            return failed("no time left in this turn")
+            return failed(call, "no time left in this turn")
         ok, output, error = await link.call(tool, call.args, timeout, cap)
         if not ok and not output:
-            return failed(error)
+            return failed(call, error)
         log.info("tool call %s: %s for %s (turn %s) ok=%s", call.call_id, call.tool,
                  call.group, call.turn_id, ok)
         return ToolResult(call.call_id, ok, output=output, error=error)

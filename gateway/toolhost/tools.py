@@ -10,14 +10,18 @@ exists. MCP servers' tools are not here: the host routes ``server.tool`` calls t
 
 from __future__ import annotations
 
+import logging
 import posixpath
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.config.tools import GroupPolicy
+from gateway.queue.toolcalls import ToolCall, ToolResult
 from gateway.toolhost.sandbox import RunResult, Sandbox, SandboxSpec
 from gateway.toolhost.workspace import INSIDE
+
+log = logging.getLogger(__name__)
 
 #: most bytes ``write_file`` takes in one call (the file-size limit still applies)
 WRITE_MAX_BYTES = 1_000_000
@@ -49,6 +53,13 @@ class ToolOutput:
     text: str
     ok: bool = True
     source: str = ""
+
+
+def failed(call: ToolCall, why: str) -> ToolResult:
+    """``call`` refused or failed, logged; ``why`` is what the model is told."""
+    log.info("tool call %s (%s, %s) refused or failed: %s", call.call_id, call.group,
+             call.tool, why)
+    return ToolResult(call.call_id, False, error=why)
 
 
 Handler = Callable[[ToolContext, dict[str, Any]], Awaitable[ToolOutput]]

@@ -153,11 +153,14 @@ class Catalog(CatalogQueries):
     def _pragma_data_version(self) -> int:
         return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
+    def _close_conn(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
     def close(self) -> None:
         with self._mu:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._close_conn()
             self._watcher.close()
 
     def _check_db(self) -> None:
@@ -168,9 +171,7 @@ class Catalog(CatalogQueries):
             ino = None
         if ino != self._db_ino:
             log.info("index of %s vanished; rebuilding from files", self.group.group)
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._close_conn()
             self._open()
             return
         version = self._pragma_data_version()
@@ -203,9 +204,7 @@ class Catalog(CatalogQueries):
     def rebuild(self, progress: Progress | None = None) -> int:
         """Drop the index and rebuild it from the files; returns the records indexed."""
         with self._mu:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            self._close_conn()
             self._drop_db()
             self._open()
             return self.refresh(progress, full=True)

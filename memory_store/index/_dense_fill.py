@@ -52,8 +52,6 @@ class DenseFiller:
         self.dense = dense
         self.catalog = catalog
         self.batch = batch
-        self.embedded = 0        # texts embedded so far
-        self.embed_seconds = 0.0  # time spent in the model
         self._fill = threading.Lock()
         self._stop = False
         self._thread: threading.Thread | None = None
@@ -112,13 +110,6 @@ class DenseFiller:
         with self.catalog.lock, self.dense.lock:
             yield
 
-    def _embed(self, texts: list[str]) -> Vectors:
-        t0 = time.perf_counter()
-        out = self.dense.embedder.embed(texts)
-        self.embed_seconds += time.perf_counter() - t0
-        self.embedded += len(texts)
-        return out
-
     def run_once(self) -> int:
         """One batch of records, then one of windows; returns how many were handled."""
         with self._fill:
@@ -138,7 +129,7 @@ class DenseFiller:
                 todo).fetchall()
         items = [(int(r), str(h), record_from_json(j)) for r, h, j in rows]
         texts = [record_texts(rec) for _, _, rec in items]
-        vecs = self._embed([t for ts in texts for t in ts])
+        vecs = self.dense.embedder.embed([t for ts in texts for t in ts])
         with self._locked():
             conn = self.catalog.conn
             assert dense.mat is not None and dense.cmat is not None
@@ -202,7 +193,7 @@ class DenseFiller:
                 elif conn.execute("SELECT 1 FROM docs WHERE rowid=?", (rowid,)).fetchone():
                     changed.append((rowid, text, h))
         texts = [t for _, t, _ in changed if t is not None]
-        vecs = iter(self._embed(texts)) if texts else iter(())
+        vecs = iter(self.dense.embedder.embed(texts)) if texts else iter(())
         with self._locked():
             conn = self.catalog.conn
             assert dense.mat is not None

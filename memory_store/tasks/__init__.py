@@ -5,7 +5,6 @@ workers' task tools both use this; neither keeps a definition anywhere else."""
 from __future__ import annotations
 
 from memory_store.tasks._model import (
-    CATCHUPS,
     KINDS,
     Catchup,
     Task,
@@ -14,18 +13,14 @@ from memory_store.tasks._model import (
     Where,
     due_times,
     next_run,
-    parse_interval,
     task_id,
     validate,
 )
 from memory_store.tasks._schedule import next_cron, place
-from memory_store.tasks._store import TASK_TRUST, TASKS_DIR, TaskStore, groups_with_tasks
+from memory_store.tasks._store import TaskStore, groups_with_tasks
 
 __all__ = [
-    "CATCHUPS",
     "KINDS",
-    "TASKS_DIR",
-    "TASK_TRUST",
     "Catchup",
     "Task",
     "TaskError",
@@ -36,7 +31,6 @@ __all__ = [
     "groups_with_tasks",
     "next_cron",
     "next_run",
-    "parse_interval",
     "place",
     "task_id",
     "validate",

@@ -8,8 +8,9 @@ from datetime import UTC, datetime
 import pytest
 
 from bench.context import memory_part
-from gateway.config import ModelConfig, settings_from_mapping
+from gateway.config import ModelConfig
 from memory_store import BaseMemory, GroupDirectory, MemoryRecord
+from tests.configs import settings_from_mapping
 from workers.agent import TurnAgent, TurnRequest, _make_agent
 from workers.budget import WRAPPER_TOKENS, count_tokens, fit_memory
 from workers.prompt import build_prompt, render_record

@@ -21,8 +21,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from gateway.config import settings_from_mapping
 from memory_store import BaseMemory, GroupDirectory
+from tests.configs import settings_from_mapping
 from workers.agent import TurnRequest, build_agent
 from workers.local_model import (
     DEFAULT_PROMPT_BUDGET,
@@ -231,10 +231,10 @@ from datetime import UTC, datetime
 from channels.models import Inbound
 from memory_store import open_memory, GroupDirectory
 from workers.agent import TurnRequest, build_agent
-from gateway.config import settings_from_mapping
+from gateway.config import parse_config, with_model_key
 
 # what `python -m workers` preloads
-agent = build_agent(settings_from_mapping({"model": {"max_tokens": 16}}, {}))
+agent = build_agent(with_model_key(parse_config({"model": {"max_tokens": 16}}, env={}), {}))
 data = sys.argv[1]
 
 def turn():

@@ -21,8 +21,9 @@ from pydantic_ai.models.anthropic import AnthropicModel
 from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.openai import OpenAIChatModel
 
-from gateway.config import ConfigError, settings_from_mapping
+from gateway.config import ConfigError
 from memory_store import BaseMemory, GroupDirectory
+from tests.configs import settings_from_mapping
 from workers.agent import TurnError, TurnRequest, build_agent, build_model
 
 from .conftest import NOW, SECRET, msg
@@ -98,11 +99,11 @@ def test_local_provider_without_packages_says_how_to_install(tmp_path: Any) -> N
     # A fresh interpreter in which xllamacpp cannot be imported (CI without the extra).
     code = (
         "import sys; sys.modules['xllamacpp'] = None\n"
-        "from gateway.config import settings_from_mapping\n"
+        "from gateway.config import parse_config, with_model_key\n"
         "from workers.agent import build_agent\n"
         "from workers.local_model import LocalModelUnavailable\n"
         "try:\n"
-        "    build_agent(settings_from_mapping({}, {}))\n"
+        "    build_agent(with_model_key(parse_config({}, env={}), {}))\n"
         "except LocalModelUnavailable as e:\n"
         "    print('ERR', e)\n"
     )

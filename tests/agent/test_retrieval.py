@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 import redis
 
-from gateway.config import ModelConfig, RankingConfig, settings_from_mapping
+from gateway.config import ModelConfig, RankingConfig
 from memory_store import BaseMemory, GroupDirectory
 from memory_store.backends.hybrid import HybridMemory
+from tests.configs import settings_from_mapping
 from workers.agent import TurnAgent, TurnRequest
 from workers.context import WorkerContext
 

@@ -10,8 +10,9 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from gateway.config import ModelConfig, settings_from_mapping
+from gateway.config import ModelConfig
 from memory_store import BaseMemory, GroupDirectory, MemoryRecord
+from tests.configs import settings_from_mapping
 from workers.agent import TurnAgent, TurnError, TurnRequest, build_agent, redact
 from workers.tools import fact_id
 

@@ -11,15 +11,11 @@ from rq.job import Job
 
 from gateway.queue import DEFAULT_QUEUE, enqueue_transcribe, job_queue, transcribe_queue
 from memory_store import group_dir
+from memory_store.files import read_transcript
 from tests.media.voice import store, voice_note
 from tests.pipeline.conftest import Stack, Valkey
 from workers.speech import AudioError, decode
-from workers.transcribe import (
-    TRUNCATED_NOTE,
-    read_transcript,
-    voice_note_text,
-    write_transcript,
-)
+from workers.transcribe import TRUNCATED_NOTE, write_transcript
 
 GROUP = "telegram:-1001"
 
@@ -37,7 +33,7 @@ async def test_voice_note_transcribed_by_a_transcription_worker(tmp_path: Path) 
         job = Job.fetch(job_id, connection=stack.r, serializer="json")
         await stack.wait_for(lambda: job.get_status(refresh=True) in ("finished", "failed"),
                              timeout=120, what="the transcription job")
-        found = read_transcript(gpath, sha)
+        found = read_transcript(gpath / "attachments", sha)
         assert found is not None and found.error is None, found
         text = (found.text or "").lower()
         assert "water" in text and "friday" in text, text
@@ -56,7 +52,7 @@ def test_a_file_that_is_not_audio_is_marked_once(tmp_path: Path) -> None:
     sha = store(gpath, b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
     first = write_transcript(gpath, sha)
     assert first.text is None and first.error
-    assert read_transcript(gpath, sha) == first  # the .err sidecar, read back
+    assert read_transcript(gpath / "attachments", sha) == first  # the .err sidecar, read back
     # idempotent: an existing sidecar is returned, the file is not transcribed again
     (gpath / "attachments" / f"{sha}.transcript.err").unlink()
     (gpath / "attachments" / f"{sha}.transcript.txt").write_text("kept", encoding="utf-8")
@@ -76,13 +72,16 @@ def test_a_symlink_in_attachments_is_not_followed(tmp_path: Path) -> None:
 
 def test_the_turn_text_of_a_voice_note(tmp_path: Path) -> None:
     sha = "cd" * 32
-    assert voice_note_text(tmp_path, sha) is None  # pending
     folder = tmp_path / "attachments"
     folder.mkdir()
+    assert read_transcript(folder, sha) is None  # pending
     (folder / f"{sha}.transcript.err").write_text("no audio stream\n", encoding="utf-8")
-    assert voice_note_text(tmp_path, sha) == "voice note (not transcribed: no audio stream)"
+    shown = read_transcript(folder, sha)
+    assert shown is not None
+    assert shown.shown() == "voice note (not transcribed: no audio stream)"
     (folder / f"{sha}.transcript.txt").write_text("Water the plants.", encoding="utf-8")
-    assert voice_note_text(tmp_path, sha) == "voice note, transcribed: Water the plants."
+    shown = read_transcript(folder, sha)
+    assert shown is not None and shown.shown() == "voice note, transcribed: Water the plants."
 
 
 def test_a_hash_that_is_not_one_is_refused(tmp_path: Path) -> None:

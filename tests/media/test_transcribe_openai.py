@@ -12,12 +12,13 @@ from pathlib import Path
 import openai
 import pytest
 
-from gateway.config import parse_settings
+from gateway.config import parse_config
 from gateway.config.media import MediaConfig
 from gateway.operations import worker_env
+from memory_store.files import read_transcript
 from tests.fakes.openai_audio import KEY, FakeOpenAIAudio
 from tests.media.voice import store, voice_note
-from workers.transcribe import read_transcript, write_transcript
+from workers.transcribe import write_transcript
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ async def test_the_provider_gets_the_decoded_audio_and_its_text_is_kept(
     got = await asyncio.to_thread(write_transcript, tmp_path, sha, media=_media(fake),
                                   env={"PNC_TEST_STT_KEY": KEY})
     assert got.text == "Remind me to water the plants on Friday."
-    assert read_transcript(tmp_path, sha) == got
+    assert read_transcript(tmp_path / "attachments", sha) == got
     [upload] = fake.uploads
     assert upload.model == "whisper-1" and upload.filename == "voice.wav"
     with wave.open(io.BytesIO(upload.data)) as wav:  # the decoded note, not the raw file
@@ -65,7 +66,7 @@ async def test_a_server_error_is_retried_by_the_job_not_marked(fake: FakeOpenAIA
     with pytest.raises(openai.InternalServerError):  # RQ's Retry runs the job again
         await asyncio.to_thread(write_transcript, tmp_path, sha, media=_media(fake),
                                 env={"PNC_TEST_STT_KEY": KEY})
-    assert read_transcript(tmp_path, sha) is None
+    assert read_transcript(tmp_path / "attachments", sha) is None
     got = await asyncio.to_thread(write_transcript, tmp_path, sha, media=_media(fake),
                                   env={"PNC_TEST_STT_KEY": KEY})
     assert got.text and "water" in got.text
@@ -80,9 +81,9 @@ def test_no_key_in_the_worker_is_said_plainly(tmp_path: Path) -> None:
 def test_workers_get_the_transcription_key_and_nothing_else_new(tmp_path: Path) -> None:
     base = {"data_dir": str(tmp_path)}
     environ = {"OPENAI_API_KEY": "sk-x", "TELEGRAM_TOKEN": "123:abc", "PATH": "/bin"}
-    local = worker_env(parse_settings(base), environ, "redis://127.0.0.1:1")
+    local = worker_env(parse_config(base), environ, "redis://127.0.0.1:1")
     assert "OPENAI_API_KEY" not in local  # local transcription needs no key
-    remote = worker_env(parse_settings({**base, "media": {"transcription": "openai"}}),
+    remote = worker_env(parse_config({**base, "media": {"transcription": "openai"}}),
                         environ, "redis://127.0.0.1:1")
     assert remote["OPENAI_API_KEY"] == "sk-x" and "TELEGRAM_TOKEN" not in remote
 
@@ -91,5 +92,5 @@ def test_a_key_pasted_as_the_variable_name_is_refused_without_echoing_it() -> No
     from gateway.config import ConfigError
 
     with pytest.raises(ConfigError) as err:
-        parse_settings({"media": {"transcription_key_env": "sk-proj-abc123!"}})
+        parse_config({"media": {"transcription_key_env": "sk-proj-abc123!"}})
     assert "sk-proj" not in str(err.value) and "transcription_key_env" in str(err.value)

@@ -17,9 +17,10 @@ from rq import Queue, SimpleWorker
 from rq.registry import ScheduledJobRegistry
 
 from channels.models import Inbound
-from gateway.config import WorkerSettings, load_worker_settings, settings_from_mapping
+from gateway.config import WorkerSettings, load_worker_settings
 from gateway.queue import EXTRACT_JOB, Keys
 from memory_store import BaseMemory, open_memory
+from tests.configs import settings_from_mapping
 from workers import context, drain
 from workers.agent import clear_agent_cache
 from workers.context import WorkerContext

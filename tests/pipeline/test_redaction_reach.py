@@ -7,17 +7,11 @@ them. Real Valkey, the redaction job called in-process."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-import redis
 
 from channels.models import Attachment, Inbound
-from gateway.config import load_worker_settings
 from gateway.queue import Keys, encode_entry, parse_entry
 from memory_store.maintenance import REDACTED_MARKER
-from tests.pipeline.conftest import Valkey, write_config
+from tests.pipeline.conftest import deleted_m1
 from workers.context import WorkerContext
 from workers.redaction import redact_group
 
@@ -26,28 +20,9 @@ GROUP = "local:ann"
 SECRET = "my door code is 4417 Zanzibar"
 
 
-@pytest.fixture
-def ctx(tmp_path: Path, valkey: Valkey) -> Iterator[WorkerContext]:
-    settings = load_worker_settings(write_config(tmp_path / "pnc.toml", valkey.url))
-    c = WorkerContext(settings, redis.Redis.from_url(valkey.url))
-    yield c
-    c.close()
-
-
-def _deleted(ctx: WorkerContext) -> None:
-    """Message m1 (``SECRET``) is in an episode, and its deletion waits."""
-    _, mem = ctx.group_memory(GROUP)
-    mem.write_sync(f"Turn in {GROUP}.\n\n- [2026-11-30 10:00:00] Ann (ann): {SECRET}\n\n"
-                   "Bot: noted\n", kind="episode",
-                   metadata={"id": "turn-x", "message_ids": ["m1"], "trust": 0.8,
-                             "source": f"{GROUP}:msg/m1"})
-    ctx.redis.rpush(K.changes(GROUP), json.dumps(
-        {"kind": "deletion", "original_id": "m1", "event_id": "d1", "account": "default"}))
-
-
 def test_a_deletions_words_leave_a_held_voice_notes_transcript(ctx: WorkerContext) -> None:
     r = ctx.redis
-    _deleted(ctx)
+    deleted_m1(ctx, GROUP, SECRET)
     voice = Attachment(id="v1", type="audio", mime="audio/ogg", stored="ab" * 32 + ".ogg",
                        transcript="voice note, transcribed: it is Zanzibar, I said")
     note = Inbound(channel="local", chat_id="ann", is_group=False, sender_id="ann",
@@ -71,7 +46,7 @@ def test_a_deletions_words_leave_the_errors_failed_turns_left(ctx: WorkerContext
     (a model's complaint about its input): after the redaction none holds them; the
     records keep their turn ids, counts and times; another group's are untouched."""
     r = ctx.redis
-    _deleted(ctx)
+    deleted_m1(ctx, GROUP, SECRET)
     why = "ValidationError: input 'it is Zanzibar' is not valid"
     dead = {"turn_id": "turn-d", "at": 1.0, "why": f"3 attempts; last error {why}",
             "count": 1}
@@ -102,7 +77,7 @@ def test_a_redaction_waits_for_messages_held_for_their_files(ctx: WorkerContext)
     one: the redaction yields until it has gone on to its turn, as it does for the
     mailbox, so its words are taken out of memory and the lists once it got there."""
     r = ctx.redis
-    _deleted(ctx)
+    deleted_m1(ctx, GROUP, SECRET)
     quoting = Inbound(channel="local", chat_id="ann", is_group=False, sender_id="ann",
                       sender_name="Ann", message_id="m3", text="see above",
                       reply_to_id="m1", reply_to_text=SECRET,

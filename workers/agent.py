@@ -263,10 +263,13 @@ def build_model(config: ModelConfig) -> Model:
     if config.provider == "function":
         return _import_model(config.function)
     if config.provider == "local":
-        from workers.local_model import local_model
+        from workers.local_model import LOCAL_REPLY_TOKENS, local_model
 
+        # the general default is for hosted models; a local one gets its own unless set
+        wanted = config.max_tokens if "max_tokens" in config.model_fields_set \
+            else LOCAL_REPLY_TOKENS
         return local_model(
-            config.name, max_tokens=min(config.max_tokens, 512), temperature=config.temperature
+            config.name, max_tokens=min(wanted, 512), temperature=config.temperature
         )
     key = config.api_key.get_secret_value() if config.api_key else None
     settings: ModelSettings = {"max_tokens": config.max_tokens, "timeout": config.request_timeout}

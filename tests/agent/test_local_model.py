@@ -27,9 +27,11 @@ from workers.agent import TurnRequest, build_agent
 from workers.local_model import (
     DEFAULT_PROMPT_BUDGET,
     FEW_SHOT,
+    LOCAL_REPLY_TOKENS,
     LocalChat,
     find_gguf,
     local_model,
+    mark_cut,
     tidy,
     to_chat,
 )
@@ -214,6 +216,35 @@ async def test_local_model_answers_a_turn_offline(
     # the default model's worked examples sit between the rules and the conversation
     assert engine.last_chat[0]["role"] == "system"
     assert engine.last_chat[1:1 + len(FEW_SHOT)] == list(FEW_SHOT)
+
+
+def test_a_reply_cut_at_the_limit_says_so() -> None:
+    assert mark_cut("Hello. I am a bot and I can") == "Hello. I am a bot and I can\u2026"
+    assert mark_cut('She said "hi."') == 'She said "hi."'
+    assert mark_cut("Really? Yes!  ") == "Really? Yes!"
+    assert mark_cut("Version 2.5 is out and ") == "Version 2.5 is out and\u2026"
+    assert mark_cut("") == ""
+
+
+@needs_local
+async def test_a_local_turn_is_short_unless_the_config_says_otherwise(
+    group_memory: tuple[GroupDirectory, BaseMemory],
+) -> None:
+    """The general ``max_tokens`` default (1024, for hosted models) let the try-out model
+    ramble for 512 tokens; unset, a local model writes at most ``LOCAL_REPLY_TOKENS``
+    and a cut reply says so. Set in the config, the config's number holds."""
+    gd, mem = group_memory
+    agent = build_agent(settings_from_mapping({}, {}))
+    engine = agent.model.wrapped.engine  # type: ignore[attr-defined]
+    assert engine.max_tokens == LOCAL_REPLY_TOKENS
+    reply = await agent.run(TurnRequest(
+        group="local:me", turn_id="long-1",
+        messages=[msg("1", "Tell me a very long story about a dragon and a knight.")],
+        core=gd.core_memory(), memory=mem, now=NOW))
+    assert engine.last_timings["predicted_n"] <= LOCAL_REPLY_TOKENS
+    assert reply.text and reply.text.rstrip()[-1] in ".!?\u2026\"')"
+    set_by_hand = build_agent(settings_from_mapping({"model": {"max_tokens": 200}}, {}))
+    assert set_by_hand.model.wrapped.engine.max_tokens == 200  # type: ignore[attr-defined]
 
 
 @needs_local

@@ -17,7 +17,6 @@ from tests.pipeline.test_redaction import (
     SECRET,
     _episode,
     answered,
-    ctx,  # noqa: F401  (the fixture)
     files_holding,
     group_dir,
     index_hits,
@@ -94,7 +93,7 @@ def _record(sender: str, text: str = NEW) -> str:
                        "sender_id": sender, "text": text})
 
 
-def test_an_edit_by_someone_else_changes_nothing(ctx: WorkerContext) -> None:  # noqa: F811
+def test_an_edit_by_someone_else_changes_nothing(ctx: WorkerContext) -> None:
     group, r = "local:ann", ctx.redis
     root = _episode(ctx, group)
     r.hset(K.turn("turn-x"), mapping={"published": "1", "reply": f"noted, {SECRET}"})
@@ -111,7 +110,7 @@ def test_an_edit_by_someone_else_changes_nothing(ctx: WorkerContext) -> None:  #
 
 
 def test_applying_an_edit_twice_changes_nothing_the_second_time(
-        ctx: WorkerContext) -> None:  # noqa: F811
+        ctx: WorkerContext) -> None:
     group, r = "local:ann", ctx.redis
     root = _episode(ctx, group)
     r.hset(K.turn("turn-x"), mapping={"published": "1", "reply": f"noted, {SECRET}"})

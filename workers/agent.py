@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic_ai import Agent, BinaryContent
@@ -46,6 +47,7 @@ from workers.approval_runs import ApprovedRun, history
 from workers.budget import fit_memory
 from workers.core_rules import core_tools
 from workers.host_tools import TOOL_TRUST, HostLink, host_tools
+from workers.local_states import states_dir
 from workers.mcp_tools import mcp_toolset
 from workers.metering import BudgetSpent, MeteredModel
 from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
@@ -258,8 +260,9 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, TimeoutError | ConnectionError)
 
 
-def build_model(config: ModelConfig) -> Model:
-    """The pydantic-ai model ``config`` names. Makes no network call."""
+def build_model(config: ModelConfig, state_dir: Path | None = None) -> Model:
+    """The pydantic-ai model ``config`` names. Makes no network call. A local model keeps
+    its prompt states in ``state_dir`` (``workers.local_states``) if given."""
     if config.provider == "function":
         return _import_model(config.function)
     if config.provider == "local":
@@ -268,9 +271,8 @@ def build_model(config: ModelConfig) -> Model:
         # the general default is for hosted models; a local one gets its own unless set
         wanted = config.max_tokens if "max_tokens" in config.model_fields_set \
             else LOCAL_REPLY_TOKENS
-        return local_model(
-            config.name, max_tokens=min(wanted, 512), temperature=config.temperature
-        )
+        return local_model(config.name, max_tokens=min(wanted, 512),
+                           temperature=config.temperature, state_dir=state_dir)
     key = config.api_key.get_secret_value() if config.api_key else None
     settings: ModelSettings = {"max_tokens": config.max_tokens, "timeout": config.request_timeout}
     if config.temperature is not None:
@@ -355,7 +357,7 @@ def clear_agent_cache() -> None:
 def _make_agent(settings: WorkerSettings) -> TurnAgent:
     config = settings.model
     # every request of every caller (turn, tool loop, facts, reflection) is metered
-    model = MeteredModel(build_model(config), config)
+    model = MeteredModel(build_model(config, states_dir(settings.data_dir)), config)
     local = config.provider == "local"
 
     def cap(value: int, local_limit: int) -> int:

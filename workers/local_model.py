@@ -31,6 +31,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from workers.local_states import PromptStates
 from workers.local_weights import INSTALL_HINT, QWEN, LocalModelUnavailable, find_gguf
 
 __all__ = ["INSTALL_HINT", "LocalChat", "LocalModel", "LocalModelUnavailable", "find_gguf",
@@ -101,10 +102,13 @@ def _import_runtime() -> Any:
     return xllamacpp
 
 
-def _start_server(xlc: Any, model_path: Path, n_ctx: int) -> Any:
+def _start_server(xlc: Any, model_path: Path, n_ctx: int, api_key: str,
+                  state_dir: Path | None) -> Any:
     """An in-process llama.cpp server for ``model_path``. Requests go through
     ``handle_chat_completions`` (a C++ call, no socket); the HTTP listener the library
-    always opens (loopback, a free port) requires a random key nobody is told."""
+    always opens (loopback, a free port) requires ``api_key``, which only this process
+    knows; with a ``state_dir`` it also serves the slot's save and restore
+    (``workers.local_states``)."""
     threads = max(os.cpu_count() or 1, 1)
     params = xlc.CommonParams()
     params.model.path = str(model_path)
@@ -117,9 +121,14 @@ def _start_server(xlc: Any, model_path: Path, n_ctx: int) -> Any:
     params.n_threads_http = 1
     params.warmup = False  # the first turn warms it; a second start stays quick
     params.use_jinja = True  # the GGUF's own chat template
-    params.api_keys = [secrets.token_urlsafe(32)]
+    params.api_keys = [api_key]
     params.endpoint_metrics = False
-    params.endpoint_slots = False
+    params.endpoint_slots = state_dir is not None
+    if state_dir is not None:
+        params.slot_save_path = f"{state_dir}{os.sep}"  # llama.cpp joins by concatenation
+    # only a prompt's shared start is reused, never a later chunk whose state was made
+    # after other text (another chat's, with a restored state)
+    params.n_cache_reuse = 0
     params.verbosity = -1  # errors come back in the response; no per-request log lines
     # (llama.cpp's own server takes SIGINT/SIGTERM; this library leaves the process's
     # handlers alone, which RQ's warm shutdown needs: tests/agent/test_local_model.py)
@@ -144,15 +153,21 @@ class LocalChat:
         max_tokens: int = 256,
         temperature: float = 0.3,
         examples: tuple[dict[str, str], ...] = (),
+        state_dir: Path | None = None,
     ) -> None:
         self._xlc = _import_runtime()
         self.examples = examples
+        #: where prompt states are saved across processes (``workers.local_states``),
+        #: one directory per model file and runtime version; None: not saved
+        self.state_dir = (state_dir / f"{model_path.stem}-{self._xlc.__version__}"
+                          if state_dir is not None else None)
+        self._states: PromptStates | None = None
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.max_tokens = min(max_tokens, n_ctx // 4)
         self.prompt_budget = min(prompt_budget, n_ctx - self.max_tokens - 64)
         self.temperature = temperature
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._server: Any = None
         self._pid = 0
         self._ran_in = 0  # pid of the process that last ran inference
@@ -172,8 +187,12 @@ class LocalChat:
                 "worker, or never run a turn in the parent"
             )
         if self._server is None or self._pid != os.getpid():
-            self._server = _start_server(self._xlc, self.model_path, self.n_ctx)
+            key = secrets.token_urlsafe(32)
+            self._server = _start_server(self._xlc, self.model_path, self.n_ctx, key,
+                                         self.state_dir)
             self._pid = os.getpid()
+            self._states = (PromptStates(self.state_dir, self._server.listening_address, key)
+                            if self.state_dir is not None else None)
             log.info("local model loaded from %s", self.model_path.name)
         return self._server
 
@@ -211,7 +230,7 @@ class LocalChat:
     def request(self, body: dict[str, Any]) -> dict[str, Any]:
         """One raw OpenAI-style chat request (``messages``, sampling, ``tools``...) to the
         model, serialized with every other; the response as a dict."""
-        with self._lock:
+        with self._lock:  # re-entrant: complete() holds it around a restore and a save
             server = self._engine()  # first: it refuses a child of a process that ran it
             self._ran_in = os.getpid()
             out = server.handle_chat_completions(body)
@@ -224,21 +243,25 @@ class LocalChat:
     def complete(self, chat: list[dict[str, str]]) -> str:
         head = 1 if chat and chat[0]["role"] == "system" else 0
         self.last_chat = self.fit([*chat[:head], *self.examples, *chat[head:]])
-        out = self.request(
-            {
-                "messages": self.last_chat,
-                "max_tokens": self.max_tokens,
-                "temperature": self.temperature,
-                "repeat_penalty": REPEAT_PENALTY,
-                "stop": _STOP,
-                "seed": 0,
-            }
-        )
+        body = {"messages": self.last_chat, "max_tokens": self.max_tokens,
+                "temperature": self.temperature, "repeat_penalty": REPEAT_PENALTY,
+                "stop": _STOP, "seed": 0}
+        if self.state_dir is None:
+            out = self.request(body)
+        else:
+            text = "".join(f"<{m['role']}>{m['content']}" for m in self.last_chat)
+            with self._lock:  # restore, answer and save, with no other call in between
+                self._engine()
+                assert self._states is not None
+                self._states.restore_for(text)
+                out = self.request(body)
+                self._states.save(text)
         timings = out.get("timings")
         self.last_timings = dict(timings) if isinstance(timings, dict) else {}
         if self.last_timings:
-            log.debug("local model: %s prompt tokens in %.0f ms, %s generated in %.0f ms",
-                      self.last_timings.get("prompt_n"), self.last_timings.get("prompt_ms", 0),
+            log.debug("local model: %s prompt tokens (%s more reused) in %.0f ms, %s "
+                      "generated in %.0f ms", self.last_timings.get("prompt_n"),
+                      self.last_timings.get("cache_n"), self.last_timings.get("prompt_ms", 0),
                       self.last_timings.get("predicted_n"),
                       self.last_timings.get("predicted_ms", 0))
         choice = out["choices"][0]
@@ -310,16 +333,19 @@ class LocalModel(FunctionModel):
 
 
 def local_model(
-    name: str = "", *, max_tokens: int = 256, temperature: float | None = None
+    name: str = "", *, max_tokens: int = 256, temperature: float | None = None,
+    state_dir: Path | None = None,
 ) -> LocalModel:
     """A pydantic-ai model answering with the embedded GGUF model ``name`` (see
     ``workers.local_weights``). Checks the install now (``LocalModelUnavailable``) and
-    joins a chunked model once; loads the weights on the first turn."""
+    joins a chunked model once; loads the weights on the first turn. With a
+    ``state_dir``, prompt states are kept there across processes (``workers.local_states``)."""
     path = find_gguf(name)
     engine = LocalChat(
         path, max_tokens=max_tokens, temperature=0.3 if temperature is None else temperature,
         # the bundled default (what find_gguf gives for any name but QWEN and a path)
         examples=() if name == QWEN or name.endswith(".gguf") else FEW_SHOT,
+        state_dir=state_dir,
     )
 
     async def call_local(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

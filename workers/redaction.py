@@ -34,7 +34,8 @@ episode goes first, so its episode is redacted too. Under the lock it
 3. rewrites memory for the deletions and ``/forget`` (episodes, the bot's replies,
    facts, entity and core files, one audit entry per request without the words),
    then scrubs the index once (``scrub_index``; again on a retry, so a failed scrub
-   is not skipped);
+   is not skipped) and drops the local model's saved prompt states, every chat's
+   (``workers.local_states``: a cache);
 4. removes the requests it applied (LREM of each exact record), last: a crash before
    that applies them again, which changes nothing the second time; in the same
    transaction an applied edit's new words are queued for fact extraction
@@ -93,6 +94,7 @@ from memory_store.maintenance import (
 from workers.context import WorkerContext
 from workers.extraction import edit_extraction_entry, schedule_extraction
 from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
+from workers.local_states import drop_states
 from workers.lock import GroupLock, person_lock
 from workers.mediaforget import forget_files
 from workers.redisscrub import (
@@ -379,6 +381,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         for memory in memories:
             with memory.group.lock():
                 scrub_index(memory)
+        drop_states(ctx.settings.data_dir)  # the local model's saved prompts held the words
     with client.pipeline(transaction=True) as pipe:
         for raw, _ in deletions + edits:
             pipe.lrem(keys.changes(group), 1, raw)

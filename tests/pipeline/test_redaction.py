@@ -23,8 +23,9 @@ from gateway.queue import Keys, background_queue, encode_entry, parse_entry
 from memory_store import open_memory
 from memory_store.files import AuditLog
 from memory_store.maintenance import REDACTED_MARKER, redact_message
-from tests.pipeline.conftest import Stack, Valkey
+from tests.pipeline.conftest import Stack, Valkey, deleted_m1
 from workers.context import WorkerContext
+from workers.local_states import states_dir
 from workers.redaction import MAX_RESCHEDULES, SLOW_DELAY, redact_group
 
 K = Keys()
@@ -440,3 +441,17 @@ async def answered_with(stack: Stack, text: str, reply: str, chat: str = "ann") 
     assert (await stack.ask(chat, chat, text, message_id="m1")).reply == reply
     await stack.settled(f"local:{chat}")
     return gw.inbox
+
+
+def test_a_redaction_drops_the_local_models_saved_prompts(ctx: WorkerContext) -> None:
+    # a state saved from a prompt that held the words (workers/local_states.py), and
+    # another chat's: the files are a cache, all of them go
+    group = "local:ann"
+    deleted_m1(ctx, group, SECRET)
+    saved = states_dir(ctx.settings.data_dir) / "model-x"
+    saved.mkdir(parents=True)
+    (saved / "a.json").write_text(json.dumps({"chat": SECRET}), encoding="utf-8")
+    (saved / "a.bin").write_bytes(SECRET.encode())
+    (saved / "b.json").write_text(json.dumps({"chat": "another chat"}), encoding="utf-8")
+    assert redact_group(group, ctx=ctx)["end"] == "redacted"
+    assert not states_dir(ctx.settings.data_dir).exists()

@@ -63,6 +63,12 @@ _ONE_TOKEN = frozenset(string.digits + string.punctuation)
 #: more per turn on 2 cores and worse answers. A reply cut there says so (``mark_cut``).
 LOCAL_REPLY_TOKENS = 60
 _SENTENCE_END = re.compile(r"[.!?\u2026][\"')\]]*(?=\s|$)")
+#: Threads writing the default model's reply. SmolLM2-135M's work per token is so small
+#: that two threads spend more waiting for each other than they save, and any other
+#: process waking on a 2-core machine stalls both: 60 tokens took 1.85 s with one thread
+#: and 2.96 s with two (medians of 8, interleaved, bench/README.md). Qwen2.5-0.5B is the
+#: other way round (4.64 s with one, 3.23 s with two), so other models use every core.
+DEFAULT_GEN_THREADS = 1
 #: Small models loop; a stronger penalty than llama.cpp's 1.1 default keeps them moving.
 REPEAT_PENALTY = 1.3
 _MARKUP = re.compile(r"</?(message|quoted|memory|memory_search_results)\b[^>]*>")
@@ -103,7 +109,7 @@ def _import_runtime() -> Any:
 
 
 def _start_server(xlc: Any, model_path: Path, n_ctx: int, api_key: str,
-                  state_dir: Path | None) -> Any:
+                  state_dir: Path | None, gen_threads: int | None) -> Any:
     """An in-process llama.cpp server for ``model_path``. Requests go through
     ``handle_chat_completions`` (a C++ call, no socket); the HTTP listener the library
     always opens (loopback, a free port) requires ``api_key``, which only this process
@@ -114,8 +120,8 @@ def _start_server(xlc: Any, model_path: Path, n_ctx: int, api_key: str,
     params.model.path = str(model_path)
     params.n_ctx = n_ctx
     params.n_parallel = 1  # one slot: calls are serialized, and its prefix cache is ours
-    params.cpuparams.n_threads = threads
-    params.cpuparams_batch.n_threads = threads
+    params.cpuparams.n_threads = min(gen_threads or threads, threads)  # writing the reply
+    params.cpuparams_batch.n_threads = threads  # reading the prompt: splits well
     params.cpuparams.poll = 0  # no busy-wait between ops: see _import_runtime
     params.cpuparams_batch.poll = 0
     params.n_threads_http = 1
@@ -154,9 +160,12 @@ class LocalChat:
         temperature: float = 0.3,
         examples: tuple[dict[str, str], ...] = (),
         state_dir: Path | None = None,
+        gen_threads: int | None = None,
     ) -> None:
         self._xlc = _import_runtime()
         self.examples = examples
+        #: threads that write the reply (None: one per core; the prompt always gets all)
+        self.gen_threads = gen_threads
         #: where prompt states are saved across processes (``workers.local_states``),
         #: one directory per model file and runtime version; None: not saved
         self.state_dir = (state_dir / f"{model_path.stem}-{self._xlc.__version__}"
@@ -189,7 +198,7 @@ class LocalChat:
         if self._server is None or self._pid != os.getpid():
             key = secrets.token_urlsafe(32)
             self._server = _start_server(self._xlc, self.model_path, self.n_ctx, key,
-                                         self.state_dir)
+                                         self.state_dir, self.gen_threads)
             self._pid = os.getpid()
             self._states = (PromptStates(self.state_dir, self._server.listening_address, key)
                             if self.state_dir is not None else None)
@@ -341,11 +350,12 @@ def local_model(
     joins a chunked model once; loads the weights on the first turn. With a
     ``state_dir``, prompt states are kept there across processes (``workers.local_states``)."""
     path = find_gguf(name)
+    # the bundled default (what find_gguf gives for any name but QWEN and a path)
+    default = not (name == QWEN or name.endswith(".gguf"))
     engine = LocalChat(
         path, max_tokens=max_tokens, temperature=0.3 if temperature is None else temperature,
-        # the bundled default (what find_gguf gives for any name but QWEN and a path)
-        examples=() if name == QWEN or name.endswith(".gguf") else FEW_SHOT,
-        state_dir=state_dir,
+        examples=FEW_SHOT if default else (), state_dir=state_dir,
+        gen_threads=DEFAULT_GEN_THREADS if default else None,
     )
 
     async def call_local(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

@@ -25,6 +25,7 @@ from memory_store import BaseMemory, GroupDirectory
 from tests.configs import settings_from_mapping
 from workers.agent import TurnRequest, build_agent
 from workers.local_model import (
+    DEFAULT_GEN_THREADS,
     DEFAULT_PROMPT_BUDGET,
     FEW_SHOT,
     LOCAL_REPLY_TOKENS,
@@ -254,6 +255,14 @@ def test_only_the_default_model_gets_the_worked_examples(tmp_path: Path) -> None
     other = tmp_path / "other.gguf"
     other.write_bytes(b"GGUF")  # never loaded: the weights load on the first turn
     assert local_model(str(other)).engine.examples == ()
+
+
+@needs_local
+def test_only_the_default_model_writes_with_one_thread(tmp_path: Path) -> None:
+    assert local_model().engine.gen_threads == DEFAULT_GEN_THREADS == 1
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"GGUF")
+    assert local_model(str(other)).engine.gen_threads is None  # one per core
 
 
 FORK_SCRIPT = """

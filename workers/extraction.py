@@ -141,20 +141,13 @@ def schedule_extraction(
 ) -> str | None:
     """Enqueue the extraction job of ``group`` unless one is pending; returns its id, or
     None. Never raises: a scheduling problem must not stop the group's turns."""
-    timeout = settings.worker.job_timeout
     try:
-        return enqueue_once(client, EXTRACTION, group,
-                            _job_kwargs(queue, prefix, lock_ttl, timeout, retries),
-                            queue=queue, prefix=prefix, timeout=timeout, retries=retries)
+        return enqueue_once(client, EXTRACTION, group, queue=queue, prefix=prefix,
+                            lock_ttl=lock_ttl, timeout=settings.worker.job_timeout,
+                            retries=retries)
     except Exception as exc:
         log.warning("could not schedule fact extraction of %s: %r", group, exc)
         return None
-
-
-def _job_kwargs(queue: str, prefix: str, lock_ttl: float, job_timeout: int, retries: int
-                ) -> dict[str, Any]:
-    return {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-            "job_timeout": job_timeout, "retries": retries, "reschedules": 0}
 
 
 # -- writing ------------------------------------------------------------------------------

@@ -84,8 +84,8 @@ class JobSpec:
     keep_on_error: bool = True
 
 
-def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, kwargs: dict[str, Any], *,
-                 queue: str, prefix: str, timeout: int, retries: int) -> str | None:
+def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, *, queue: str, prefix: str,
+                 lock_ttl: float, timeout: int, retries: int) -> str | None:
     """Enqueue ``spec``'s job for ``group`` unless its lease key says one is pending (SET
     NX for ``spec.lease_ttl``); returns the job id, or None. An enqueue that fails drops
     the key again, so the next turn may try."""
@@ -93,6 +93,8 @@ def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, kwargs: dict[st
     job_id = uuid.uuid4().hex
     if not client.set(key, job_id, nx=True, ex=spec.lease_ttl):
         return None
+    kwargs = {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl, "job_timeout": timeout,
+              "retries": retries}
     try:
         enqueue_group_job(job_queue(client, queue), spec.path, group, kwargs,
                           timeout=timeout, retries=retries, job_id=job_id)

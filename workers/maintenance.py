@@ -34,9 +34,7 @@ from gateway.queue import (
     Keys,
 )
 from memory_store.maintenance import consolidate
-from workers.groupjob import LOCK_WAIT as LOCK_WAIT  # where extraction found it
 from workers.groupjob import GiveUp, GroupJob, JobSpec, enqueue_once
-from workers.groupjob import turns_waiting as turns_waiting  # where extraction found it
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +48,6 @@ MAX_RESCHEDULES = 40
 DEFAULT_RETRIES = 2
 CONSOLIDATION = JobSpec(CONSOLIDATE_JOB, "consolidation", Keys.consolidating, PENDING_TTL,
                         GiveUp(RESCHEDULE_DELAY, MAX_RESCHEDULES))
-
-
-def counter_key(prefix: str, group: str) -> str:
-    """``Keys.episodes``: episodes written for ``group`` since its last consolidation."""
-    return Keys(prefix).episodes(group)
 
 
 def consolidation_due(episodes_since_last: int, every: int) -> bool:
@@ -79,15 +72,12 @@ def schedule_consolidation(
     last one; read from Redis when not given) and none is pending; returns the job id,
     or None."""
     if count is None:
-        raw = client.get(counter_key(prefix, group))
+        raw = client.get(Keys(prefix).episodes(group))
         count = int(raw) if raw is not None else 0  # type: ignore[arg-type]
     if not consolidation_due(count, every):
         return None
-    job_id = enqueue_once(
-        client, CONSOLIDATION, group,
-        {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-         "job_timeout": job_timeout, "retries": retries},
-        queue=queue, prefix=prefix, timeout=job_timeout, retries=retries)
+    job_id = enqueue_once(client, CONSOLIDATION, group, queue=queue, prefix=prefix,
+                          lock_ttl=lock_ttl, timeout=job_timeout, retries=retries)
     if job_id is not None:
         log.info("consolidation of %s enqueued after %d episodes (%s)", group, count, job_id)
     return job_id

@@ -18,7 +18,7 @@ import importlib
 import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -105,11 +105,8 @@ class TurnReply:
     text: str | None
     #: Ids of memory records written by this turn (stable across a retried turn).
     written: tuple[str, ...] = ()
-    #: The message the reply answers (the last engaged one), for threading the reply.
-    reply_to_id: str | None = None
     model: str = ""
     requests: int = 0
-    memory_hits: tuple[str, ...] = field(default=())
     #: Lowest trust of the memory the model was shown (1.0: none). The reply may repeat
     #: any of it, so the episode that records the reply is stored at no more than this.
     read_trust: float = 1.0
@@ -235,14 +232,11 @@ class TurnAgent:
         text = result.output.strip()
         if not text or text == NO_REPLY or text.startswith(NO_REPLY + "\n"):
             text = ""
-        last_engaged = [m.message_id for m in req.messages if m.message_id in engaged]
         return TurnReply(
             text=text or None,
             written=tuple(deps.written),
-            reply_to_id=last_engaged[-1] if last_engaged else None,
             model=self.model.model_name,
             requests=result.usage.requests,
-            memory_hits=tuple(r.id for r in results),
             read_trust=deps.read_trust,
         )
 

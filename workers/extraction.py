@@ -65,9 +65,8 @@ from workers.facts import (
     find_known,
     render_request,
 )
-from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec, enqueue_once
+from workers.groupjob import GiveUp, GroupJob, JobSpec, enqueue_once
 from workers.identity import memory_key
-from workers.lock import person_lock
 from workers.maintenance import MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
 from workers.metering import FACTS, BudgetSpent, charging
 from workers.reflection import correction_lessons
@@ -316,17 +315,11 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
         for raw, batch, result, known in ready:
             run.lock.check()
             # a linked person's facts go to the directory all their DMs use: under
-            # the person's lock too, taken after the group's (workers/lock.py)
+            # the person's lock too
             memory = memory_key(identities, group, batch.messages)
-            person = person_lock(client, keys, memory, ttl=run.kwargs["lock_ttl"])
-            if person is not None and not person.acquire(timeout=LOCK_WAIT):
-                raise Busy(memory)  # what was asked is stored; a turn comes first
-            try:
+            with run.person(memory):
                 ids = apply_facts(ctx.group_memory(memory)[1], batch, result, known,
                                   settings, datetime.now(UTC))
-            finally:
-                if person is not None:
-                    person.release()
             written += len(ids)
             _finish(client, keys.extraction(batch.turn_id), "1", keys.extractions(group), raw)
             log.info("extraction of %s in %s: %d facts", batch.turn_id, group, len(ids))

@@ -93,9 +93,9 @@ from memory_store.maintenance import (
 )
 from workers.context import WorkerContext
 from workers.extraction import edit_extraction_entry, schedule_extraction
-from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
+from workers.groupjob import GiveUp, GroupJob, JobSpec
 from workers.local_states import drop_states
-from workers.lock import GroupLock, person_lock
+from workers.lock import GroupLock
 from workers.mediaforget import forget_files
 from workers.redisscrub import (
     scrub_approvals,
@@ -262,12 +262,7 @@ def redact_group(group: str, **job: Any) -> dict[str, Any]:
             # a linked person's DM wrote to their own directory: its lock after the
             # group's, as a turn takes them
             for person in _person_memories(run.client, run.keys, group):
-                plock = person_lock(run.client, run.keys, person,
-                                    ttl=run.kwargs["lock_ttl"])
-                if plock is not None:
-                    if not plock.acquire(timeout=LOCK_WAIT):
-                        raise Busy(plock.lock_key)
-                    held.enter_context(plock)
+                held.enter_context(run.person(person))
             summary = _apply(run.ctx, run.keys, group, run.lock, run.kwargs)
         log.info("redacted %s: %d requests, %d files, %d queue entries", group,
                  summary["requests"], summary["files"], summary["entries"])

@@ -393,15 +393,11 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
     assert pat is not None
     with mem.group.lock():
         run = _Run(mem, request, actor)
-        gone: set[str] = set()
         for rec in run.records():
             content = pat.sub(REDACTED_MARKER, rec.content)
             if content == rec.content and scrub_value(rec.metadata, pat) == rec.metadata:
                 continue
-            fact = rec.kind in ("fact", "entity") and not rec.metadata.get("entity_file")
-            run.rewrite(rec, content, pat, supersede="forgotten" if fact else None)
-            if fact:
-                gone.add(rec.id)
+            run.rewrite(rec, content, pat, supersede="forgotten" if _is_fact(rec) else None)
         for name in _CORE_FILES:
             run.core(mem.group, name, pat)
         if run.out.changed:

@@ -185,7 +185,7 @@ async def fetch(ctx: RunContext[TurnDeps], url: str) -> str:
     return await _call(ctx, "fetch", {"url": url}, f"fetch: {url}")
 
 
-async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
+async def offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
     """Show a tool to the model only when this turn's group may use it."""
     link = ctx.deps.host
     return tool_def if link is not None and tool_def.name in link.allowed else None
@@ -193,7 +193,7 @@ async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolD
 
 def host_tools() -> list[Tool[TurnDeps]]:
     """The sandbox tools and ``fetch`` (hidden in a turn whose group may not use them)."""
-    return [Tool(fn, takes_ctx=True, prepare=_offered)
+    return [Tool(fn, takes_ctx=True, prepare=offered)
             for fn in (run_command, read_file, write_file, list_files, fetch)]
 
 

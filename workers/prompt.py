@@ -125,6 +125,14 @@ def engaged_ids(messages: Sequence[Inbound], explicit: Collection[str] | None = 
     return found
 
 
+def anchor_of(messages: Sequence[Inbound], engaged: Collection[str] | None = None
+              ) -> Inbound:
+    """The message a reply answers: the last engaged one (``engaged_ids``), else the
+    last one."""
+    ids = engaged_ids(messages, engaged)
+    return next((m for m in reversed(messages) if m.message_id in ids), messages[-1])
+
+
 def truncate(text: str, limit: int, what: str) -> str:
     """``text`` cut to ``limit`` characters, with a note saying how much was left out."""
     if len(text) <= limit:

@@ -34,7 +34,13 @@ from workers.host_tools import deadline_after, host_link
 from workers.identity import memory_key, shared_profiles
 from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
 from workers.metering import REFLECTION, TURN, BudgetSpent, charging
-from workers.prompt import QUOTED_TRUST, content_trust, operator_edit_note, undelivered_note
+from workers.prompt import (
+    QUOTED_TRUST,
+    anchor_of,
+    content_trust,
+    operator_edit_note,
+    undelivered_note,
+)
 from workers.reflection import reflect_on_failure
 from workers.skills import turn_skills
 from workers.taskruns import replies_to
@@ -82,11 +88,7 @@ class Batch:
     @property
     def anchor(self) -> Inbound:
         """The message a reply answers: the last engaged one (else the last one)."""
-        engaged = set(self.engaged_ids)
-        for msg in reversed(self.messages):
-            if msg.message_id in engaged:
-                return msg
-        return self.messages[-1]
+        return anchor_of(self.messages, self.engaged_ids)
 
 
 def turn_id_for(group: str, dedupe_ids: Sequence[str]) -> str:

@@ -85,6 +85,15 @@ def from_f16(blob: bytes, dim: int) -> Vectors:
     return out
 
 
+def _grown(a: npt.NDArray[np.generic], size: int, fill: object) -> npt.NDArray[np.generic]:
+    """``a`` with room for ``size`` entries (doubled at least), new ones ``fill``."""
+    if size <= len(a):
+        return a
+    out = np.full(max(size, 2 * len(a)), fill, dtype=a.dtype)
+    out[: len(a)] = a
+    return out
+
+
 class DenseIndex(DenseQueries):
     """An :class:`~memory_store.index._catalog.IndexHook` holding the vectors of every record."""
 
@@ -220,10 +229,7 @@ class DenseIndex(DenseQueries):
             self._grow(slot + 1, self._m)
         if cstart + ccount > len(self._cowner):
             self._grow(len(self._rowid), cstart + ccount)
-        if rowid >= len(self._slot_of):
-            grown = np.full(max(rowid + 1, 2 * len(self._slot_of)), -1, dtype=np.int64)
-            grown[: len(self._slot_of)] = self._slot_of
-            self._slot_of = grown
+        self._slot_of = _grown(self._slot_of, rowid + 1, -1)  # type: ignore[assignment]
         self._n = max(self._n, slot + 1)
         self._m = max(self._m, cstart + ccount)
         self._rowid[slot] = rowid
@@ -238,20 +244,13 @@ class DenseIndex(DenseQueries):
         self._segments = None
 
     def _grow(self, slots: int, cslots: int) -> None:
-        def grow(a: npt.NDArray[np.generic], size: int, fill: object) -> npt.NDArray[np.generic]:
-            if size <= len(a):
-                return a
-            out = np.full(max(size, 2 * len(a)), fill, dtype=a.dtype)
-            out[: len(a)] = a
-            return out
-
-        self._rowid = grow(self._rowid, slots, -1)  # type: ignore[assignment]
-        self._created = grow(self._created, slots, 0.0)  # type: ignore[assignment]
-        self._trust = grow(self._trust, slots, 0.0)  # type: ignore[assignment]
-        self._valid_to = grow(self._valid_to, slots, _INF)  # type: ignore[assignment]
-        self._episode = grow(self._episode, slots, False)  # type: ignore[assignment]
-        self._bw = grow(self._bw, slots, 0.0)  # type: ignore[assignment]
-        self._cowner = grow(self._cowner, cslots, -1)  # type: ignore[assignment]
+        self._rowid = _grown(self._rowid, slots, -1)  # type: ignore[assignment]
+        self._created = _grown(self._created, slots, 0.0)  # type: ignore[assignment]
+        self._trust = _grown(self._trust, slots, 0.0)  # type: ignore[assignment]
+        self._valid_to = _grown(self._valid_to, slots, _INF)  # type: ignore[assignment]
+        self._episode = _grown(self._episode, slots, False)  # type: ignore[assignment]
+        self._bw = _grown(self._bw, slots, 0.0)  # type: ignore[assignment]
+        self._cowner = _grown(self._cowner, cslots, -1)  # type: ignore[assignment]
 
     def weights(self, chunks: bool, window: bool) -> tuple[float, float, float]:
         """(whole, window, best sentence) weights of the combined score."""
@@ -271,14 +270,13 @@ class DenseIndex(DenseQueries):
         assert self.mat is not None and self.cmat is not None
         log.info("rebuilding the int8 vector files of %s", self.index_dir)
         dim = self.embedder.dim
-        for rowid, slot, cstart, ccount, blob, wblob in conn.execute(
-                "SELECT v.rowid, v.slot, v.cstart, v.ccount, v.vec, w.vec FROM vecs v"
+        for slot, cstart, ccount, blob, wblob in conn.execute(
+                "SELECT v.slot, v.cstart, v.ccount, v.vec, w.vec FROM vecs v"
                 " LEFT JOIN wvecs w ON w.rowid = v.rowid"):
             block = from_f16(blob, dim)
             window = from_f16(wblob, dim)[0] if wblob else None
             self.mat.put(int(slot), self.combine(block[0], window, ccount > 0)[None, :])
             self.cmat.put(int(cstart), block[1:])
-            del rowid
         self.mat.flush()
         self.cmat.flush()
 

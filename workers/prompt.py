@@ -277,7 +277,7 @@ def _compact_prompt(
     if notes:
         parts.append(notes)
     context = [m for m in messages if m.message_id not in engaged]
-    lines = [_render_line(m, admins) for m in context]
+    lines = [_render_line(m, role_of(m, admins)) for m in context]
     omitted = 0
     while lines and sum(len(x) + 1 for x in lines) > limit:
         lines.pop(0)
@@ -285,7 +285,7 @@ def _compact_prompt(
     if lines:
         more = f" ({omitted} older ones left out)" if omitted else ""
         parts.append("Earlier messages in this chat, for context" + more + ":\n" + "\n".join(lines))
-    asked = [_render_ask(m) for m in messages if m.message_id in engaged]
+    asked = [_render_line(m) for m in messages if m.message_id in engaged]
     return Prompt(instructions="\n\n".join(parts), user="\n".join(asked))
 
 
@@ -357,22 +357,15 @@ def _indent(text: str) -> str:
     return "\n    ".join(text.splitlines()) if text else ""
 
 
-def _render_line(msg: Inbound, admins: Collection[str]) -> str:
+def _render_line(msg: Inbound, role: Role | None = None) -> str:
+    """``msg`` as plain ``Name (role): text`` lines for the tiny model; without a role
+    for what addressed it (a plain ``Name: question``)."""
     name = " ".join(msg.sender_name.split())
+    who = name if role is None else f"{name} ({role.value})"
     if msg.forwarded_from is not None:
-        lines = [f"{name} ({role_of(msg, admins).value}) {_forward_line(msg, name)}"]
+        head = f"{who} {_forward_line(msg, name)}"
     else:
-        lines = [f"{name} ({role_of(msg, admins).value}): {_indent(msg.text)}"]
-    lines.extend(_compact_extras(msg, name))
-    return "\n".join(lines)
-
-
-def _render_ask(msg: Inbound) -> str:
-    name = " ".join(msg.sender_name.split())
-    if msg.forwarded_from is not None:
-        head = f"{name} {_forward_line(msg, name)}"
-    else:
-        head = f"{name}: {_indent(msg.text)}"
+        head = f"{who}: {_indent(msg.text)}"
     return "\n".join([head, *_compact_extras(msg, name)])
 
 

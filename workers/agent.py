@@ -41,7 +41,7 @@ from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import ConfigError, ModelConfig, WorkerSettings
 from gateway.config.tasks import TasksConfig
-from memory_store import BaseMemory, Memory, MemoryRecord
+from memory_store import BaseMemory, CoreMemory, Memory, MemoryRecord
 from memory_store.files import Skill
 from workers.approval_runs import ApprovedRun, history
 from workers.budget import fit_memory
@@ -50,7 +50,7 @@ from workers.host_tools import TOOL_TRUST, HostLink, host_tools
 from workers.local_states import states_dir
 from workers.mcp_tools import mcp_toolset
 from workers.metering import BudgetSpent, MeteredModel
-from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
+from workers.prompt import NO_REPLY, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
 from workers.sendfile import file_tools
 from workers.skills import skill_tools, skills_block
@@ -77,7 +77,7 @@ class TurnRequest:
     group: str
     turn_id: str
     messages: Sequence[Inbound]
-    core: CoreTexts
+    core: CoreMemory
     memory: Memory
     now: datetime
     #: Ids of the messages that engaged the bot, when the router knows them; by default

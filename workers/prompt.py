@@ -17,13 +17,12 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Protocol
 from xml.sax.saxutils import escape
 
 from channels.models import Inbound
 from gateway.queue.approvals import APPROVAL_SENDER_PREFIX
 from gateway.queue.tasks import TASK_SENDER_PREFIX
-from memory_store import MemoryRecord
+from memory_store import CoreMemory, MemoryRecord
 from memory_store.files import CLAUDE_MD, USER_PROFILE_MD, CoreEdit
 from workers.media import describe
 
@@ -53,19 +52,6 @@ ROLE_TRUST: dict[Role, float] = {
 }
 #: Roles whose messages are requests to act on; everyone else's words are data.
 TRUSTED_ROLES = frozenset({Role.OPERATOR, Role.OWNER, Role.ADMIN})
-
-
-class CoreTexts(Protocol):
-    """The core memory a turn always sees (``memory_store.CoreMemory`` satisfies it)."""
-
-    @property
-    def global_md(self) -> str: ...
-
-    @property
-    def group_md(self) -> str: ...
-
-    @property
-    def profile_md(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -204,7 +190,7 @@ def build_prompt(
     *,
     group: str,
     messages: Sequence[Inbound],
-    core: CoreTexts,
+    core: CoreMemory,
     results: Iterable[MemoryRecord],
     now: datetime,
     admins: Collection[str] = (),

@@ -115,7 +115,6 @@ MAX_RESCHEDULES = 120
 SLOW_DELAY = 300
 #: lifetime of the ``redact:{g}`` key the lock renews while the job runs, seconds
 LEASE_TTL = 3600
-DEFAULT_RETRIES = 2
 #: never given up; the lock's key (``redact:{g}``) is dropped even after a failure (RQ's
 #: Retry runs the job again; the gateway enqueues a new one for each request anyway)
 REDACTION = JobSpec(REDACT_JOB, "redaction", Keys.redacting, LEASE_TTL,

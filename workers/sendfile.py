@@ -21,10 +21,10 @@ from pydantic_ai import RunContext, Tool
 
 from channels.models import Outbound
 from gateway.queue import events
-from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool
+from gateway.queue.toolcalls import ToolResult
 from memory_store import GroupDirectory
 from memory_store.files import outboxfiles
-from workers.host_tools import TOOL_TRUST, HostLink, offered, render_tool_output
+from workers.host_tools import HostLink, call_host, offered, render_tool_output
 from workers.prompt import anchor_of
 from workers.tools import TurnDeps
 
@@ -69,11 +69,7 @@ async def send_file(ctx: RunContext[TurnDeps], path: str, caption: str = "") -> 
     if link is None or TOOL not in link.allowed:
         return f"Refused: {TOOL} is not available in this chat."
     args = {"path": path, "caption": caption}
-    call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
-                    tool=TOOL, args=args, deadline=link.deadline,
-                    ordinal=link.ordinal(TOOL, args))
-    result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
-    deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    result = await call_host(deps, link, TOOL, args)
     if not result.ok:
         return render_tool_output(TOOL, source, False, result.output, result.error)
     try:

@@ -9,13 +9,10 @@ so a lost job cannot block the group for longer than ``PENDING_TTL``), ``after_e
 enqueues ``consolidate_group`` on the background queue (``gateway.queue.background_queue``:
 turn workers take it when no turn waits).
 
-The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``; its lock,
-yield and reschedule are the skeleton of ``workers/groupjob.py``) takes the SAME group
-lock as the drain job, so it never runs while a turn of that group does. If
-the lock is busy, or a drain for the group is queued or messages wait (turns come first),
-it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later (RQ's scheduler,
-which the workers run) and returns. A message arriving during a consolidation waits for
-it (the drain job waits up to 5 s for the lock, then the sweeper re-enqueues it).
+The job (``consolidate_group``) runs on the skeleton of ``workers/groupjob.py``: under
+the group lock, never during a turn, rescheduled ``RESCHEDULE_DELAY`` seconds later while
+the group is busy. A message arriving during a consolidation waits for it (the drain
+job waits up to 5 s for the lock, then the sweeper re-enqueues it).
 Consolidation is idempotent (``memory_store.maintenance._consolidate``), so a duplicate job is
 harmless, only wasted work.
 """

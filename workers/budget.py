@@ -22,7 +22,7 @@ from typing import Any
 
 from memory_store import CoreMemory, MemoryRecord
 from memory_store.index import VOCAB_PATH
-from workers.prompt import render_record
+from workers.prompt import cut_at_line, render_record
 
 #: Each core file may take at most this share of the memory budget.
 CORE_SHARE = 0.25
@@ -56,11 +56,7 @@ def cut_to_tokens(text: str, limit: int, what: str) -> tuple[str, int]:
         return text, total
     keep = max(limit - _NOTE_TOKENS, 0)
     end = enc.offsets[keep - 1][1] if keep else 0
-    cut = text[:end]
-    # Prefer a line end so a half line does not read as a complete fact.
-    nl = cut.rfind("\n")
-    if nl > end // 2:
-        cut = cut[:nl]
+    cut = cut_at_line(text, end)
     shown = count_tokens(cut)
     out = f"{cut}\n[cut to fit the prompt budget: {total - shown} more tokens of {what} not shown]"
     return out, count_tokens(out)

@@ -119,15 +119,19 @@ def anchor_of(messages: Sequence[Inbound], engaged: Collection[str] | None = Non
     return next((m for m in reversed(messages) if m.message_id in ids), messages[-1])
 
 
+def cut_at_line(text: str, end: int) -> str:
+    """``text[:end]``, back to its last line end when that is in the second half, so a
+    half line does not read as a complete fact."""
+    cut = text[:end]
+    nl = cut.rfind("\n")
+    return cut[:nl] if nl > end // 2 else cut
+
+
 def truncate(text: str, limit: int, what: str) -> str:
     """``text`` cut to ``limit`` characters, with a note saying how much was left out."""
     if len(text) <= limit:
         return text
-    cut = text[:limit]
-    # Prefer cutting at a line end so a half line does not read as a complete fact.
-    nl = cut.rfind("\n")
-    if nl > limit // 2:
-        cut = cut[:nl]
+    cut = cut_at_line(text, limit)
     return f"{cut}\n[truncated: {len(text) - len(cut)} more characters of {what} not shown]"
 
 

@@ -97,7 +97,8 @@ def extraction_entry(settings: WorkerSettings, batch: Batch) -> str | None:
             _told.add(why)
             log.info("fact extraction skipped: %s", why)
         return None
-    return json.dumps({"turn_id": batch.turn_id, "entries": batch.raw})
+    revision = {"revision": batch.revision} if batch.revision else {}
+    return json.dumps({"turn_id": batch.turn_id, "entries": batch.raw, **revision})
 
 
 def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str, Any]
@@ -121,11 +122,8 @@ def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str
                     group, err)
         return None
     raw = f"1 {encode_entry(msg.model_dump_json(), False)}"
-    batch = parse_batch(group, [raw], revision=str(change.get("event_id", "")))
-    entry = extraction_entry(settings, batch)
-    if entry is None:
-        return None
-    return json.dumps({**json.loads(entry), "revision": batch.revision})
+    return extraction_entry(settings, parse_batch(group, [raw],
+                                                  revision=str(change.get("event_id", ""))))
 
 
 def schedule_extraction(

@@ -125,7 +125,7 @@ REDACTION = JobSpec(REDACT_JOB, "redaction", Keys.redacting, LEASE_TTL,
 def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for raw in client.lrange(key, 0, -1):  # type: ignore[union-attr]
-        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        text = as_str(raw)
         try:
             rec = json.loads(text)
         except ValueError:

@@ -17,7 +17,7 @@ import hashlib
 import importlib
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -297,8 +297,7 @@ def _import_model(path: str) -> Model:
     if isinstance(obj, Model):
         return obj
     if callable(obj):
-        factory: Callable[[], Any] = obj
-        made = factory()
+        made = obj()
         if isinstance(made, Model):
             return made
         raise ConfigError(

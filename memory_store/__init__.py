@@ -23,19 +23,14 @@ if TYPE_CHECKING:
     from memory_store._errors import InvalidGroupKey as InvalidGroupKey
     from memory_store._errors import InvalidMemoryId as InvalidMemoryId
     from memory_store._errors import MemoryNotFound as MemoryNotFound
-    from memory_store._factory import BACKENDS as BACKENDS
-    from memory_store._factory import open_group as open_group
     from memory_store._factory import open_memory as open_memory
     from memory_store._protocol import Memory as Memory
     from memory_store._protocol import MemoryRecord as MemoryRecord
-    from memory_store.backends.file import FileMemory as FileMemory
     from memory_store.files._group import CoreMemory as CoreMemory
     from memory_store.files._group import GroupDirectory as GroupDirectory
-    from memory_store.files._paths import global_dir as global_dir
     from memory_store.files._paths import group_dir as group_dir
     from memory_store.files._paths import is_person_key as is_person_key
     from memory_store.files._paths import person_key as person_key
-    from memory_store.index._watch import Inotify as Inotify
     from memory_store.index._watch import make_inotify as make_inotify
 else:
     __getattr__ = lazy_exports(__name__)

@@ -118,14 +118,12 @@ class BaseMemory:
     async def consolidate(self) -> int:
         from memory_store.maintenance._consolidate import consolidate
 
-        changed: int = await asyncio.to_thread(consolidate, self)
-        return changed
+        return await asyncio.to_thread(consolidate, self)
 
     async def reflect(self, context: dict[str, Any]) -> str | None:
         from memory_store.maintenance._reflect import reflect
 
-        lesson: str | None = await reflect(self, context)
-        return lesson
+        return await reflect(self, context)
 
     # -- synchronous implementations -------------------------------------------------
 

@@ -23,7 +23,6 @@ from memory_store._errors import InvalidGroupKey, InvalidMemoryId, MemoryNotFoun
 
 if TYPE_CHECKING:
     from rich.console import Console
-    from rich.progress import Progress
 
     from memory_store._base import BaseMemory
 
@@ -102,7 +101,9 @@ def _first_line(text: str, width: int = 70) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def _bar(label: str) -> Progress:
+@contextlib.contextmanager
+def _bar(label: str) -> Iterator[Callable[[int, int], None]]:
+    """A progress bar for ``label``, as the ``(done, total)`` callback that moves it."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -111,8 +112,10 @@ def _bar(label: str) -> Progress:
         TimeElapsedColumn,
     )
 
-    return Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=_console(), transient=False)
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=_console(), transient=False) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
@@ -188,12 +191,8 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
     def reindex(group: GroupArg, data_dir: DataOpt = None, config: ConfigOpt = None,
                 backend: BackendOpt = None) -> None:
         """Rebuild the group's .index/ from its files."""
-        with _opened(resolve, group, data_dir, config, backend) as mem, _bar("reindex") as bar:
-            task = bar.add_task("reindex", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with _opened(resolve, group, data_dir, config, backend) as mem, \
+                _bar("reindex") as progress:
             count = mem.reindex(progress)
             mem.flush()  # vectors too, not left to a background thread about to stop
         _console().print(f"indexed {count} memories ({mem.backend})")
@@ -206,12 +205,7 @@ def build_memory_app(resolve: Resolver | None = None) -> typer.Typer:
         from memory_store.maintenance._consolidate import consolidate as run
 
         with _opened(resolve, group, data_dir, config, backend) as mem, \
-                _bar("consolidate") as bar:
-            task = bar.add_task("consolidate", total=None)
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+                _bar("consolidate") as progress:
             changed = run(mem, progress)
         _console().print(f"{changed} records changed")
 

@@ -33,11 +33,9 @@ def open_group(gd: GroupDirectory, backend: str = "file", **options: Any) -> Bas
     if backend == "vector":
         from memory_store.backends.vector import VectorMemory
 
-        vector: BaseMemory = VectorMemory(gd, **options)
-        return vector
+        return VectorMemory(gd, **options)
     if backend == "hybrid":
         from memory_store.backends.hybrid import HybridMemory
 
-        hybrid: BaseMemory = HybridMemory(gd, **options)
-        return hybrid
+        return HybridMemory(gd, **options)
     raise ValueError(f"unknown memory backend {backend!r}; use one of {', '.join(BACKENDS)}")

@@ -11,7 +11,6 @@ import atexit
 import enum
 import os
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -64,21 +63,69 @@ def work(
         "--no-preload", help="do not build the agent before taking jobs")] = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = "INFO",
 ) -> None:
-    raise typer.Exit(run(WorkerArgs(config, redis_url, queue or [], worker_class.value,
-                                    burst, name, no_scheduler, no_preload, log_level)))
+    setup_logging(log_level)  # no message text from the libraries (httpx...)
+    if config is not None:
+        # the job reads the config from the environment, in this process or a forked child
+        os.environ[CONFIG_ENV] = str(config.resolve())
+    try:
+        settings = load_worker_settings()
+    except ConfigError as err:
+        print(err.render(), file=sys.stderr)
+        raise typer.Exit(WorkerExit.CONFIG) from None
+    try:
+        url = resolve_redis_url(redis_url, settings)
+    except ConfigError as err:  # no URL file: the embedded server is not running (yet)
+        print(err.render(), file=sys.stderr)
+        raise typer.Exit(WorkerExit.REDIS) from None
+    os.environ[REDIS_URL_ENV] = url
+    import workers.drain
+    import workers.maintenance  # noqa: F401
 
+    if not no_preload:
+        from workers.agent import build_agent
+        from workers.local_model import LocalModelUnavailable
 
-@dataclass(frozen=True)
-class WorkerArgs:
-    config: Path | None
-    redis_url: str | None
-    queues: list[str]
-    worker_class: str
-    burst: bool
-    name: str | None
-    no_scheduler: bool
-    no_preload: bool
-    log_level: str
+        try:
+            build_agent(settings)
+        except LocalModelUnavailable as err:
+            print(err.render(), file=sys.stderr)
+            raise typer.Exit(WorkerExit.MODEL) from None
+        except ConfigError as err:
+            print(err.render(), file=sys.stderr)
+            raise typer.Exit(WorkerExit.CONFIG) from None
+    conn = redis.Redis.from_url(url)
+    try:
+        conn.ping()
+    except (redis.RedisError, OSError) as err:
+        print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
+        raise typer.Exit(WorkerExit.REDIS) from None
+    try:
+        check_redis_schema(conn, Keys())
+    except RedisSchemaTooNew as err:  # a newer release's data: stop, never misread it
+        print(f"error: {err}", file=sys.stderr)
+        raise typer.Exit(WorkerExit.CONFIG) from None
+    # the jobs' context: built once here, used by every job this process runs (a forked
+    # child of the "fork" class builds its own from these settings)
+    ctx = WorkerContext(settings, conn)
+    install(ctx)
+    atexit.register(ctx.close)  # open memories (and their watchers) closed on the way out
+    names = queue or worker_queues(DEFAULT_QUEUE)
+    queues = [job_queue(conn, n) for n in names]
+    cls = SimpleWorker if worker_class is WorkerClass.simple else Worker
+    # RQ's scheduler (and a work horse) is forked from here: it must not outlive us; and
+    # one that died so with a killed worker before us must not keep scheduling blocked
+    die_with_parent()
+    if not no_scheduler:
+        release_dead_schedulers(conn, names)
+    worker = cls(queues, connection=conn, serializer="json", name=name)
+    try:
+        worker.work(burst=burst, with_scheduler=not no_scheduler,
+                    logging_level=log_level.upper())
+    except (redis.ConnectionError, redis.TimeoutError) as err:
+        # Redis went away under us (the embedded server restarting): say so, so the
+        # supervisor does not read it as a crash of the worker itself
+        print(f"error: lost Redis: {err}", file=sys.stderr)
+        raise typer.Exit(WorkerExit.REDIS) from None
 
 
 def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
@@ -98,73 +145,6 @@ def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
             "start `pynanoclaw gateway` first, or set [redis] url / --redis-url",
             settings.source)
     return url
-
-
-def run(args: WorkerArgs) -> int:
-    setup_logging(args.log_level)  # no message text from the libraries (httpx...)
-    if args.config is not None:
-        # the job reads the config from the environment, in this process or a forked child
-        os.environ[CONFIG_ENV] = str(args.config.resolve())
-    try:
-        settings = load_worker_settings()
-    except ConfigError as err:
-        print(err.render(), file=sys.stderr)
-        return WorkerExit.CONFIG
-    try:
-        url = resolve_redis_url(args.redis_url, settings)
-    except ConfigError as err:  # no URL file: the embedded server is not running (yet)
-        print(err.render(), file=sys.stderr)
-        return WorkerExit.REDIS
-    os.environ[REDIS_URL_ENV] = url
-    import workers.drain
-    import workers.maintenance  # noqa: F401
-
-    if not args.no_preload:
-        from workers.agent import build_agent
-        from workers.local_model import LocalModelUnavailable
-
-        try:
-            build_agent(settings)
-        except LocalModelUnavailable as err:
-            print(err.render(), file=sys.stderr)
-            return WorkerExit.MODEL
-        except ConfigError as err:
-            print(err.render(), file=sys.stderr)
-            return WorkerExit.CONFIG
-    conn = redis.Redis.from_url(url)
-    try:
-        conn.ping()
-    except (redis.RedisError, OSError) as err:
-        print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
-        return WorkerExit.REDIS
-    try:
-        check_redis_schema(conn, Keys())
-    except RedisSchemaTooNew as err:  # a newer release's data: stop, never misread it
-        print(f"error: {err}", file=sys.stderr)
-        return WorkerExit.CONFIG
-    # the jobs' context: built once here, used by every job this process runs (a forked
-    # child of the "fork" class builds its own from these settings)
-    ctx = WorkerContext(settings, conn)
-    install(ctx)
-    atexit.register(ctx.close)  # open memories (and their watchers) closed on the way out
-    names = args.queues or worker_queues(DEFAULT_QUEUE)
-    queues = [job_queue(conn, n) for n in names]
-    cls = SimpleWorker if args.worker_class == "simple" else Worker
-    # RQ's scheduler (and a work horse) is forked from here: it must not outlive us; and
-    # one that died so with a killed worker before us must not keep scheduling blocked
-    die_with_parent()
-    if not args.no_scheduler:
-        release_dead_schedulers(conn, names)
-    worker = cls(queues, connection=conn, serializer="json", name=args.name)
-    try:
-        worker.work(burst=args.burst, with_scheduler=not args.no_scheduler,
-                    logging_level=args.log_level.upper())
-    except (redis.ConnectionError, redis.TimeoutError) as err:
-        # Redis went away under us (the embedded server restarting): say so, so the
-        # supervisor does not read it as a crash of the worker itself
-        print(f"error: lost Redis: {err}", file=sys.stderr)
-        return WorkerExit.REDIS
-    return 0
 
 
 if __name__ == "__main__":

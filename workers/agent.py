@@ -17,8 +17,8 @@ import hashlib
 import importlib
 import logging
 import threading
-from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ from channels.models import Inbound
 from channels.redact import redact
 from gateway.config import ConfigError, ModelConfig, WorkerSettings
 from gateway.config.tasks import TasksConfig
-from memory_store import BaseMemory, Memory, MemoryRecord
+from memory_store import BaseMemory, CoreMemory, Memory, MemoryRecord
 from memory_store.files import Skill
 from workers.approval_runs import ApprovedRun, history
 from workers.budget import fit_memory
@@ -50,7 +50,7 @@ from workers.host_tools import TOOL_TRUST, HostLink, host_tools
 from workers.local_states import states_dir
 from workers.mcp_tools import mcp_toolset
 from workers.metering import BudgetSpent, MeteredModel
-from workers.prompt import NO_REPLY, CoreTexts, build_prompt, engaged_ids
+from workers.prompt import NO_REPLY, build_prompt, engaged_ids
 from workers.retrieval import recall, turn_query
 from workers.sendfile import file_tools
 from workers.skills import skill_tools, skills_block
@@ -77,7 +77,7 @@ class TurnRequest:
     group: str
     turn_id: str
     messages: Sequence[Inbound]
-    core: CoreTexts
+    core: CoreMemory
     memory: Memory
     now: datetime
     #: Ids of the messages that engaged the bot, when the router knows them; by default
@@ -105,11 +105,8 @@ class TurnReply:
     text: str | None
     #: Ids of memory records written by this turn (stable across a retried turn).
     written: tuple[str, ...] = ()
-    #: The message the reply answers (the last engaged one), for threading the reply.
-    reply_to_id: str | None = None
     model: str = ""
     requests: int = 0
-    memory_hits: tuple[str, ...] = field(default=())
     #: Lowest trust of the memory the model was shown (1.0: none). The reply may repeat
     #: any of it, so the episode that records the reply is stored at no more than this.
     read_trust: float = 1.0
@@ -235,14 +232,11 @@ class TurnAgent:
         text = result.output.strip()
         if not text or text == NO_REPLY or text.startswith(NO_REPLY + "\n"):
             text = ""
-        last_engaged = [m.message_id for m in req.messages if m.message_id in engaged]
         return TurnReply(
             text=text or None,
             written=tuple(deps.written),
-            reply_to_id=last_engaged[-1] if last_engaged else None,
             model=self.model.model_name,
             requests=result.usage.requests,
-            memory_hits=tuple(r.id for r in results),
             read_trust=deps.read_trust,
         )
 
@@ -303,8 +297,7 @@ def _import_model(path: str) -> Model:
     if isinstance(obj, Model):
         return obj
     if callable(obj):
-        factory: Callable[[], Any] = obj
-        made = factory()
+        made = obj()
         if isinstance(made, Model):
             return made
         raise ConfigError(

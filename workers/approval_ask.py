@@ -17,16 +17,7 @@ import redis
 from channels.models import Inbound
 from gateway.queue import Keys
 from gateway.queue.approvals import Approval, ApprovalStore, approval_id
-from workers.prompt import engaged_ids
-
-
-def _asker(messages: Sequence[Inbound]) -> Inbound:
-    """The message the turn answers (the last engaged one): its sender asked."""
-    engaged = engaged_ids(messages)
-    for msg in reversed(messages):
-        if msg.message_id in engaged:
-            return msg
-    return messages[-1]
+from workers.prompt import anchor_of
 
 
 def notice(a: Approval) -> str:
@@ -41,7 +32,7 @@ def request_approval(client: redis.Redis, keys: Keys, *, group: str, turn_id: st
                      messages: Sequence[Inbound], tool: str, args: dict[str, Any],
                      timeout: float) -> Approval:
     """Record the call as pending (once per turn and call: a retried turn finds it)."""
-    asker = _asker(messages)
+    asker = anchor_of(messages)  # the message the turn answers: its sender asked
     now = time.time()
     return ApprovalStore(client, keys).request(Approval(
         id=approval_id(group, turn_id, tool, args), group=group, tool=tool, args=args,

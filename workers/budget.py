@@ -20,9 +20,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memory_store import MemoryRecord
+from memory_store import CoreMemory, MemoryRecord
 from memory_store.index import VOCAB_PATH
-from workers.prompt import CoreTexts, render_record
+from workers.prompt import cut_at_line, render_record
 
 #: Each core file may take at most this share of the memory budget.
 CORE_SHARE = 0.25
@@ -56,30 +56,18 @@ def cut_to_tokens(text: str, limit: int, what: str) -> tuple[str, int]:
         return text, total
     keep = max(limit - _NOTE_TOKENS, 0)
     end = enc.offsets[keep - 1][1] if keep else 0
-    cut = text[:end]
-    # Prefer a line end so a half line does not read as a complete fact.
-    nl = cut.rfind("\n")
-    if nl > end // 2:
-        cut = cut[:nl]
+    cut = cut_at_line(text, end)
     shown = count_tokens(cut)
     out = f"{cut}\n[cut to fit the prompt budget: {total - shown} more tokens of {what} not shown]"
     return out, count_tokens(out)
 
 
 @dataclass(frozen=True)
-class BudgetedCore:
-    """Core texts cut to their shares (satisfies ``workers.prompt.CoreTexts``)."""
-
-    global_md: str
-    group_md: str
-    profile_md: str
-
-
-@dataclass(frozen=True)
 class MemoryContext:
     """What of memory goes into one prompt."""
 
-    core: BudgetedCore
+    #: the core texts, cut to their shares
+    core: CoreMemory
     records: list[MemoryRecord]
     #: Records that did not fit the budget (duplicates are not counted).
     omitted: int
@@ -93,7 +81,7 @@ def _key(rec: MemoryRecord) -> str:
 
 
 def fit_memory(
-    core: CoreTexts,
+    core: CoreMemory,
     results: Sequence[MemoryRecord],
     budget: int,
     *,
@@ -125,4 +113,4 @@ def fit_memory(
             continue
         kept.append(rec)
         used += n
-    return MemoryContext(BudgetedCore(*texts), kept, omitted, used, budget)
+    return MemoryContext(CoreMemory(*texts), kept, omitted, used, budget)

@@ -125,14 +125,14 @@ async def update_core(
     named = about is not None and fact.casefold().startswith(about.casefold())
     text = f"{about}: {fact}" if file == "profile" and about and not named else fact
     try:
-        change = await asyncio.to_thread(
+        added = await asyncio.to_thread(
             add_agent_entry, deps.group_dir, FILES[file], text, source=att.source, trust=att.trust,
             actor=f"agent:{deps.turn_id}", turn_id=deps.turn_id, today=deps.now.date())
     except (CoreSectionError, ValueError) as exc:
         return f"Not kept in core memory: {exc}."
     log.info("turn %s: core %s %s (trust %.2f)", deps.turn_id, FILES[file],
-             "added" if change.added else "unchanged", att.trust)
-    return f"Kept in {FILES[file]}." if change.added else f"Already in {FILES[file]}."
+             "added" if added else "unchanged", att.trust)
+    return f"Kept in {FILES[file]}." if added else f"Already in {FILES[file]}."
 
 
 def core_tools() -> list[Tool[TurnDeps]]:

@@ -32,7 +32,7 @@ from memory_store import is_person_key
 from workers.context import WorkerContext, current
 from workers.extraction import extraction_entry, schedule_extraction
 from workers.lock import GroupLock, LockLost, PersonBusy
-from workers.maintenance import after_episodes, consolidation_due
+from workers.maintenance import after_episodes
 from workers.taskruns import note_runs
 from workers.turn import TurnRunner, parse_batch
 
@@ -115,17 +115,13 @@ def drain_group(
                 if extract is not None:  # after publishing: never on the reply's path
                     schedule_extraction(ctx.redis, group, ctx.settings, queue=queue,
                                         prefix=prefix, lock_ttl=lock_ttl)
-                person = runner.opened if runner.opened and is_person_key(runner.opened) \
-                    else None
-                if written and person is not None:
-                    # the episode went to a linked person's memory, shared by their DMs:
-                    # count it there, and consolidate that (under its directory's lock)
-                    count = int(ctx.redis.incr(keys.episodes(person)))  # type: ignore[arg-type]
-                    after_episodes(ctx.redis, person, ctx.settings, count, queue=queue,
-                                   prefix=prefix, lock_ttl=lock_ttl)
-                elif written and consolidation_due(episodes,
-                                                   ctx.settings.memory.consolidate_every):
-                    after_episodes(ctx.redis, group, ctx.settings, episodes, queue=queue,
+                memory = runner.opened or group
+                if written:
+                    if is_person_key(memory):
+                        # the episode went to a linked person's memory, shared by their
+                        # DMs: count it there, and consolidate that (under its lock)
+                        episodes = int(ctx.redis.incr(keys.episodes(memory)))  # type: ignore[arg-type]
+                    after_episodes(ctx.redis, memory, ctx.settings, episodes, queue=queue,
                                    prefix=prefix, lock_ttl=lock_ttl)
                 if more == 0:
                     lock.held = False

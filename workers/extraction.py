@@ -65,9 +65,8 @@ from workers.facts import (
     find_known,
     render_request,
 )
-from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec, enqueue_once
+from workers.groupjob import GiveUp, GroupJob, JobSpec, enqueue_once
 from workers.identity import memory_key
-from workers.lock import person_lock
 from workers.maintenance import MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
 from workers.metering import FACTS, BudgetSpent, charging
 from workers.reflection import correction_lessons
@@ -98,7 +97,8 @@ def extraction_entry(settings: WorkerSettings, batch: Batch) -> str | None:
             _told.add(why)
             log.info("fact extraction skipped: %s", why)
         return None
-    return json.dumps({"turn_id": batch.turn_id, "entries": batch.raw})
+    revision = {"revision": batch.revision} if batch.revision else {}
+    return json.dumps({"turn_id": batch.turn_id, "entries": batch.raw, **revision})
 
 
 def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str, Any]
@@ -122,11 +122,8 @@ def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str
                     group, err)
         return None
     raw = f"1 {encode_entry(msg.model_dump_json(), False)}"
-    batch = parse_batch(group, [raw], revision=str(change.get("event_id", "")))
-    entry = extraction_entry(settings, batch)
-    if entry is None:
-        return None
-    return json.dumps({**json.loads(entry), "revision": batch.revision})
+    return extraction_entry(settings, parse_batch(group, [raw],
+                                                  revision=str(change.get("event_id", ""))))
 
 
 def schedule_extraction(
@@ -141,20 +138,13 @@ def schedule_extraction(
 ) -> str | None:
     """Enqueue the extraction job of ``group`` unless one is pending; returns its id, or
     None. Never raises: a scheduling problem must not stop the group's turns."""
-    timeout = settings.worker.job_timeout
     try:
-        return enqueue_once(client, EXTRACTION, group,
-                            _job_kwargs(queue, prefix, lock_ttl, timeout, retries),
-                            queue=queue, prefix=prefix, timeout=timeout, retries=retries)
+        return enqueue_once(client, EXTRACTION, group, queue=queue, prefix=prefix,
+                            lock_ttl=lock_ttl, timeout=settings.worker.job_timeout,
+                            retries=retries)
     except Exception as exc:
         log.warning("could not schedule fact extraction of %s: %r", group, exc)
         return None
-
-
-def _job_kwargs(queue: str, prefix: str, lock_ttl: float, job_timeout: int, retries: int
-                ) -> dict[str, Any]:
-    return {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-            "job_timeout": job_timeout, "retries": retries, "reschedules": 0}
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -323,17 +313,11 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
         for raw, batch, result, known in ready:
             run.lock.check()
             # a linked person's facts go to the directory all their DMs use: under
-            # the person's lock too, taken after the group's (workers/lock.py)
+            # the person's lock too
             memory = memory_key(identities, group, batch.messages)
-            person = person_lock(client, keys, memory, ttl=run.kwargs["lock_ttl"])
-            if person is not None and not person.acquire(timeout=LOCK_WAIT):
-                raise Busy(memory)  # what was asked is stored; a turn comes first
-            try:
+            with run.person(memory):
                 ids = apply_facts(ctx.group_memory(memory)[1], batch, result, known,
                                   settings, datetime.now(UTC))
-            finally:
-                if person is not None:
-                    person.release()
             written += len(ids)
             _finish(client, keys.extraction(batch.turn_id), "1", keys.extractions(group), raw)
             log.info("extraction of %s in %s: %d facts", batch.turn_id, group, len(ids))

@@ -30,9 +30,10 @@ runs after it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -41,7 +42,7 @@ import redis
 
 from gateway.queue import DEFAULT_QUEUE, Keys, enqueue_group_job, job_queue
 from workers.context import WorkerContext, current
-from workers.lock import GroupLock
+from workers.lock import GroupLock, person_lock
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +85,8 @@ class JobSpec:
     keep_on_error: bool = True
 
 
-def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, kwargs: dict[str, Any], *,
-                 queue: str, prefix: str, timeout: int, retries: int) -> str | None:
+def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, *, queue: str, prefix: str,
+                 lock_ttl: float, timeout: int, retries: int) -> str | None:
     """Enqueue ``spec``'s job for ``group`` unless its lease key says one is pending (SET
     NX for ``spec.lease_ttl``); returns the job id, or None. An enqueue that fails drops
     the key again, so the next turn may try."""
@@ -93,6 +94,8 @@ def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, kwargs: dict[st
     job_id = uuid.uuid4().hex
     if not client.set(key, job_id, nx=True, ex=spec.lease_ttl):
         return None
+    kwargs = {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl, "job_timeout": timeout,
+              "retries": retries}
     try:
         enqueue_group_job(job_queue(client, queue), spec.path, group, kwargs,
                           timeout=timeout, retries=retries, job_id=job_id)
@@ -135,6 +138,20 @@ class GroupJob:
 
     def busy(self) -> bool:
         return turns_waiting(self.client, self.keys, self.group)
+
+    @contextlib.contextmanager
+    def person(self, memory: str) -> Iterator[None]:
+        """Hold the lock of ``memory`` when it is a linked person's directory (taken after
+        the group's, as a turn takes them; ``workers/lock.py``). Raises ``Busy`` when it
+        stays taken: what the job did so far is kept, a turn comes first."""
+        lock = person_lock(self.client, self.keys, memory, ttl=self.kwargs["lock_ttl"])
+        if lock is None:
+            yield
+            return
+        if not lock.acquire(timeout=LOCK_WAIT):
+            raise Busy(lock.lock_key)
+        with lock:
+            yield
 
     def summary(self, end: str, **extra: Any) -> dict[str, Any]:
         return {"group": self.group, "end": end, **extra}

@@ -31,7 +31,7 @@ from gateway.config import Settings
 from gateway.config.tools import SANDBOX_TOOLS
 from gateway.queue import Keys
 from gateway.queue.approvals import canonical_args
-from gateway.queue.toolcalls import ToolCall, call_tool, host_status
+from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool, host_status
 from workers.approval_ask import notice, request_approval, waiting_text
 from workers.mcp_offers import McpOffer, mcp_offers
 from workers.prompt import QUOTED_TRUST, attr_value
@@ -119,6 +119,18 @@ async def ask_approval(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any
     return waiting_text(pending)
 
 
+async def call_host(deps: TurnDeps, link: HostLink, tool: str, args: dict[str, Any]
+                    ) -> ToolResult:
+    """This attempt's call of ``tool(args)``, through the tool host (blocking a thread);
+    the turn has read its output, at tool trust."""
+    call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
+                    tool=tool, args=args, deadline=link.deadline,
+                    ordinal=link.ordinal(tool, args))
+    result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
+    deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    return result
+
+
 async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
                 source: str) -> str:
     deps = ctx.deps
@@ -127,11 +139,7 @@ async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
         return f"Refused: {tool} is not available in this chat."
     if tool in link.approve:
         return await ask_approval(ctx, tool, args)
-    call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
-                    tool=tool, args=args, deadline=link.deadline,
-                    ordinal=link.ordinal(tool, args))
-    result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
-    deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    result = await call_host(deps, link, tool, args)
     deps.low_reads.append((f"{result.output}\n{result.error}", TOOL_TRUST))
     return render_tool_output(tool, source, result.ok, result.output, result.error)
 
@@ -185,7 +193,7 @@ async def fetch(ctx: RunContext[TurnDeps], url: str) -> str:
     return await _call(ctx, "fetch", {"url": url}, f"fetch: {url}")
 
 
-async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
+async def offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
     """Show a tool to the model only when this turn's group may use it."""
     link = ctx.deps.host
     return tool_def if link is not None and tool_def.name in link.allowed else None
@@ -193,7 +201,7 @@ async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolD
 
 def host_tools() -> list[Tool[TurnDeps]]:
     """The sandbox tools and ``fetch`` (hidden in a turn whose group may not use them)."""
-    return [Tool(fn, takes_ctx=True, prepare=_offered)
+    return [Tool(fn, takes_ctx=True, prepare=offered)
             for fn in (run_command, read_file, write_file, list_files, fetch)]
 
 

@@ -9,13 +9,10 @@ so a lost job cannot block the group for longer than ``PENDING_TTL``), ``after_e
 enqueues ``consolidate_group`` on the background queue (``gateway.queue.background_queue``:
 turn workers take it when no turn waits).
 
-The job (``consolidate_group``; JSON serializer, explicit timeout, ``Retry``; its lock,
-yield and reschedule are the skeleton of ``workers/groupjob.py``) takes the SAME group
-lock as the drain job, so it never runs while a turn of that group does. If
-the lock is busy, or a drain for the group is queued or messages wait (turns come first),
-it does not wait: it schedules itself ``RESCHEDULE_DELAY`` seconds later (RQ's scheduler,
-which the workers run) and returns. A message arriving during a consolidation waits for
-it (the drain job waits up to 5 s for the lock, then the sweeper re-enqueues it).
+The job (``consolidate_group``) runs on the skeleton of ``workers/groupjob.py``: under
+the group lock, never during a turn, rescheduled ``RESCHEDULE_DELAY`` seconds later while
+the group is busy. A message arriving during a consolidation waits for it (the drain
+job waits up to 5 s for the lock, then the sweeper re-enqueues it).
 Consolidation is idempotent (``memory_store.maintenance._consolidate``), so a duplicate job is
 harmless, only wasted work.
 """
@@ -34,9 +31,7 @@ from gateway.queue import (
     Keys,
 )
 from memory_store.maintenance import consolidate
-from workers.groupjob import LOCK_WAIT as LOCK_WAIT  # where extraction found it
 from workers.groupjob import GiveUp, GroupJob, JobSpec, enqueue_once
-from workers.groupjob import turns_waiting as turns_waiting  # where extraction found it
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +45,6 @@ MAX_RESCHEDULES = 40
 DEFAULT_RETRIES = 2
 CONSOLIDATION = JobSpec(CONSOLIDATE_JOB, "consolidation", Keys.consolidating, PENDING_TTL,
                         GiveUp(RESCHEDULE_DELAY, MAX_RESCHEDULES))
-
-
-def counter_key(prefix: str, group: str) -> str:
-    """``Keys.episodes``: episodes written for ``group`` since its last consolidation."""
-    return Keys(prefix).episodes(group)
 
 
 def consolidation_due(episodes_since_last: int, every: int) -> bool:
@@ -79,15 +69,12 @@ def schedule_consolidation(
     last one; read from Redis when not given) and none is pending; returns the job id,
     or None."""
     if count is None:
-        raw = client.get(counter_key(prefix, group))
+        raw = client.get(Keys(prefix).episodes(group))
         count = int(raw) if raw is not None else 0  # type: ignore[arg-type]
     if not consolidation_due(count, every):
         return None
-    job_id = enqueue_once(
-        client, CONSOLIDATION, group,
-        {"queue": queue, "prefix": prefix, "lock_ttl": lock_ttl,
-         "job_timeout": job_timeout, "retries": retries},
-        queue=queue, prefix=prefix, timeout=job_timeout, retries=retries)
+    job_id = enqueue_once(client, CONSOLIDATION, group, queue=queue, prefix=prefix,
+                          lock_ttl=lock_ttl, timeout=job_timeout, retries=retries)
     if job_id is not None:
         log.info("consolidation of %s enqueued after %d episodes (%s)", group, count, job_id)
     return job_id

@@ -12,14 +12,12 @@ an admin's ``/approve`` like a sandbox tool (``workers.host_tools.ask_approval``
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
 
-from gateway.queue.toolcalls import ToolCall, call_tool
-from workers.host_tools import TOOL_TRUST, ask_approval, render_tool_output
+from workers.host_tools import ask_approval, call_host, render_tool_output
 from workers.mcp_offers import McpOffer
 from workers.tools import TurnDeps
 
@@ -31,11 +29,7 @@ async def _call(ctx: RunContext[TurnDeps], offer: McpOffer, args: dict[str, Any]
         return f"Refused: {offer.model_name} is not available in this chat."
     if offer.name in link.approve:
         return await ask_approval(ctx, offer.name, args)
-    call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
-                    tool=offer.name, args=args, deadline=link.deadline,
-                    ordinal=link.ordinal(offer.name, args))
-    result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
-    deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    result = await call_host(deps, link, offer.name, args)
     return render_tool_output(offer.model_name, f"mcp {offer.name}", result.ok,
                               result.output, result.error)
 

@@ -59,8 +59,3 @@ def images(data_dir: Path, group: str, messages: Sequence[Inbound]
         out.append(f"Image {att.stored} from message {msg.message_id}:")
         out.append(BinaryContent(data=data, media_type=att.mime))
     return out
-
-
-def references(messages: Sequence[Inbound]) -> list[str]:
-    """The stored files of ``messages`` (``<sha256>.<ext>``), for the episode."""
-    return [a.stored for m in messages for a in m.attachments if a.stored]

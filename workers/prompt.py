@@ -17,13 +17,12 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Protocol
 from xml.sax.saxutils import escape
 
 from channels.models import Inbound
 from gateway.queue.approvals import APPROVAL_SENDER_PREFIX
 from gateway.queue.tasks import TASK_SENDER_PREFIX
-from memory_store import MemoryRecord
+from memory_store import CoreMemory, MemoryRecord
 from memory_store.files import CLAUDE_MD, USER_PROFILE_MD, CoreEdit
 from workers.media import describe
 
@@ -53,19 +52,6 @@ ROLE_TRUST: dict[Role, float] = {
 }
 #: Roles whose messages are requests to act on; everyone else's words are data.
 TRUSTED_ROLES = frozenset({Role.OPERATOR, Role.OWNER, Role.ADMIN})
-
-
-class CoreTexts(Protocol):
-    """The core memory a turn always sees (``memory_store.CoreMemory`` satisfies it)."""
-
-    @property
-    def global_md(self) -> str: ...
-
-    @property
-    def group_md(self) -> str: ...
-
-    @property
-    def profile_md(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -125,15 +111,27 @@ def engaged_ids(messages: Sequence[Inbound], explicit: Collection[str] | None = 
     return found
 
 
+def anchor_of(messages: Sequence[Inbound], engaged: Collection[str] | None = None
+              ) -> Inbound:
+    """The message a reply answers: the last engaged one (``engaged_ids``), else the
+    last one."""
+    ids = engaged_ids(messages, engaged)
+    return next((m for m in reversed(messages) if m.message_id in ids), messages[-1])
+
+
+def cut_at_line(text: str, end: int) -> str:
+    """``text[:end]``, back to its last line end when that is in the second half, so a
+    half line does not read as a complete fact."""
+    cut = text[:end]
+    nl = cut.rfind("\n")
+    return cut[:nl] if nl > end // 2 else cut
+
+
 def truncate(text: str, limit: int, what: str) -> str:
     """``text`` cut to ``limit`` characters, with a note saying how much was left out."""
     if len(text) <= limit:
         return text
-    cut = text[:limit]
-    # Prefer cutting at a line end so a half line does not read as a complete fact.
-    nl = cut.rfind("\n")
-    if nl > limit // 2:
-        cut = cut[:nl]
+    cut = cut_at_line(text, limit)
     return f"{cut}\n[truncated: {len(text) - len(cut)} more characters of {what} not shown]"
 
 
@@ -196,7 +194,7 @@ def build_prompt(
     *,
     group: str,
     messages: Sequence[Inbound],
-    core: CoreTexts,
+    core: CoreMemory,
     results: Iterable[MemoryRecord],
     now: datetime,
     admins: Collection[str] = (),
@@ -269,7 +267,7 @@ def _compact_prompt(
     if notes:
         parts.append(notes)
     context = [m for m in messages if m.message_id not in engaged]
-    lines = [_render_line(m, admins) for m in context]
+    lines = [_render_line(m, role_of(m, admins)) for m in context]
     omitted = 0
     while lines and sum(len(x) + 1 for x in lines) > limit:
         lines.pop(0)
@@ -277,7 +275,7 @@ def _compact_prompt(
     if lines:
         more = f" ({omitted} older ones left out)" if omitted else ""
         parts.append("Earlier messages in this chat, for context" + more + ":\n" + "\n".join(lines))
-    asked = [_render_ask(m) for m in messages if m.message_id in engaged]
+    asked = [_render_line(m) for m in messages if m.message_id in engaged]
     return Prompt(instructions="\n\n".join(parts), user="\n".join(asked))
 
 
@@ -349,22 +347,15 @@ def _indent(text: str) -> str:
     return "\n    ".join(text.splitlines()) if text else ""
 
 
-def _render_line(msg: Inbound, admins: Collection[str]) -> str:
+def _render_line(msg: Inbound, role: Role | None = None) -> str:
+    """``msg`` as plain ``Name (role): text`` lines for the tiny model; without a role
+    for what addressed it (a plain ``Name: question``)."""
     name = " ".join(msg.sender_name.split())
+    who = name if role is None else f"{name} ({role.value})"
     if msg.forwarded_from is not None:
-        lines = [f"{name} ({role_of(msg, admins).value}) {_forward_line(msg, name)}"]
+        head = f"{who} {_forward_line(msg, name)}"
     else:
-        lines = [f"{name} ({role_of(msg, admins).value}): {_indent(msg.text)}"]
-    lines.extend(_compact_extras(msg, name))
-    return "\n".join(lines)
-
-
-def _render_ask(msg: Inbound) -> str:
-    name = " ".join(msg.sender_name.split())
-    if msg.forwarded_from is not None:
-        head = f"{name} {_forward_line(msg, name)}"
-    else:
-        head = f"{name}: {_indent(msg.text)}"
+        head = f"{who}: {_indent(msg.text)}"
     return "\n".join([head, *_compact_extras(msg, name)])
 
 

@@ -93,9 +93,9 @@ from memory_store.maintenance import (
 )
 from workers.context import WorkerContext
 from workers.extraction import edit_extraction_entry, schedule_extraction
-from workers.groupjob import LOCK_WAIT, Busy, GiveUp, GroupJob, JobSpec
+from workers.groupjob import GiveUp, GroupJob, JobSpec
 from workers.local_states import drop_states
-from workers.lock import GroupLock, person_lock
+from workers.lock import GroupLock
 from workers.mediaforget import forget_files
 from workers.redisscrub import (
     scrub_approvals,
@@ -115,7 +115,6 @@ MAX_RESCHEDULES = 120
 SLOW_DELAY = 300
 #: lifetime of the ``redact:{g}`` key the lock renews while the job runs, seconds
 LEASE_TTL = 3600
-DEFAULT_RETRIES = 2
 #: never given up; the lock's key (``redact:{g}``) is dropped even after a failure (RQ's
 #: Retry runs the job again; the gateway enqueues a new one for each request anyway)
 REDACTION = JobSpec(REDACT_JOB, "redaction", Keys.redacting, LEASE_TTL,
@@ -126,7 +125,7 @@ REDACTION = JobSpec(REDACT_JOB, "redaction", Keys.redacting, LEASE_TTL,
 def _records(client: redis.Redis, key: str) -> list[tuple[str, dict[str, Any]]]:
     out = []
     for raw in client.lrange(key, 0, -1):  # type: ignore[union-attr]
-        text = raw.decode() if isinstance(raw, bytes) else str(raw)
+        text = as_str(raw)
         try:
             rec = json.loads(text)
         except ValueError:
@@ -262,12 +261,7 @@ def redact_group(group: str, **job: Any) -> dict[str, Any]:
             # a linked person's DM wrote to their own directory: its lock after the
             # group's, as a turn takes them
             for person in _person_memories(run.client, run.keys, group):
-                plock = person_lock(run.client, run.keys, person,
-                                    ttl=run.kwargs["lock_ttl"])
-                if plock is not None:
-                    if not plock.acquire(timeout=LOCK_WAIT):
-                        raise Busy(plock.lock_key)
-                    held.enter_context(plock)
+                held.enter_context(run.person(person))
             summary = _apply(run.ctx, run.keys, group, run.lock, run.kwargs)
         log.info("redacted %s: %d requests, %d files, %d queue entries", group,
                  summary["requests"], summary["files"], summary["entries"])

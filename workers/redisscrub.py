@@ -40,13 +40,19 @@ def with_words(msg: dict[str, Any], change: Callable[[Any], Any]) -> dict[str, A
     return new
 
 
+def _object(raw: str) -> dict[str, Any] | None:
+    """``raw`` parsed, when it is a JSON object."""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def _json_text(value: str, pat: WordFinder, key: str = "text") -> str:
     """``value``, a JSON object, with ``pat`` taken out of its ``key`` field."""
-    try:
-        doc = json.loads(value)
-    except ValueError:
-        return value
-    if not isinstance(doc, dict) or not isinstance(doc.get(key), str):
+    doc = _object(value)
+    if doc is None or not isinstance(doc.get(key), str):
         return value
     new = scrub_value(doc[key], pat)
     return value if new == doc[key] else json.dumps({**doc, key: new})
@@ -67,11 +73,8 @@ def scrub_entry(raw: str, pat: WordFinder) -> str:
 def _queued_turn(raw: str, pat: WordFinder) -> str:
     """An ``extractq`` entry (``workers.extraction``: turn id, its batch's entries) with
     ``pat`` taken out of the entries."""
-    try:
-        item = json.loads(raw)
-    except ValueError:
-        return raw
-    if not isinstance(item, dict) or not isinstance(item.get("entries"), list):
+    item = _object(raw)
+    if item is None or not isinstance(item.get("entries"), list):
         return raw
     entries = [scrub_entry(e, pat) if isinstance(e, str) else e for e in item["entries"]]
     return raw if entries == item["entries"] else json.dumps({**item, "entries": entries})
@@ -80,12 +83,9 @@ def _queued_turn(raw: str, pat: WordFinder) -> str:
 def _answer(result: str, pat: WordFinder) -> str:
     """An extraction's stored answer (``ExtractedFacts``) without the facts whose text
     holds ``pat``: retired before they are filed, as a filed one would be."""
-    try:
-        doc = json.loads(result)
-    except ValueError:
-        return result
-    facts = doc.get("facts") if isinstance(doc, dict) else None
-    if not isinstance(facts, list):
+    doc = _object(result)
+    facts = None if doc is None else doc.get("facts")
+    if doc is None or not isinstance(facts, list):
         return result
     kept = [f for f in facts if not (isinstance(f, dict) and
                                      scrub_value(str(f.get("fact", "")), pat) != f.get("fact"))]
@@ -183,7 +183,7 @@ def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: WordFind
     changed: dict[str, str] = {}
     for field, raw in runs.items():
         value = as_str(raw)
-        new = _json_text(_json_text(value, pat, "output"), pat, "error")
+        new = _tool_result(value, pat)
         if new != value:
             changed[as_str(field)] = new
     if changed:
@@ -191,14 +191,17 @@ def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: WordFind
     return len(changed)
 
 
+def _tool_result(value: str, pat: WordFinder) -> str:
+    """A tool call's stored result (JSON) with ``pat`` taken out of its output and error."""
+    return _json_text(_json_text(value, pat, "output"), pat, "error")
+
+
 def scrub_approvals(gq: GroupQueue, pat: WordFinder) -> int:
     """Take ``pat`` out of the group's approval records (``gateway.queue.approvals``):
     the call's arguments and its stored result's output and error. Other chats'
     records are left as they are. Returns the records changed."""
     def scrub(a: Approval) -> tuple[dict[str, Any], str]:
-        result = _json_text(_json_text(a.result, pat, "output"), pat, "error") \
-            if a.result else a.result
-        return scrub_value(a.args, pat), result
+        return scrub_value(a.args, pat), _tool_result(a.result, pat) if a.result else a.result
 
     return ApprovalStore(gq.r, gq.keys).redact(gq.group, scrub)
 
@@ -232,10 +235,6 @@ def scrub_failures(gq: GroupQueue, pat: WordFinder) -> int:
 def _turn_of(raw: str) -> str | None:
     """The turn id of a JSON record that names one (an ``extractq`` entry, a dead-letter
     log record, a ``retrying`` note)."""
-    try:
-        item = json.loads(raw)
-    except ValueError:
-        return None
-    tid = item.get("turn_id") if isinstance(item, dict) else None
+    tid = (_object(raw) or {}).get("turn_id")
     return tid if isinstance(tid, str) else None
 

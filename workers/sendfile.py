@@ -18,15 +18,14 @@ import hashlib
 import json
 
 from pydantic_ai import RunContext, Tool
-from pydantic_ai.tools import ToolDefinition
 
 from channels.models import Outbound
 from gateway.queue import events
-from gateway.queue.toolcalls import ToolCall, ToolResult, call_tool
+from gateway.queue.toolcalls import ToolResult
 from memory_store import GroupDirectory
 from memory_store.files import outboxfiles
-from workers.host_tools import TOOL_TRUST, HostLink, render_tool_output
-from workers.prompt import engaged_ids
+from workers.host_tools import HostLink, call_host, offered, render_tool_output
+from workers.prompt import anchor_of
 from workers.tools import TurnDeps
 
 TOOL = "send_file"
@@ -49,9 +48,7 @@ def _deliver(link: HostLink, deps: TurnDeps, path: str, caption: str,
     # kept with the send naming it, so the gateway's sweep drops it once sent
     outboxfiles.store(GroupDirectory(link.data_dir, deps.group).path / events.FILES_FOLDER,
                       sha, data, reply_id)
-    engaged = engaged_ids(deps.messages, deps.engaged)
-    chat = next((m for m in reversed(deps.messages) if m.message_id in engaged),
-                deps.messages[-1])
+    chat = anchor_of(deps.messages, deps.engaged)
     out = Outbound(channel=chat.channel, account=chat.account, chat_id=chat.chat_id,
                    thread_id=chat.thread_id, text=caption, reply_id=reply_id)
     event = events.file(out, sha, str(got["name"]), len(data))
@@ -72,11 +69,7 @@ async def send_file(ctx: RunContext[TurnDeps], path: str, caption: str = "") -> 
     if link is None or TOOL not in link.allowed:
         return f"Refused: {TOOL} is not available in this chat."
     args = {"path": path, "caption": caption}
-    call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
-                    tool=TOOL, args=args, deadline=link.deadline,
-                    ordinal=link.ordinal(TOOL, args))
-    result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
-    deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    result = await call_host(deps, link, TOOL, args)
     if not result.ok:
         return render_tool_output(TOOL, source, False, result.output, result.error)
     try:
@@ -86,11 +79,6 @@ async def send_file(ctx: RunContext[TurnDeps], path: str, caption: str = "") -> 
     return render_tool_output(TOOL, source, True, said, "")
 
 
-async def _offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:
-    link = ctx.deps.host
-    return tool_def if link is not None and TOOL in link.allowed else None
-
-
 def file_tools() -> list[Tool[TurnDeps]]:
     """``send_file`` (hidden in a turn whose group may not use it)."""
-    return [Tool(send_file, takes_ctx=True, prepare=_offered)]
+    return [Tool(send_file, takes_ctx=True, prepare=offered)]

@@ -28,12 +28,10 @@ from channels.models import Inbound
 from gateway.queue.tasks import TASK_SENDER_PREFIX
 from memory_store import GroupDirectory
 from memory_store.tasks import TaskError, TaskSpec, TaskStore, Where, task_id, validate
-from workers.prompt import ROLE_TRUST, TRUSTED_ROLES, Role, content_trust, engaged_ids, role_of
-from workers.tools import TurnDeps
+from workers.prompt import TRUSTED_ROLES, content_trust, engaged_ids, role_of
+from workers.tools import MEMBER_TRUST, TurnDeps
 
 log = logging.getLogger(__name__)
-
-MEMBER_TRUST = ROLE_TRUST[Role.MEMBER]
 
 
 def _asker(deps: TurnDeps) -> Inbound | None:

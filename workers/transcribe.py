@@ -42,8 +42,6 @@ from memory_store.files import (
 
 log = logging.getLogger(__name__)
 
-#: the folder of a group's received files
-ATTACHMENTS = ATTACHMENTS_FOLDER
 #: said after a transcript whose audio went on past ``[media] transcribe_max_seconds``
 TRUNCATED_NOTE = "[the rest of the recording was not transcribed]"
 
@@ -80,7 +78,7 @@ def transcribe_attachment(group_path: Path, sha256: str, *,
     media = media or MediaConfig()
     if media.transcription == "off":
         raise NotTranscribable("transcription is off ([media] transcription)")
-    path = _attachment(group_path / ATTACHMENTS, sha256)
+    path = _attachment(group_path / ATTACHMENTS_FOLDER, sha256)
     missing = voice_missing(media.transcription)
     if missing is not None:  # a worker installed without the voice extra: say how to add it
         raise NotTranscribable(missing)
@@ -115,7 +113,7 @@ def write_transcript(group_path: Path, sha256: str, *, media: MediaConfig | None
     """Transcribe unless a sidecar already exists, and write the sidecar (crash-safe)."""
     if not SHA256.fullmatch(sha256):  # every sidecar name is made of it
         raise ValueError(f"not a sha256 hex digest: {sha256!r}")
-    folder = group_path / ATTACHMENTS
+    folder = group_path / ATTACHMENTS_FOLDER
     done = attachments.read_transcript(folder, sha256)
     if done is not None:
         return done

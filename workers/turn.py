@@ -24,7 +24,7 @@ import redis
 from channels.models import Inbound, Outbound
 from gateway.queue import Budget, GroupQueue, Keys, TurnRecord, events, parse_entry
 from gateway.queue.identity import Configured, Identities
-from memory_store import GroupDirectory
+from memory_store import BaseMemory, GroupDirectory
 from memory_store.files import notice_core_edits
 from workers import media
 from workers.agent import TurnError, TurnRequest, build_agent
@@ -34,7 +34,13 @@ from workers.host_tools import deadline_after, host_link
 from workers.identity import memory_key, shared_profiles
 from workers.lock import GroupLock, LockLost, PersonBusy, person_lock
 from workers.metering import REFLECTION, TURN, BudgetSpent, charging
-from workers.prompt import QUOTED_TRUST, content_trust, operator_edit_note, undelivered_note
+from workers.prompt import (
+    QUOTED_TRUST,
+    anchor_of,
+    content_trust,
+    operator_edit_note,
+    undelivered_note,
+)
 from workers.reflection import reflect_on_failure
 from workers.skills import turn_skills
 from workers.taskruns import replies_to
@@ -82,11 +88,7 @@ class Batch:
     @property
     def anchor(self) -> Inbound:
         """The message a reply answers: the last engaged one (else the last one)."""
-        engaged = set(self.engaged_ids)
-        for msg in reversed(self.messages):
-            if msg.message_id in engaged:
-                return msg
-        return self.messages[-1]
+        return anchor_of(self.messages, self.engaged_ids)
 
 
 def turn_id_for(group: str, dedupe_ids: Sequence[str]) -> str:
@@ -105,6 +107,14 @@ def parse_batch(group: str, raw: Sequence[bytes | str], revision: str = "") -> B
     engaged = [m.message_id for m, e in zip(messages, entries, strict=True) if e.engaged]
     return Batch(group=group, messages=messages, engaged_ids=engaged,
                  raw=[e.raw for e in entries], revision=revision)
+
+
+def reply_to(anchor: Inbound, text: str, reply_id: str) -> events.OutboxEvent:
+    """The outbox event of ``text`` answering ``anchor``, in its chat and thread."""
+    return events.reply(Outbound(
+        channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
+        thread_id=anchor.thread_id, text=text, reply_to_id=replies_to(anchor),
+        reply_id=reply_id))
 
 
 def episode_text(batch: Batch, reply: str | None) -> str:
@@ -185,10 +195,8 @@ class TurnRunner:
         self._gq.clear_retry()
         anchor = batch.anchor
         notice = FAILURE_NOTICE if batch.engaged_ids else None
-        reply_event = None if notice is None else events.reply(Outbound(
-            channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
-            thread_id=anchor.thread_id, text=notice, reply_to_id=replies_to(anchor),
-            reply_id=notice_reply_id(batch.turn_id)))
+        reply_event = None if notice is None else reply_to(
+            anchor, notice, notice_reply_id(batch.turn_id))
         done = events.done(anchor, [m.message_id for m in batch.messages],
                            notice_reply_id(batch.turn_id) if notice else None, batch.turn_id)
         self._gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event, done, notice)
@@ -216,6 +224,18 @@ class TurnRunner:
             self._gq.record_error(batch.turn_id, cls, msg)
             self._gq.note_retry(batch.turn_id, attempts)
 
+    async def _reflect(self, memory: BaseMemory, batch: Batch, *, attempts: int,
+                       error: BaseException | None = None, dead: bool = False) -> None:
+        """A lesson about the turn's failure (``reflect_on_failure``), charged to the
+        group as a reflection."""
+        gq = self._gq
+        with charging(gq.r, self._settings.usage, group=batch.group, person=None,
+                      kind=REFLECTION, prefix=gq.keys.prefix):
+            await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
+                                     turn_id=batch.turn_id, error=error, dead=dead,
+                                     message_ids=[m.message_id for m in batch.messages],
+                                     attempts=attempts, prefix=gq.keys.prefix)
+
     def payer(self, batch: Batch) -> str:
         """Who pays for the turn besides the group: the sender of the message it answers
         (the last engaged one), as their linked identity when they have one."""
@@ -234,10 +254,7 @@ class TurnRunner:
         # one notice per period: a later period's notice for the same batch is another
         # reply (the outbox dedupes sends by reply id)
         reply_id = f"{batch.turn_id}.budget.{counter.period_id}"
-        event = None if not batch.engaged_ids else events.reply(Outbound(
-            channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
-            thread_id=anchor.thread_id, text=notice, reply_to_id=replies_to(anchor),
-            reply_id=reply_id))
+        event = reply_to(anchor, notice, reply_id) if batch.engaged_ids else None
         done = events.done(anchor, [m.message_id for m in batch.messages],
                            reply_id if event else None, batch.turn_id)
         lock.stop_renewal()  # the park script releases the lock itself
@@ -314,12 +331,7 @@ class TurnRunner:
             if state.attempts > max_attempts and \
                     gq.last_error(batch.turn_id)[0] != DISK_FULL:
                 self.dead_letter(batch, lock, self._why_dead(batch, state.attempts - 1))
-                with charging(gq.r, self._settings.usage, group=batch.group, person=None,
-                              kind=REFLECTION, prefix=gq.keys.prefix):
-                    await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
-                                             turn_id=batch.turn_id, dead=True,
-                                             message_ids=ids, attempts=state.attempts - 1,
-                                             prefix=gq.keys.prefix)
+                await self._reflect(memory, batch, dead=True, attempts=state.attempts - 1)
                 return "dead"
             if state.attempts >= 2:  # an earlier attempt failed or its worker died
                 gq.note_retry(batch.turn_id, state.attempts)
@@ -346,24 +358,15 @@ class TurnRunner:
             except BudgetSpent as spent:
                 return self.park(batch, lock, spent)
             except TurnError as err:
-                with charging(gq.r, self._settings.usage, group=batch.group, person=None,
-                              kind=REFLECTION, prefix=gq.keys.prefix):
-                    await reflect_on_failure(gq.r, memory, self._settings, group=batch.group,
-                                             turn_id=batch.turn_id, error=err,
-                                             message_ids=ids, attempts=state.attempts,
-                                             prefix=gq.keys.prefix)
+                await self._reflect(memory, batch, error=err, attempts=state.attempts)
                 raise
             lock.check()
             reply_text = reply.text if reply.text and reply.text.strip() else None
             if link is not None and link.pending:  # calls waiting for /approve, named
                 reply_text = "\n\n".join([*([reply_text] if reply_text else []), *link.pending])
             read_trust = reply.read_trust
-            reply_event = None
-            if reply_text is not None:
-                reply_event = events.reply(Outbound(
-                    channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
-                    thread_id=anchor.thread_id, text=reply_text,
-                    reply_to_id=replies_to(anchor), reply_id=batch.turn_id))
+            reply_event = (None if reply_text is None
+                           else reply_to(anchor, reply_text, batch.turn_id))
             done = events.done(anchor, ids, batch.turn_id if reply_text else None,
                                batch.turn_id)
             published = gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event,

@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from memory_store.backends.vector import VectorMemory
 from memory_store.files._group import GroupDirectory
+from memory_store.index._dense_query import top_k
 from memory_store.index._embed import Embedder
 from memory_store.ranking._asking import AskIndex
 from memory_store.ranking._filters import SearchFilters
@@ -124,8 +125,8 @@ class HybridMemory(VectorMemory):
             age = np.maximum(0.0, now - view.created[candidates])
             score = (fused[candidates] + self.recency_weight * np.exp(-decay * age)
                      + self.trust_weight * view.trust[candidates])
-            out = [(int(view.rowids[c]), float(s)) for c, s in
-                   _top(candidates, score, k)]
+            out = [(int(view.rowids[candidates[i]]), float(score[i]))
+                   for i in top_k(score, k)]
             # Records not embedded yet take part through their text alone.
             waiting = [(r, float(x)) for (r, _), x, ok in zip(lexical, norm, has, strict=True)
                        if not ok and r in self.dense.pending]
@@ -151,13 +152,3 @@ class HybridMemory(VectorMemory):
             np.add.at(fused, nxt[src], share)
         return fused
 
-
-def _top(candidates: npt.NDArray[np.int64], score: Floats,
-         k: int) -> list[tuple[int, float]]:
-    """The ``k`` best (candidate, score), best first."""
-    if not len(candidates):
-        return []
-    kk = min(k, len(candidates))
-    best = np.argpartition(-score, kk - 1)[:kk]
-    best = best[np.argsort(-score[best], kind="stable")]
-    return [(int(candidates[i]), float(score[i])) for i in best]

@@ -40,13 +40,8 @@ class AuditLog:
             "new_hash": new_hash,
         }
         entry.update({k: v for k, v in extra.items() if v is not None})
-        line = (json.dumps(entry, ensure_ascii=False, default=str) + "\n").encode("utf-8")
         self.path.parent.mkdir(exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        append_json_line(self.path, entry)
 
     def newest_first(self, block: int = 64 * 1024) -> Iterator[dict[str, Any]]:
         """Every entry, newest first, reading the file backwards a block at a time (a
@@ -66,7 +61,7 @@ class AuditLog:
                 lines = chunk.split(b"\n")
                 rest = lines.pop(0) if end > 0 else b""
                 for line in reversed(lines):
-                    if (item := _parse(line)) is not None:
+                    if (item := json_line(line)) is not None:
                         yield item
 
     def entries(self) -> Iterator[dict[str, Any]]:
@@ -77,11 +72,21 @@ class AuditLog:
             return
         with fh:
             for line in fh:
-                if (item := _parse(line)) is not None:
+                if (item := json_line(line)) is not None:
                     yield item
 
 
-def _parse(line: str | bytes) -> dict[str, Any] | None:
+def append_json_line(path: Path, entry: dict[str, Any]) -> None:
+    """Append ``entry`` to ``path`` as one JSON line, in one O_APPEND ``write``."""
+    line = (json.dumps(entry, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+    finally:
+        os.close(fd)
+
+
+def json_line(line: str | bytes) -> dict[str, Any] | None:
     """One line's entry; None for a blank or damaged line (skipped)."""
     try:
         item = json.loads(line)

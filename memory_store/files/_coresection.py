@@ -24,7 +24,6 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import date
 
 from memory_store.files._atomic import atomic_write_text, read_regular
@@ -48,15 +47,6 @@ _ENTRY = re.compile(r"^- (?P<text>.*?) \(source: (?P<meta>[^()]*)\)$")
 class CoreSectionError(Exception):
     """The file's markers are damaged (one missing, out of order, repeated): nothing is
     written, so no operator text can be lost; a human fixes the markers."""
-
-
-@dataclass(frozen=True)
-class CoreChange:
-    """What ``add_agent_entry`` did: ``added`` False when the text was already there."""
-
-    entry_id: str
-    added: bool
-    evicted: list[str] = field(default_factory=list)
 
 
 def clean_text(text: str) -> str:
@@ -121,8 +111,9 @@ def add_agent_entry(
     turn_id: str | None = None,
     today: date,
     max_chars: int = SECTION_MAX_CHARS,
-) -> CoreChange:
-    """Add ``text`` to ``name``'s agent section (``CLAUDE.md`` or ``user_profile.md``).
+) -> bool:
+    """Add ``text`` to ``name``'s agent section (``CLAUDE.md`` or ``user_profile.md``);
+    False when it was there already.
 
     Raises ``ValueError`` for an empty or over-long entry, ``CoreSectionError`` for
     damaged markers. Every change is appended to the audit log with its source.
@@ -141,7 +132,7 @@ def add_agent_entry(
         before, lines, after = split_section(old)
         known = {entry_id(m.group("text")) for x in lines if (m := _ENTRY.match(x))}
         if eid in known:
-            return CoreChange(eid, added=False)
+            return False
         lines = [*lines, line]
         evicted: list[str] = []
         while sum(len(x) + 1 for x in lines) > max_chars and len(lines) > 1:
@@ -158,7 +149,7 @@ def add_agent_entry(
                          reason="section full")
         audit.append(actor=actor, op="core_add", memory_id=eid, path=name, old_hash=old_hash,
                      new_hash=new_hash, turn=turn_id, source=source, trust=round(trust, 2))
-    return CoreChange(eid, added=True, evicted=evicted)
+    return True
 
 
 def entry_source(line: str) -> str | None:

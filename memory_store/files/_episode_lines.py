@@ -34,10 +34,7 @@ def message_texts(body: str, message_ids: list[str]) -> dict[str, tuple[int, int
     for i, (mid, m) in enumerate(zip(message_ids, starts, strict=True)):
         end = starts[i + 1].start() if i + 1 < len(starts) else \
             next((b for b in bot if b > m.end()), len(body))
-        text_end = end
-        while text_end > m.end() and body[text_end - 1] == "\n":
-            text_end -= 1
-        spans[str(mid)] = (m.end(), text_end)
+        spans[str(mid)] = (m.end(), m.end() + len(body[m.end():end].rstrip("\n")))
     return spans
 
 

@@ -20,19 +20,30 @@ GLOBAL_GROUP = "global"
 #: the "channel" of a person's memory key; no chat platform is called that
 PERSON_CHANNEL = "person"
 _SAFE = re.compile(r"[A-Za-z0-9_-]")
+_ESCAPED = re.compile(r"~([0-9a-f]+)~")
 _MAX_COMPONENT = 120
+
+
+def _escaped(raw: str, keep: str, limit: int, cut: int) -> str:
+    """``raw`` with each character but ``[A-Za-z0-9_-]`` and ``keep`` written ``~<hex>~``
+    (injective); longer than ``limit``: its first ``cut`` characters and a digest."""
+    out = "".join(ch if _SAFE.fullmatch(ch) or ch in keep else f"~{ord(ch):x}~" for ch in raw)
+    if len(out) > limit:
+        import hashlib
+
+        digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        out = f"{out[:cut]}_{digest}"
+    return out
+
+
+def _unescaped(name: str) -> str:
+    return _ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), name)
 
 
 def _component(raw: str) -> str:
     if not raw:
         raise InvalidGroupKey("empty group key component")
-    out = "".join(ch if _SAFE.fullmatch(ch) else f"~{ord(ch):x}~" for ch in raw)
-    if len(out) > _MAX_COMPONENT:
-        import hashlib
-
-        digest = hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        out = f"{out[: _MAX_COMPONENT - 17]}_{digest}"
-    return out
+    return _escaped(raw, "", _MAX_COMPONENT, _MAX_COMPONENT - 17)
 
 
 def groups_root(data_dir: Path) -> Path:
@@ -90,7 +101,7 @@ def key_of_dir(data_dir: Path, path: Path) -> str | None:
     for name in (path.parent.name, path.name):
         if not re.fullmatch(r"(?:[A-Za-z0-9_-]|~[0-9a-f]+~)+", name):
             return None
-        parts.append(re.sub(r"~([0-9a-f]+)~", lambda m: chr(int(m.group(1), 16)), name))
+        parts.append(_unescaped(name))
     key = f"{parts[0]}:{parts[1]}"
     return key if group_dir(data_dir, key) == path else None
 
@@ -169,25 +180,12 @@ def validate_memory_id(memory_id: str) -> str:
 def memory_filename(memory_id: str) -> str:
     """The file name (``<escaped id>.md``) that stores ``memory_id``; injective."""
     validate_memory_id(memory_id)
-    safe = "".join(
-        ch if (_SAFE.fullmatch(ch) or ch == ".") else f"~{ord(ch):x}~" for ch in memory_id
-    )
-    if len(safe.encode()) > 200:  # file systems cap names at 255 bytes
-        import hashlib
-
-        digest = hashlib.sha256(memory_id.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-        safe = f"{safe[:150]}_{digest}"
-    return f"{safe}.md"
+    return f"{_escaped(memory_id, '.', 200, 150)}.md"  # file systems cap names at 255 bytes
 
 
 def id_from_filename(name: str) -> str:
     """Inverse of :func:`memory_filename` (used for hand-made files without an id)."""
-    stem = name[:-3] if name.endswith(".md") else name
-
-    def _unescape(m: re.Match[str]) -> str:
-        return chr(int(m.group(1), 16))
-
-    return re.sub(r"~([0-9a-f]+)~", _unescape, stem)
+    return _unescaped(name.removesuffix(".md"))
 
 
 def shard_name(created: datetime) -> str:

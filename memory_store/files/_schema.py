@@ -38,7 +38,7 @@ import contextlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -80,10 +80,6 @@ class _Step:
     apply: Callable[[Path], None]
 
 
-def _v1_needed(root: Path) -> bool:
-    return (root / V1_AUDIT).exists()
-
-
 def _v1_to_v2(root: Path) -> None:
     old, new = root / V1_AUDIT, root / META_DIR / V1_AUDIT
     new.parent.mkdir(exist_ok=True)
@@ -101,7 +97,7 @@ def _v1_to_v2(root: Path) -> None:
     fsync_dir(root)
 
 
-_STEPS: tuple[_Step, ...] = (_Step(1, _v1_needed, _v1_to_v2),)
+_STEPS: tuple[_Step, ...] = (_Step(1, lambda root: (root / V1_AUDIT).exists(), _v1_to_v2),)
 
 
 def schema_path(root: Path) -> Path:
@@ -193,23 +189,15 @@ def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
     return final
 
 
-def backup_files(root: Path) -> Iterator[Path]:
-    """Every regular file inside the group's backups (what redaction also scrubs)."""
-    base = root / SCHEMA_BACKUP_DIR
-    if not base.is_dir():
-        return
-    for dirpath, _dirs, names in os.walk(base):
-        for name in names:
-            path = Path(dirpath) / name
-            if path.is_file() and not path.is_symlink():
-                yield path
-
-
 def scrub_backups(root: Path, scrub: Callable[[str], str]) -> list[str]:
-    """Rewrite (atomically) every backup file whose text ``scrub`` changes; returns their
-    paths relative to ``root``. The caller holds the group lock."""
+    """Rewrite (atomically) every regular file of the group's backups whose text
+    ``scrub`` changes; returns their paths relative to ``root``. The caller holds the
+    group lock."""
     changed: list[str] = []
-    for path in backup_files(root):
+    paths = (Path(d) / n for d, _, names in os.walk(root / SCHEMA_BACKUP_DIR) for n in names)
+    for path in paths:
+        if not path.is_file() or path.is_symlink():
+            continue
         with contextlib.suppress(FileNotFoundError):
             old = read_regular(path).decode("utf-8", errors="replace")
             new = scrub(old)

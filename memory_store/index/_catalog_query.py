@@ -33,10 +33,6 @@ class CatalogQueries:
                                   (memory_id,)).fetchone()
         return None if r is None else (r[0], record_from_json(r[1]))
 
-    def count(self) -> int:
-        with self._mu:
-            return int(self.conn.execute("SELECT count(*) FROM docs").fetchone()[0])
-
     def lexical(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
         """Top ``k`` (rowid, bm25 score; higher is better) matching ``query`` and filters
         (common terms pruned at scale: :mod:`memory_store.ranking._lexplan`)."""

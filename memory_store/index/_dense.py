@@ -30,6 +30,7 @@ import threading
 from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +59,7 @@ _CEND_INDEX = "CREATE INDEX IF NOT EXISTS vecs_cend ON vecs(cstart + ccount)"
 #: Bump when the stored layout or what gets embedded changes: vectors are rebuilt.
 _LAYOUT = "v3"
 _INF = math.inf
+_Array = TypeVar("_Array", bound=npt.NDArray[Any])
 #: Weight of the mean neighbour score added to an episode's score.
 DEFAULT_SMOOTH = 0.5
 #: Weight of an episode's window vector score against its own score.
@@ -83,6 +85,16 @@ def f16(vecs: npt.NDArray[np.floating]) -> bytes:
 def from_f16(blob: bytes, dim: int) -> Vectors:
     out: Vectors = np.frombuffer(blob, dtype=np.float16).astype(np.float32).reshape(-1, dim)
     return out
+
+
+def grown(a: _Array, size: int, fill: object) -> _Array:
+    """``a`` with room for ``size`` entries (doubled at least), new ones ``fill``; ``a``
+    itself when it has room."""
+    if size <= len(a):
+        return a
+    out = np.full(max(size, 2 * len(a)), fill, dtype=a.dtype)
+    out[: len(a)] = a
+    return cast(_Array, out)
 
 
 class DenseIndex(DenseQueries):
@@ -220,10 +232,7 @@ class DenseIndex(DenseQueries):
             self._grow(slot + 1, self._m)
         if cstart + ccount > len(self._cowner):
             self._grow(len(self._rowid), cstart + ccount)
-        if rowid >= len(self._slot_of):
-            grown = np.full(max(rowid + 1, 2 * len(self._slot_of)), -1, dtype=np.int64)
-            grown[: len(self._slot_of)] = self._slot_of
-            self._slot_of = grown
+        self._slot_of = grown(self._slot_of, rowid + 1, -1)
         self._n = max(self._n, slot + 1)
         self._m = max(self._m, cstart + ccount)
         self._rowid[slot] = rowid
@@ -238,20 +247,13 @@ class DenseIndex(DenseQueries):
         self._segments = None
 
     def _grow(self, slots: int, cslots: int) -> None:
-        def grow(a: npt.NDArray[np.generic], size: int, fill: object) -> npt.NDArray[np.generic]:
-            if size <= len(a):
-                return a
-            out = np.full(max(size, 2 * len(a)), fill, dtype=a.dtype)
-            out[: len(a)] = a
-            return out
-
-        self._rowid = grow(self._rowid, slots, -1)  # type: ignore[assignment]
-        self._created = grow(self._created, slots, 0.0)  # type: ignore[assignment]
-        self._trust = grow(self._trust, slots, 0.0)  # type: ignore[assignment]
-        self._valid_to = grow(self._valid_to, slots, _INF)  # type: ignore[assignment]
-        self._episode = grow(self._episode, slots, False)  # type: ignore[assignment]
-        self._bw = grow(self._bw, slots, 0.0)  # type: ignore[assignment]
-        self._cowner = grow(self._cowner, cslots, -1)  # type: ignore[assignment]
+        self._rowid = grown(self._rowid, slots, -1)
+        self._created = grown(self._created, slots, 0.0)
+        self._trust = grown(self._trust, slots, 0.0)
+        self._valid_to = grown(self._valid_to, slots, _INF)
+        self._episode = grown(self._episode, slots, False)
+        self._bw = grown(self._bw, slots, 0.0)
+        self._cowner = grown(self._cowner, cslots, -1)
 
     def weights(self, chunks: bool, window: bool) -> tuple[float, float, float]:
         """(whole, window, best sentence) weights of the combined score."""
@@ -271,14 +273,13 @@ class DenseIndex(DenseQueries):
         assert self.mat is not None and self.cmat is not None
         log.info("rebuilding the int8 vector files of %s", self.index_dir)
         dim = self.embedder.dim
-        for rowid, slot, cstart, ccount, blob, wblob in conn.execute(
-                "SELECT v.rowid, v.slot, v.cstart, v.ccount, v.vec, w.vec FROM vecs v"
+        for slot, cstart, ccount, blob, wblob in conn.execute(
+                "SELECT v.slot, v.cstart, v.ccount, v.vec, w.vec FROM vecs v"
                 " LEFT JOIN wvecs w ON w.rowid = v.rowid"):
             block = from_f16(blob, dim)
             window = from_f16(wblob, dim)[0] if wblob else None
             self.mat.put(int(slot), self.combine(block[0], window, ccount > 0)[None, :])
             self.cmat.put(int(cstart), block[1:])
-            del rowid
         self.mat.flush()
         self.cmat.flush()
 

@@ -20,6 +20,15 @@ from memory_store.index._vecfile import VecFile
 IntArray = npt.NDArray[np.int64]
 
 
+def top_k(scores: npt.NDArray[np.floating], k: int) -> IntArray:
+    """Indices of the ``k`` best ``scores``, best first (equal scores in index order)."""
+    kk = min(k, len(scores))
+    if kk <= 0:
+        return np.zeros(0, dtype=np.int64)
+    top = np.argpartition(-scores, kk - 1)[:kk]
+    return top[np.argsort(-scores[top], kind="stable")]
+
+
 @dataclass(frozen=True)
 class DenseView:
     """Arrays by slot, as of one moment (see :meth:`DenseIndex.snapshot`)."""
@@ -185,18 +194,5 @@ class DenseQueries:
                 return []
             scores = self.masked_scores(query_vec, now=now, allowed=allowed,
                                         include_superseded=include_superseded)
-            kk = min(k, n)
-            top = np.argpartition(-scores, kk - 1)[:kk]
-            top = top[np.argsort(-scores[top], kind="stable")]
-            return [(int(self._rowid[i]), float(scores[i])) for i in top
+            return [(int(self._rowid[i]), float(scores[i])) for i in top_k(scores, k)
                     if scores[i] != -np.inf]
-
-    def signals(self, rowids: Sequence[int]) -> dict[int, tuple[float, float]]:
-        """rowid -> (created, trust) for rows this index holds."""
-        with self._mu:
-            out: dict[int, tuple[float, float]] = {}
-            for r in rowids:
-                slot = self.slot(r)
-                if slot >= 0:
-                    out[r] = (float(self._created[slot]), float(self._trust[slot]))
-            return out

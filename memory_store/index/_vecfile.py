@@ -41,9 +41,15 @@ def quantize(vecs: npt.NDArray[np.floating]) -> tuple[Int8s, Floats]:
     return rows, scale
 
 
-def quantize_query(vec: npt.NDArray[np.floating]) -> tuple[Int8s, float]:
-    rows, scale = quantize(np.asarray(vec, dtype=np.float32).reshape(1, -1))
-    return rows, float(scale[0])
+def _dot(query: npt.NDArray[np.floating], rows: Int8s, scales: Floats) -> Floats:
+    """Approximate ``rows @ query``: exact integer dot products with the query quantized
+    too, each scaled back by its row's scale and the query's."""
+    q8, qs = quantize(np.asarray(query, dtype=np.float32).reshape(1, -1))
+    raw = np.asarray(simsimd.cdist(q8, rows, metric="dot", out_dtype="float32"),
+                     dtype=np.float32).reshape(-1)
+    scale = np.asarray(scales, dtype=np.float32) * qs[0]
+    out: Floats = (raw * scale).astype(np.float32, copy=False)
+    return out
 
 
 class VecFile:
@@ -113,12 +119,7 @@ class VecFile:
         if n == 0:
             return np.zeros(0, dtype=np.float32)
         assert self._rows is not None and self._scale is not None
-        q8, qs = quantize_query(query)
-        raw = np.asarray(simsimd.cdist(q8, self._rows[:n], metric="dot",
-                                       out_dtype="float32"), dtype=np.float32).reshape(-1)
-        scale = np.asarray(self._scale[:n], dtype=np.float32) * np.float32(qs)
-        out: Floats = (raw * scale).astype(np.float32, copy=False)
-        return out
+        return _dot(query, self._rows[:n], self._scale[:n])
 
     def dot_runs(self, query: npt.NDArray[np.floating], starts: npt.NDArray[np.int64],
                  counts: npt.NDArray[np.int64]) -> Floats:
@@ -147,15 +148,10 @@ class VecFile:
             os.preadv(self._fd, [view[at * width : (at + n) * width]], begin * width)
             at += n
             i += 1
-        q8, qs = quantize_query(query)
         got = np.frombuffer(buf, dtype=np.int8).reshape(total, self.dim)
-        raw = np.asarray(simsimd.cdist(q8, got, metric="dot", out_dtype="float32"),
-                         dtype=np.float32).reshape(-1)
         rows = np.repeat(starts, counts) + (np.arange(total) - np.repeat(
             np.cumsum(counts) - counts, counts))
-        scale = np.asarray(self._scale[rows], dtype=np.float32) * np.float32(qs)
-        out: Floats = (raw * scale).astype(np.float32, copy=False)
-        return out
+        return _dot(query, got, self._scale[rows])
 
     def flush(self) -> None:
         if self._maps is not None:

@@ -125,16 +125,21 @@ class _Run:
         if (old.id == new.id or not same or _is_entity_file(old)
                 or old.kind not in ("fact", "entity") or old.id in self.superseded):
             return
-        reason = old.metadata.get("superseded_reason")
-        if reason not in (None, "folded"):
+        if old.metadata.get("superseded_reason") not in (None, "folded"):
             return  # superseded already, for good
+        self.contradicted(old, new)
+
+    def contradicted(self, old: MemoryRecord, new: MemoryRecord) -> None:
+        """``new`` contradicts ``old``: ``old`` is superseded by it (a fact folded into
+        its entity file only learns by what), unless ``new`` is less trusted: then both
+        stay and ``new`` is tagged ``disputed``."""
         if new.trust < old.trust:
             if "disputed" not in new.tags:
                 self.mem.update_sync(new.id, new.content, actor="consolidate",
                                      changes={"tags": [*new.tags, "disputed"],
                                               "disputes": old.id})
                 self.changed.add(new.id)
-        elif reason == "folded":
+        elif old.metadata.get("superseded_reason") == "folded":
             self.mem.update_sync(old.id, old.content, actor="consolidate", changes={
                 "superseded_by": new.id, "superseded_reason": "contradicted"})
             self.changed.add(old.id)
@@ -198,21 +203,8 @@ class _Run:
             recs.sort(key=lambda r: (r.created, r.id))
             newest = recs[-1]
             for older in recs[:-1]:
-                if normalized_words(older.content) == normalized_words(newest.content):
-                    continue
-                if newest.trust >= older.trust:
-                    if older.metadata.get("superseded_reason") == "folded":
-                        self.mem.update_sync(older.id, older.content, actor="consolidate",
-                                             changes={"superseded_by": newest.id,
-                                                      "superseded_reason": "contradicted"})
-                        self.changed.add(older.id)
-                    else:
-                        self.supersede(older, newest.id, "contradicted")
-                elif "disputed" not in newest.tags:
-                    self.mem.update_sync(newest.id, newest.content, actor="consolidate",
-                                         changes={"tags": [*newest.tags, "disputed"],
-                                                  "disputes": older.id})
-                    self.changed.add(newest.id)
+                if normalized_words(older.content) != normalized_words(newest.content):
+                    self.contradicted(older, newest)
 
     # -- pass 3 ------------------------------------------------------------------------
 

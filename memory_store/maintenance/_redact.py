@@ -393,15 +393,11 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
     assert pat is not None
     with mem.group.lock():
         run = _Run(mem, request, actor)
-        gone: set[str] = set()
         for rec in run.records():
             content = pat.sub(REDACTED_MARKER, rec.content)
             if content == rec.content and scrub_value(rec.metadata, pat) == rec.metadata:
                 continue
-            fact = rec.kind in ("fact", "entity") and not rec.metadata.get("entity_file")
-            run.rewrite(rec, content, pat, supersede="forgotten" if fact else None)
-            if fact:
-                gone.add(rec.id)
+            run.rewrite(rec, content, pat, supersede="forgotten" if _is_fact(rec) else None)
         for name in _CORE_FILES:
             run.core(mem.group, name, pat)
         if run.out.changed:
@@ -426,19 +422,15 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
     pat = words_pattern([validated_phrase(phrase)])
     assert pat is not None
     hits: list[Hit] = []
-    for name in _CORE_FILES:
-        try:
-            text = read_regular(gd.path / name).decode("utf-8", errors="replace")
-        except FileNotFoundError:
-            continue
-        if n := len(pat.findall(text)):
-            hits.append(Hit(name, "core", name, "core memory", 1.0, n))
-    for path in sorted(gd.memory_files()):
+    for path in [*(gd.path / name for name in _CORE_FILES), *sorted(gd.memory_files())]:
         try:
             text = read_regular(path).decode("utf-8", errors="replace")
         except FileNotFoundError:
             continue
         if not (n := len(pat.findall(text))):
+            continue
+        if path.parent == gd.path:  # a core file
+            hits.append(Hit(path.name, "core", path.name, "core memory", 1.0, n))
             continue
         rec = parse_memory_file(text, fallback_id=id_from_filename(path.name), fallback_kind="note",
                                 mtime=now_utc())

@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from memory_store._protocol import MemoryRecord
 from memory_store.index._catalog import Progress
+from memory_store.index._dense import grown
 
 _SCHEMA = "CREATE TABLE IF NOT EXISTS asks(rowid INTEGER PRIMARY KEY, weight REAL NOT NULL)"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -94,11 +95,7 @@ class AskIndex:
         with self._mu:
             if not self._pending:
                 return
-            top = max(self._pending) + 1
-            weights = self._weights
-            if top > len(weights):
-                weights = np.zeros(max(top, 2 * len(weights)), dtype=np.float32)
-                weights[: len(self._weights)] = self._weights
+            weights = grown(self._weights, max(self._pending) + 1, 0.0)
             for rowid, weight in self._pending.items():
                 weights[rowid] = weight
             self._weights = weights

@@ -34,6 +34,7 @@ import numpy.typing as npt
 from memory_store._protocol import MemoryRecord
 from memory_store.index._catalog import Progress
 from memory_store.index._catalog_query import chunked, sql_marks
+from memory_store.index._dense import grown
 from memory_store.ranking._stopwords import STOPWORDS
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -104,10 +105,7 @@ class _Rowids:
         self._n = len(rowids)
 
     def append(self, rowid: int) -> _Rowids:
-        if self._n == len(self._buf):
-            grown = np.empty(max(16, 2 * self._n), dtype=np.int64)
-            grown[: self._n] = self._buf[: self._n]
-            self._buf = grown
+        self._buf = grown(self._buf, max(16, self._n + 1), 0)
         self._buf[self._n] = rowid
         self._n += 1
         return self

@@ -10,6 +10,7 @@ function that says when a task runs next (``_schedule``).
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -235,21 +236,19 @@ def due_times(task: Task, first: datetime, now: datetime, limit: int) -> tuple[
         keep = min(total, limit)
         last = first + timedelta(seconds=(total - 1) * every)
         return [last - timedelta(seconds=i * every) for i in reversed(range(keep))], total
-    times: list[datetime] = []
+    times: deque[datetime] = deque(maxlen=limit)
     when: datetime | None = first
     total = 0
     jumped = False
     while when is not None and when <= now:
         total += 1
         times.append(when)
-        if len(times) > limit:
-            times.pop(0)
         if total >= 10_000 and not jumped:  # a cron every minute for weeks: skip ahead
             jumped = True  # (the total is then a lower bound)
             when = task.next_after(max(when, now - timedelta(days=1)))
             continue
         when = task.next_after(when)
-    return times, total
+    return list(times), total
 
 
 def next_run(task: Task, last_due: datetime | None) -> datetime | None:

@@ -12,7 +12,6 @@ directory: its files are not searched as memory.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterator
@@ -23,7 +22,7 @@ from typing import Any
 import yaml
 
 from memory_store.files._atomic import atomic_write_text, read_regular
-from memory_store.files._audit import AuditLog
+from memory_store.files._audit import AuditLog, append_json_line, json_line
 from memory_store.files._fileformat import content_hash, split_front_matter
 from memory_store.files._group import GroupDirectory
 from memory_store.files._paths import groups_root
@@ -171,13 +170,7 @@ class TaskStore:
         if detail:
             entry["detail"] = detail
         entry.update(extra)
-        line = (json.dumps(entry, ensure_ascii=False, default=str) + "\n").encode()
-        fd = os.open(self.dir / f"{tid}{RUNS_SUFFIX}", os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                     0o644)
-        try:
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        append_json_line(self.dir / f"{tid}{RUNS_SUFFIX}", entry)
 
     def last_fired(self, tid: str) -> datetime | None:
         """The due time of the task's newest fired run, or when it was resumed (runs
@@ -193,15 +186,7 @@ class TaskStore:
             lines = (self.dir / f"{tid}{RUNS_SUFFIX}").read_text(encoding="utf-8").splitlines()
         except FileNotFoundError:
             return []
-        out = []
-        for line in lines[-last:]:
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(item, dict):
-                out.append(item)
-        return out
+        return [item for line in lines[-last:] if (item := json_line(line)) is not None]
 
 
 def groups_with_tasks(data_dir: Path) -> Iterator[GroupDirectory]:

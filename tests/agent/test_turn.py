@@ -56,7 +56,6 @@ async def test_model_sees_core_memory_and_context(
         )
     )
     assert reply.text == "Hi Alice, Bob said lunch at noon."
-    assert reply.reply_to_id == "2"
     assert reply.model == "scripted"
     assert "Codename: BLUEFIN." in script.seen_instructions[0]
     assert "Operator rule: be kind." in script.seen_instructions[0]
@@ -169,7 +168,6 @@ async def test_memory_results_reach_the_model_as_data(
         request(gd, mem, [msg("5", "@bot who has the wifi password?", mention=True)])
     )
     assert reply.text == "Ask Dana."
-    assert "fact-wifi" in reply.memory_hits
     # Searched up front, into the prompt ...
     assert '<memory_search_results kind="data"' in script.seen_user[0]
     assert "The wifi password is kept by Dana" in script.seen_user[0]
@@ -288,9 +286,10 @@ async def test_up_front_search_uses_what_addressed_the_bot(
         msg("1", "anyone seen Evan oolong"),
         msg("2", "@bot who brews espresso?", mention=True),
     ]
-    reply = await agent_for(Script(["Dana."])).run(request(gd, mem, batch))
-    assert "fact-coffee" in reply.memory_hits
-    assert "fact-tea" not in reply.memory_hits
+    script = Script(["Dana."])
+    await agent_for(script).run(request(gd, mem, batch))
+    assert "Dana brews espresso" in script.seen_user[0]
+    assert "Evan grows oolong" not in script.seen_user[0]
 
 
 async def test_remember_about_with_odd_characters_round_trips(

@@ -30,7 +30,6 @@ from workers.maintenance import (
     after_episodes,
     consolidate_group,
     consolidation_due,
-    counter_key,
     schedule_consolidation,
 )
 from workers.reflection import reflect_on_failure
@@ -161,9 +160,9 @@ def test_function_model_key_is_resolved_when_named(env: Env) -> None:
 def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
     q = Queue("pnc-drain.background", connection=env.r, serializer="json")
     for _ in range(2):
-        env.r.incr(counter_key("pnc:", GROUP))
+        env.r.incr(K.episodes(GROUP))
         assert schedule_consolidation(env.r, GROUP, every=3, job_timeout=77) is None
-    env.r.incr(counter_key("pnc:", GROUP))
+    env.r.incr(K.episodes(GROUP))
     job_id = schedule_consolidation(env.r, GROUP, every=3, job_timeout=77, lock_ttl=2)
     assert job_id is not None and q.job_ids == [job_id]
     job = q.jobs[0]
@@ -173,7 +172,7 @@ def test_scheduled_after_n_episodes_and_at_most_one_pending(env: Env) -> None:
     assert 0 < env.r.ttl(K.consolidating(GROUP)) <= PENDING_TTL
     # still due, but one is pending: no second job however many episodes follow
     for _ in range(5):
-        env.r.incr(counter_key("pnc:", GROUP))
+        env.r.incr(K.episodes(GROUP))
         assert schedule_consolidation(env.r, GROUP, every=3) is None
     assert q.count == 1
     # off means off
@@ -199,12 +198,12 @@ def test_after_episodes_schedules_when_due_and_never_raises(env: Env) -> None:
 def test_job_consolidates_duplicates_then_clears_pending_and_counter(env: Env) -> None:
     seed_duplicates(env)
     for _ in range(3):
-        env.r.incr(counter_key("pnc:", GROUP))
+        env.r.incr(K.episodes(GROUP))
     assert schedule_consolidation(env.r, GROUP, every=3) is not None
     run_queue(env)  # a real RQ worker (in this process) runs the job by its import path
     assert_merged(env)
     assert not env.r.exists(K.consolidating(GROUP))
-    assert int(env.r.get(counter_key("pnc:", GROUP)) or 0) == 0
+    assert int(env.r.get(K.episodes(GROUP)) or 0) == 0
     # the job never touched the drain lease: the inbox must still enqueue drains
     assert not env.r.exists(K.lease(GROUP), K.lock(GROUP))
     before = snapshot(env.group_dir())
@@ -380,14 +379,14 @@ def test_drain_schedules_consolidation_after_n_episodes(env: Env) -> None:
         assert q.count == 0
         push(env.r, [f"m{i}"])
         assert drain.drain_group(GROUP, redis_url=env.url, lock_ttl=10, lease_ttl=10)["turns"] == 1
-    assert int(env.r.get(counter_key("pnc:", GROUP)) or 0) == 3
+    assert int(env.r.get(K.episodes(GROUP)) or 0) == 3
     assert [j.func_name for j in q.jobs] == [CONSOLIDATE_JOB]
     push(env.r, ["m3"])
     drain.drain_group(GROUP, redis_url=env.url, lock_ttl=1, lease_ttl=1)
     assert q.count == 1  # one pending at most
     run_queue(env)
     assert_merged(env)
-    assert int(env.r.get(counter_key("pnc:", GROUP)) or 0) == 0
+    assert int(env.r.get(K.episodes(GROUP)) or 0) == 0
 
 
 def test_a_failing_turn_leaves_one_lesson_without_the_key(env: Env) -> None:
@@ -439,7 +438,7 @@ async def test_workers_consolidate_and_reflect_end_to_end(
         for i in range(2):
             assert (await stack.ask("c1", "u1", f"hello {i}")).reply == "ok"
         await stack.wait_for(lambda: not stack.r.exists(K.consolidating(GROUP))
-                             and int(stack.r.get(counter_key("pnc:", GROUP)) or 0) == 0,
+                             and int(stack.r.get(K.episodes(GROUP)) or 0) == 0,
                              what="the consolidation to run")
         assert_merged(e)
         assert stack.client is not None

@@ -221,6 +221,7 @@ class TurnAgent:
         deps.saw(results)
         if req.approved:  # the model reads the approved calls' output: tool trust
             deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+            deps.low_reads += [(run.output, TOOL_TRUST) for run in req.approved]
         result = await self._agent.run(
             None if req.approved else ([prompt.user, *req.images] if req.images
                                        else prompt.user),

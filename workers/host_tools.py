@@ -122,12 +122,14 @@ async def ask_approval(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any
 async def call_host(deps: TurnDeps, link: HostLink, tool: str, args: dict[str, Any]
                     ) -> ToolResult:
     """This attempt's call of ``tool(args)``, through the tool host (blocking a thread);
-    the turn has read its output, at tool trust."""
+    the turn has read its output, at tool trust, and a fact in its words may have come
+    from it (``workers.tools.low_source``), whichever tool it was."""
     call = ToolCall(group=deps.group, turn_id=deps.turn_id, lock_token=link.lock_token,
                     tool=tool, args=args, deadline=link.deadline,
                     ordinal=link.ordinal(tool, args))
     result = await asyncio.to_thread(call_tool, link.client, call, link.keys)
     deps.read_trust = min(deps.read_trust, TOOL_TRUST)
+    deps.low_reads.append((f"{result.output}\n{result.error}", TOOL_TRUST))
     return result
 
 
@@ -140,7 +142,6 @@ async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
     if tool in link.approve:
         return await ask_approval(ctx, tool, args)
     result = await call_host(deps, link, tool, args)
-    deps.low_reads.append((f"{result.output}\n{result.error}", TOOL_TRUST))
     return render_tool_output(tool, source, result.ok, result.output, result.error)
 
 

@@ -15,7 +15,6 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
 from channels.email.attachments import fetch as fetch_email_attachment
@@ -54,13 +53,11 @@ class EmailChannel(Channel):
         password: SecretStr | None = None,
         oauth: TokenManager | None = None,
         account: str = "default",
-        cursor_store: CursorStore | None = None,
     ) -> None:
         if (password is None) == (oauth is None):
             raise ValueError("email: give exactly one of password or oauth")
         self.settings = settings
         self.account = account
-        self.cursor_store = cursor_store
         self._password = password
         self._oauth = oauth
         if password is not None:

@@ -30,7 +30,6 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
 from channels.errors import PermanentError, TransientError
@@ -83,12 +82,10 @@ class MatrixChannel(Channel):
         access_token: SecretStr | None = None,
         password: SecretStr | None = None,
         account: str = "default",
-        cursor_store: CursorStore | None = None,
     ) -> None:
         self.settings = settings
         self.store_dir = store_dir
         self.account = account
-        self.cursor_store = cursor_store
         self._access_token = access_token
         self._password = password
         self.encrypted = settings.encryption and ENCRYPTION_ENABLED

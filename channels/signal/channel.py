@@ -17,7 +17,6 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
 from channels.errors import ChannelError, FormattingRejected
@@ -68,11 +67,9 @@ class SignalChannel(Channel):
         *,
         account: str = "default",
         auth: SecretStr | None = None,
-        cursor_store: CursorStore | None = None,
     ) -> None:
         self.settings = settings
         self.account = account
-        self.cursor_store = cursor_store
         self._auth = auth
         self.bot = BotIdentity(settings.number, settings.uuid)
         self.status = SignalHealth(settings.number)

@@ -22,7 +22,6 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
 from channels.errors import AttachmentTooLarge, FormattingRejected, PermanentError
@@ -100,13 +99,11 @@ class TelegramChannel(Channel):
         *,
         account: str = "default",
         webhook_secret: SecretStr | None = None,
-        cursor_store: CursorStore | None = None,
     ) -> None:
         if settings.mode == "webhook" and webhook_secret is None:
             raise ValueError("telegram webhook mode needs a webhook secret")
         self.settings = settings
         self.account = account
-        self.cursor_store = cursor_store
         self._token = token
         self._webhook_secret = webhook_secret
         # before the Bot exists: it logs its token-bearing base URL when built

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 import discord
-from aiohttp import web
 from pydantic import SecretStr
 
 import channels.discord.endpoint as endpoint
@@ -122,10 +121,6 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
                 f"(Developer Portal > your application > Bot > Reset Token), or point "
                 f"channels.discord.token_env at the variable that holds it")
         return cls(settings, SecretStr(token), account=account)
-
-    def web_routes(self) -> list[web.RouteDef]:
-        """None: Discord delivers messages over the gateway websocket, not webhooks."""
-        return []
 
     def __repr__(self) -> str:
         return f"DiscordChannel(account={self.account!r})"

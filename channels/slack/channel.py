@@ -328,9 +328,6 @@ class SlackChannel(Channel):
         return await fetch_capped(attachment.url, max_bytes, hosts=hosts,
                                   headers={"Authorization": f"Bearer {token}"})
 
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        """Nothing: Slack's Web API has no bot typing indicator (see the class doc)."""
-
     async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
                         ) -> str:
         """files_upload_v2 (get an upload URL, upload, complete into the chat and thread);

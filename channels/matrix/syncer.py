@@ -114,23 +114,12 @@ class Syncer:
         self.ready = self.loop.ready
 
     @property
-    def token(self) -> str | None:
-        return self.loop.cursor
-
-    @property
-    def failures(self) -> int:
-        return self.loop.failures
-
-    @property
     def fatal(self) -> str | None:
         """Set when the homeserver refused the bot for good; the loop has stopped."""
         return self.loop.fatal
 
     def __repr__(self) -> str:
-        return f"Syncer(account={self._account!r}, failures={self.failures})"
-
-    def sync_filter(self) -> dict[str, Any]:
-        return {"room": {"timeline": {"limit": self._settings.timeline_limit}}}
+        return f"Syncer(account={self._account!r}, failures={self.loop.failures})"
 
     async def run(self) -> None:
         await self.loop.run()
@@ -153,7 +142,8 @@ class Syncer:
         response = await self._client.sync(
             timeout=0 if first else self._settings.sync_timeout * 1000, since=token,
             # a restart rebuilds room state (members, names are not kept between runs)
-            full_state=first or None, sync_filter=self.sync_filter(),
+            full_state=first or None,
+            sync_filter={"room": {"timeline": {"limit": self._settings.timeline_limit}}},
         )
         if isinstance(response, SyncResponse):
             return response

@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import aiohttp
@@ -82,7 +81,6 @@ class EventStream:
         health: SignalHealth,
         *,
         account: str = "default",
-        headers: Mapping[str, str] | None = None,
     ) -> None:
         self._session = session
         self._settings = settings
@@ -90,7 +88,6 @@ class EventStream:
         self._cursors = cursors
         self._health = health
         self._account = account
-        self._headers = dict(headers or {})
         self.connected = asyncio.Event()
         #: last moment the stream was known open; None before the first connection
         self.alive_at: datetime | None = None
@@ -108,13 +105,9 @@ class EventStream:
             stall_after=settings.idle_timeout, log=log, name=f"signal ({account})",
         )
 
-    @property
-    def failures(self) -> int:
-        """Consecutive failed connections (or sink calls) since the last success."""
-        return self.loop.failures
-
     def __repr__(self) -> str:
-        return f"EventStream(connected={self.connected.is_set()}, failures={self.failures})"
+        return (f"EventStream(connected={self.connected.is_set()}, "
+                f"failures={self.loop.failures})")
 
     async def run(self) -> None:
         try:
@@ -164,8 +157,7 @@ class EventStream:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.request_timeout)
         url = self._settings.url + EVENTS_PATH
         params = {"account": self._settings.number}  # multi-account mode: this account only
-        resp = await self._session.get(url, params=params, headers=self._headers,
-                                       timeout=timeout)
+        resp = await self._session.get(url, params=params, timeout=timeout)
         kind = resp.headers.get("Content-Type", "")
         if resp.status != 200 or not kind.startswith("text/event-stream"):
             resp.release()

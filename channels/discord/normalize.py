@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import discord
 
-from channels.models import Attachment, Inbound
+from channels.models import Attachment, Inbound, attachment_type
 
 NAME = "discord"
 
@@ -55,11 +55,6 @@ def is_conversation(message: discord.Message, bot_id: int) -> bool:
     return message.type in _CONVERSATION
 
 
-def _attachment_type(content_type: str | None) -> str:
-    major = (content_type or "").split("/", 1)[0]
-    return major if major in ("image", "video", "audio") else "document"
-
-
 def attachments(message: discord.Message) -> list[Attachment]:
     found = [_attachment(a) for a in message.attachments]
     for snapshot in _snapshots(message):
@@ -70,7 +65,7 @@ def attachments(message: discord.Message) -> list[Attachment]:
 def _attachment(a: discord.Attachment) -> Attachment:
     return Attachment(
         id=str(a.id),
-        type=_attachment_type(a.content_type),
+        type=attachment_type(a.content_type),
         name=a.filename,
         size=a.size,
         mime=a.content_type,

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from channels.models import Attachment, Inbound, trim_raw
+from channels.models import Attachment, Inbound, attachment_type, trim_raw
 
 __all__ = [
     "EVENT_TABLE",
@@ -205,12 +205,10 @@ def _attachment(raw: dict[str, Any]) -> Attachment | None:
     if not isinstance(file_id, str) or not file_id:
         return None
     mime = raw.get("mimetype") if isinstance(raw.get("mimetype"), str) else None
-    major = (mime or "").split("/", 1)[0]
-    kind = major if major in ("image", "video", "audio") else "document"
     size = raw.get("size")
     return Attachment(
         id=file_id,
-        type=kind,
+        type=attachment_type(mime),
         name=raw.get("name") if isinstance(raw.get("name"), str) else None,
         size=size if isinstance(size, int) else None,
         mime=mime,

@@ -39,7 +39,7 @@ from channels.slack.normalize import (
 )
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
 from channels.slack.sent import chunk_metadata, find_posted
-from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets, parse_block
+from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets
 from channels.slack.socket_mode import SocketReceiver
 from channels.slack.webhook import EventsHandler
 
@@ -123,7 +123,7 @@ class SlackChannel(Channel):
     @classmethod
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
-        settings = parse_block(block)
+        settings = SlackSettings.model_validate(block)
         return cls(settings, load_secrets(settings, env), account=account)
 
     @property

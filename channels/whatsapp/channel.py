@@ -39,12 +39,7 @@ from channels.whatsapp.files import send_media
 from channels.whatsapp.normalize import Parsed, StatusEvent, parse_delivery
 from channels.whatsapp.outcomes import DeliveryLog, DeliveryOutcome, ServiceWindow, tracker
 from channels.whatsapp.render import WHATSAPP_TEXT_LIMIT, render_chunks
-from channels.whatsapp.settings import (
-    WhatsAppSecrets,
-    WhatsAppSettings,
-    load_secrets,
-    parse_block,
-)
+from channels.whatsapp.settings import WhatsAppSecrets, WhatsAppSettings, load_secrets
 from channels.whatsapp.webhook import WebhookHandler
 
 __all__ = ["WHATSAPP_LIMITS", "WhatsAppChannel"]
@@ -114,7 +109,7 @@ class WhatsAppChannel(Channel):
     @classmethod
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
-        settings = parse_block(block)
+        settings = WhatsAppSettings.model_validate(block)
         return cls(settings, load_secrets(settings, env), account=account)
 
     @property

@@ -107,9 +107,8 @@ class TelegramChannel(Channel):
         self._token = token
         self._webhook_secret = webhook_secret
         # before the Bot exists: it logs its token-bearing base URL when built
-        protect(token.get_secret_value())
-        if webhook_secret is not None:
-            protect(webhook_secret.get_secret_value())
+        for secret in self._secrets():
+            protect(secret)
         self._bot = _QuietBot(
             token.get_secret_value(),
             base_url=settings.base_url,
@@ -153,10 +152,7 @@ class TelegramChannel(Channel):
         return cls(settings, SecretStr(token), account=account, webhook_secret=secret)
 
     def _secrets(self) -> tuple[str, ...]:
-        found = [self._token.get_secret_value()]
-        if self._webhook_secret is not None:
-            found.append(self._webhook_secret.get_secret_value())
-        return tuple(found)
+        return tuple(s.get_secret_value() for s in (self._token, self._webhook_secret) if s)
 
     def webhook_concurrency(self) -> int:
         return self.settings.webhook_max_connections if self.settings.mode == "webhook" else 0

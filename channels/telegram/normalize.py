@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from telegram import (
     Animation,
@@ -54,28 +55,10 @@ class BotIdentity:
     username: str  # without "@"
 
 
-def _message(update: Update) -> Message | None:
-    return update.message
-
-
-def _channel_post(update: Update) -> Message | None:
-    return update.channel_post
-
-
-def _edited_message(update: Update) -> Message | None:
-    return update.edited_message
-
-
-def _edited_channel_post(update: Update) -> Message | None:
-    return update.edited_channel_post
-
-
-#: update type -> how to get the message to normalize (None: dropped on purpose)
+#: update type -> how to get the message to normalize (types not here: dropped on purpose)
 UPDATE_TABLE: dict[str, Callable[[Update], Message | None]] = {
-    "message": _message,
-    "channel_post": _channel_post,
-    "edited_message": _edited_message,
-    "edited_channel_post": _edited_channel_post,
+    kind: attrgetter(kind)
+    for kind in ("message", "channel_post", "edited_message", "edited_channel_post")
 }
 
 #: update types that carry a new version of an earlier message

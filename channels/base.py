@@ -67,6 +67,20 @@ class CursorStore(Protocol):
     async def set(self, key: str, value: str) -> None: ...
 
 
+class MemoryCursors:
+    """A ``CursorStore`` in memory, for an adapter (part) the gateway bound no store to
+    (unit tests): nothing survives the process."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    async def set(self, key: str, value: str) -> None:
+        self.values[key] = value
+
+
 @dataclass(frozen=True)
 class ChannelContext:
     """What the gateway hands an adapter beside its account name, config block and

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from channels.base import SKIPPED_KEY, CursorStore, InboundSink
+from channels.base import SKIPPED_KEY, CursorStore, InboundSink, MemoryCursors
 from channels.email.attachments import part_prefix
 from channels.email.authresults import verdict
 from channels.email.compose import is_reply_message_id
@@ -84,19 +84,6 @@ def _imap_date(iso_day: str) -> str:
     return f"{day.day}-{_IMAP_MONTHS[day.month - 1]}-{day.year}"
 
 
-class _Memory:
-    """The cursor store of a receiver built without one (unit tests): in memory."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    async def get(self, key: str) -> str | None:
-        return self.values.get(key)
-
-    async def set(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-
 class Receiver:
     """Runs until cancelled; ``PermanentError`` (refused login) ends it.
 
@@ -118,7 +105,7 @@ class Receiver:
         self.settings = settings
         self._new_session = new_session
         self._sink = sink
-        self._store: CursorStore = cursors if cursors is not None else _Memory()
+        self._store: CursorStore = cursors if cursors is not None else MemoryCursors()
         self._account = account
         #: set while caught up and waiting for new mail in IDLE/poll (tests wait on it)
         self.idling = asyncio.Event()

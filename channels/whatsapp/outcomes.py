@@ -17,11 +17,11 @@ may be sent only within 24 hours of it (Cloud API "customer service windows").
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.base import CursorStore
+from channels.base import CursorStore, MemoryCursors
 from channels.whatsapp.normalize import StatusEvent
 
 __all__ = ["WINDOW_SECONDS", "DeliveryLog", "DeliveryOutcome", "ServiceWindow", "tracker"]
@@ -76,7 +76,7 @@ class DeliveryLog:
         self._size = size
         self._replies: OrderedDict[str, DeliveryOutcome] = OrderedDict()
         self._by_wamid: OrderedDict[str, tuple[str, int]] = OrderedDict()
-        self.counts: dict[str, int] = {}
+        self.counts: Counter[str] = Counter()
         self.last_failure: str | None = None
 
     def _outcome(self, reply_id: str, chat_id: str) -> DeliveryOutcome:
@@ -88,9 +88,6 @@ class DeliveryLog:
                 self._replies.popitem(last=False)
         self._replies.move_to_end(reply_id)
         return outcome
-
-    def _count(self, key: str) -> None:
-        self.counts[key] = self.counts.get(key, 0) + 1
 
     def get(self, reply_id: str) -> DeliveryOutcome | None:
         return self._replies.get(reply_id)
@@ -108,16 +105,16 @@ class DeliveryLog:
         self._by_wamid[wamid] = (reply_id, index)
         while len(self._by_wamid) > self._size * 4:
             self._by_wamid.popitem(last=False)
-        self._count("template" if template else "accepted")
+        self.counts["template" if template else "accepted"] += 1
 
     def not_sent(self, reply_id: str, chat_id: str, reason: str) -> None:
         self._outcome(reply_id, chat_id).not_sent_reason = reason
-        self._count("not_sent")
+        self.counts["not_sent"] += 1
         self.last_failure = f"reply {reply_id}: not sent: {reason}"
 
     def status(self, event: StatusEvent) -> DeliveryOutcome | None:
         """Record one status against its reply; None when the reply is unknown."""
-        self._count(f"status_{event.status}")
+        self.counts[f"status_{event.status}"] += 1
         where = _parse_tracker(event.tracker) or self._by_wamid.get(event.message_id)
         if where is None:
             return None
@@ -139,27 +136,20 @@ class DeliveryLog:
 class ServiceWindow:
     """When each chat's user last wrote, shared through the ``CursorStore``."""
 
-    def __init__(self, store: CursorStore | None = None) -> None:
-        self._store = store
-        self._local: dict[str, int] = {}  # when no store is bound (unit tests)
+    def __init__(self) -> None:
+        self._store: CursorStore = MemoryCursors()  # until the gateway binds its store
 
-    def bind(self, store: CursorStore | None) -> None:
+    def bind(self, store: CursorStore) -> None:
         self._store = store
 
     async def last(self, chat_id: str) -> int | None:
-        if self._store is None:
-            return self._local.get(chat_id)
         value = await self._store.get(f"window:{chat_id}")
         return int(value) if value is not None and value.isdigit() else None
 
     async def opened(self, chat_id: str, at: int) -> None:
         """The user wrote at ``at`` (Unix seconds); later writes never move it back."""
         last = await self.last(chat_id)
-        if last is not None and last >= at:
-            return
-        if self._store is None:
-            self._local[chat_id] = at
-        else:
+        if last is None or last < at:
             await self._store.set(f"window:{chat_id}", str(at))
 
     async def is_open(self, chat_id: str, now: float | None = None) -> bool:

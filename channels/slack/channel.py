@@ -10,7 +10,6 @@ HTTP (``webhook``) and in Socket Mode (``socket_mode``). Sending uses slack_sdk'
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any, Self
 
@@ -23,6 +22,7 @@ from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Ch
 from channels.download import fetch_capped, host_of
 from channels.errors import FormattingRejected, PermanentError
 from channels.models import Attachment, Inbound, Outbound
+from channels.recent import Recent
 from channels.slack.bolt_app import build_app
 from channels.slack.errors import map_error
 from channels.slack.mrkdwn import escape
@@ -50,24 +50,6 @@ log = logging.getLogger(__name__)
 #: Slack allows about one message per second per channel, with short bursts
 #: (https://docs.slack.dev/apis/web-api/rate-limits, "Posting messages").
 SLACK_LIMITS = ChannelLimits(max_message_len=SLACK_SECTION_LIMIT, per_chat_interval=1.0, burst=1)
-
-
-class _Seen:
-    """Recently handled event ids and channel+ts keys (bounded). The gateway inbox is
-    the durable dedupe; this only spares it the obvious redeliveries."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
-        self._keys: OrderedDict[str, None] = OrderedDict()
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys
-
-    def add(self, key: str) -> None:
-        self._keys[key] = None
-        self._keys.move_to_end(key)
-        while len(self._keys) > self._size:
-            self._keys.popitem(last=False)
 
 
 class SlackChannel(Channel):
@@ -100,7 +82,9 @@ class SlackChannel(Channel):
             retry_handlers=[],
         )
         self._names = NameCache(self._web)
-        self._seen = _Seen()
+        #: recently handled event ids and channel+ts keys: the gateway inbox is the
+        #: durable dedupe; this only spares it the obvious redeliveries
+        self._seen: Recent[str, None] = Recent(4096)
         self._sink: InboundSink | None = None
         self._bot_user_id = settings.bot_user_id
         self._bot_name: str | None = None
@@ -234,9 +218,9 @@ class SlackChannel(Channel):
             key = f"{inbound.chat_id}:{inbound.message_id}"
             if key not in self._seen:
                 await sink(inbound)
-                self._seen.add(key)
+                self._seen[key] = None
         if isinstance(event_id, str):
-            self._seen.add(event_id)
+            self._seen[event_id] = None
 
     async def _command(self, body: dict[str, Any]) -> None:
         """Bolt's listener for a slash command: durable in the sink before the ack."""

@@ -17,11 +17,12 @@ may be sent only within 24 hours of it (Cloud API "customer service windows").
 from __future__ import annotations
 
 import time
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from channels.base import CursorStore, MemoryCursors
+from channels.recent import Recent
 from channels.whatsapp.normalize import StatusEvent
 
 __all__ = ["WINDOW_SECONDS", "DeliveryLog", "DeliveryOutcome", "ServiceWindow", "tracker"]
@@ -73,9 +74,8 @@ class DeliveryLog:
     """The newest ``size`` replies' outcomes, plus counters for ``/healthz``."""
 
     def __init__(self, size: int = 2048) -> None:
-        self._size = size
-        self._replies: OrderedDict[str, DeliveryOutcome] = OrderedDict()
-        self._by_wamid: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        self._replies: Recent[str, DeliveryOutcome] = Recent(size)
+        self._by_wamid: Recent[str, tuple[str, int]] = Recent(size * 4)
         self.counts: Counter[str] = Counter()
         self.last_failure: str | None = None
 
@@ -84,8 +84,6 @@ class DeliveryLog:
         if outcome is None:
             outcome = DeliveryOutcome(reply_id=reply_id, chat_id=chat_id)
             self._replies[reply_id] = outcome
-            while len(self._replies) > self._size:
-                self._replies.popitem(last=False)
         self._replies.move_to_end(reply_id)
         return outcome
 
@@ -103,8 +101,6 @@ class DeliveryLog:
         if template is not None:
             outcome.via_template = template
         self._by_wamid[wamid] = (reply_id, index)
-        while len(self._by_wamid) > self._size * 4:
-            self._by_wamid.popitem(last=False)
         self.counts["template" if template else "accepted"] += 1
 
     def not_sent(self, reply_id: str, chat_id: str, reason: str) -> None:

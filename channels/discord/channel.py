@@ -25,6 +25,7 @@ from channels.discord.places import Places
 from channels.discord.render import MAX_MESSAGE_LEN, render
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace
+from channels.envsecret import read_secret
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound, Outbound
 from channels.retry import retrying
@@ -114,13 +115,10 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
                     context: ChannelContext = NO_CONTEXT) -> Self:
         """Build from a ``[channels.discord]`` block; the token comes from ``env``."""
         settings = DiscordSettings.model_validate(block)
-        token = env.get(settings.token_env, "").strip()
-        if not token:
-            raise ValueError(
-                f"set {settings.token_env} to the Discord bot token "
-                f"(Developer Portal > your application > Bot > Reset Token), or point "
-                f"channels.discord.token_env at the variable that holds it")
-        return cls(settings, SecretStr(token), account=account)
+        token = read_secret(env, settings.token_env, "the Discord bot token (Developer "
+                            "Portal > your application > Bot > Reset Token), or point "
+                            "channels.discord.token_env at the variable that holds it")
+        return cls(settings, token, account=account)
 
     def __repr__(self) -> str:
         return f"DiscordChannel(account={self.account!r})"

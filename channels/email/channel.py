@@ -25,6 +25,7 @@ from channels.email.receiver import Receiver
 from channels.email.redact import protect
 from channels.email.render import EMAIL_TEXT_LIMIT, render_chunks
 from channels.email.settings import EmailSettings
+from channels.envsecret import read_secret
 from channels.models import Attachment, Outbound
 from channels.tasks import cancel_task, start_task
 
@@ -95,13 +96,9 @@ class EmailChannel(Channel):
                 margin=settings.refresh_margin, timeout=settings.timeout,
             )
             return cls(settings, oauth=oauth, account=account)
-        password = env.get(settings.password_env, "").strip()
-        if not password:
-            raise ValueError(
-                f"channels.email: set the environment variable {settings.password_env} to the "
-                "mailbox password (Gmail: an app password), or set auth = 'oauth2'"
-            )
-        return cls(settings, password=SecretStr(password), account=account)
+        password = read_secret(env, settings.password_env, "the mailbox password (Gmail: an "
+                               "app password), or set auth = 'oauth2'")
+        return cls(settings, password=password, account=account)
 
     def _secret(self) -> str | None:
         return self._password.get_secret_value() if self._password is not None else None

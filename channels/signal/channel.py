@@ -19,6 +19,7 @@ from channels.base import (
     Chunk,
     InboundSink,
 )
+from channels.envsecret import read_secret
 from channels.errors import ChannelError, FormattingRejected
 from channels.models import Attachment, Outbound
 from channels.pools import aiohttp_connector
@@ -85,16 +86,9 @@ class SignalChannel(Channel):
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
         settings = SignalSettings.model_validate(block)
-        auth: SecretStr | None = None
-        if settings.auth_env is not None:
-            value = env.get(settings.auth_env, "").strip()
-            if not value:
-                raise ValueError(
-                    f"channels.signal: auth_env names {settings.auth_env}, which is not set; "
-                    "set it to the Authorization header value your proxy expects, or remove "
-                    "auth_env"
-                )
-            auth = SecretStr(value)
+        auth = None if settings.auth_env is None else read_secret(
+            env, settings.auth_env, "the Authorization header value your proxy expects "
+            "(auth_env names it), or remove auth_env")
         return cls(settings, account=account, auth=auth)
 
     def _headers(self) -> dict[str, str]:

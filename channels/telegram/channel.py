@@ -24,6 +24,7 @@ from channels.base import (
     Chunk,
     InboundSink,
 )
+from channels.envsecret import read_secret
 from channels.errors import AttachmentTooLarge, FormattingRejected, PermanentError
 from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
@@ -133,12 +134,8 @@ class TelegramChannel(Channel):
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
         settings = TelegramSettings.model_validate(block)
-        token = env.get(settings.token_env, "").strip()
-        if not token:
-            raise ValueError(
-                f"channels.telegram: set the environment variable {settings.token_env} to the "
-                "bot token from @BotFather (or set token_env to the variable that holds it)"
-            )
+        token = read_secret(env, settings.token_env, "the bot token from @BotFather (or set "
+                            "token_env to the variable that holds it)")
         secret: SecretStr | None = None
         if settings.mode == "webhook":
             value = env.get(settings.webhook_secret_env, "").strip()
@@ -149,7 +146,7 @@ class TelegramChannel(Channel):
                     "X-Telegram-Bot-Api-Secret-Token)"
                 )
             secret = SecretStr(value)
-        return cls(settings, SecretStr(token), account=account, webhook_secret=secret)
+        return cls(settings, token, account=account, webhook_secret=secret)
 
     def _secrets(self) -> tuple[str, ...]:
         return tuple(s.get_secret_value() for s in (self._token, self._webhook_secret) if s)

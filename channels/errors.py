@@ -74,3 +74,9 @@ class AttachmentTooLarge(PermanentError):
     def __init__(self, limit: int, message: str = "") -> None:
         super().__init__("attachment too large", message or f"over {limit} bytes")
         self.limit = limit
+
+    @classmethod
+    def check(cls, size: int | None, limit: int) -> None:
+        """Raise it when ``size`` bytes (None: not known yet) are over ``limit``."""
+        if size is not None and size > limit:
+            raise cls(limit)

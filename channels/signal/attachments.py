@@ -38,8 +38,7 @@ async def fetch(call: Call, attachment: Attachment, max_bytes: int) -> bytes:
     """The bytes of ``attachment`` through ``call`` (``SignalRpc.call``)."""
     if attachment.type == "sticker" or not attachment.id:
         raise PermanentError("not downloadable", "a sticker is not an attachment")
-    if attachment.size is not None and attachment.size > max_bytes:
-        raise AttachmentTooLarge(max_bytes)
+    AttachmentTooLarge.check(attachment.size, max_bytes)
     try:
         result = await call("getAttachment", {"id": attachment.id},
                             max_answer=answer_limit(max_bytes))
@@ -56,6 +55,5 @@ async def fetch(call: Call, attachment: Attachment, max_bytes: int) -> bytes:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise TransientError("signal-cli answered getAttachment with bad base64") from None
-    if len(raw) > max_bytes:
-        raise AttachmentTooLarge(max_bytes)
+    AttachmentTooLarge.check(len(raw), max_bytes)
     return raw

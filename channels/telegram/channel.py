@@ -269,13 +269,11 @@ class TelegramChannel(Channel):
         of it is read; a file whose size Telegram did not state is checked after."""
         try:
             file = await self._bot.get_file(attachment.id)
-            if file.file_size is not None and file.file_size > max_bytes:
-                raise AttachmentTooLarge(max_bytes)
+            AttachmentTooLarge.check(file.file_size, max_bytes)
             data = bytes(await file.download_as_bytearray())
         except TelegramError as error:
             raise map_error(error, self._secrets()) from None
-        if len(data) > max_bytes:
-            raise AttachmentTooLarge(max_bytes)
+        AttachmentTooLarge.check(len(data), max_bytes)
         return data
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:

@@ -31,6 +31,7 @@ from channels.base import (
     DeliveryReport,
     InboundSink,
 )
+from channels.download import read_capped
 from channels.errors import AttachmentTooLarge, TransientError
 from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
@@ -204,20 +205,15 @@ class WhatsAppChannel(Channel):
         every try), then the bytes with the token, streamed and cut at ``max_bytes``."""
         try:
             media = await self._wa.get_media_url(attachment.id)
-            if media.file_size and media.file_size > max_bytes:
-                raise AttachmentTooLarge(max_bytes)
-            data = bytearray()
-            async for part in self._wa.stream_media(media.url):
-                data += part
-                if len(data) > max_bytes:
-                    raise AttachmentTooLarge(max_bytes)
+            AttachmentTooLarge.check(media.file_size, max_bytes)
+            data = await read_capped(self._wa.stream_media(media.url), max_bytes)
         except httpx.HTTPStatusError as exc:
             # an expired or not-yet-ready URL, or the CDN failing: a new URL may work
             raise TransientError(f"whatsapp media download: HTTP "
                                  f"{exc.response.status_code}") from None
         except Exception as exc:
             raise map_error("media download", exc) from None
-        return bytes(data)
+        return data
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, WHATSAPP_TEXT_LIMIT)

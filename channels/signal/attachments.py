@@ -20,7 +20,7 @@ from typing import Any
 from channels.errors import AttachmentTooLarge, PermanentError, TransientError
 from channels.models import Attachment
 from channels.signal.errors import USER_ERROR
-from channels.signal.rpc import AnswerTooLarge, RpcError
+from channels.signal.rpc import RpcError
 
 #: what a JSON-RPC answer holds besides the base64 text: {"jsonrpc", "result": {"data"},
 #: "id"}; generous, so the cap is on the file, not on the envelope
@@ -42,7 +42,7 @@ async def fetch(call: Call, attachment: Attachment, max_bytes: int) -> bytes:
     try:
         result = await call("getAttachment", {"id": attachment.id},
                             max_answer=answer_limit(max_bytes))
-    except AnswerTooLarge:
+    except AttachmentTooLarge:  # the answer's cap, in base64: name the file's
         raise AttachmentTooLarge(max_bytes) from None
     except RpcError as error:
         if error.code == USER_ERROR:  # unknown id: never received, or deleted since

@@ -15,8 +15,11 @@ at least once rather than lost).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=BaseException)
 
 
 class ChannelError(Exception):
@@ -61,6 +64,17 @@ def retry_after_header(headers: Mapping[str, Any] | None, default: float) -> flo
         return max(float(raw), 0.0) if raw is not None else default
     except (TypeError, ValueError):
         return default
+
+
+@contextmanager
+def mapped(errors: type[E] | tuple[type[E], ...], translate: Callable[[E], ChannelError]
+           ) -> Iterator[None]:
+    """Raise ``translate(error)`` for any of ``errors`` raised inside (an SDK's own
+    exceptions onto this tree), the original not chained: its text may carry a token."""
+    try:
+        yield
+    except errors as error:
+        raise translate(error) from None
 
 
 class FormattingRejected(ChannelError):

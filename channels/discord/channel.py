@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Self
 
 import discord
@@ -26,7 +27,7 @@ from channels.discord.render import MAX_MESSAGE_LEN, render
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace
 from channels.envsecret import read_secret
-from channels.errors import NetworkError, PermanentError
+from channels.errors import NetworkError, PermanentError, mapped
 from channels.models import Inbound, Outbound
 from channels.retry import retrying
 
@@ -164,15 +165,13 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
         except Exception as exc:
             log.warning("discord: cursor store unavailable (%s); no read-back of messages "
                         "missed while away this time", type(exc).__name__)
-        try:
+        with mapped(CALL_ERRORS, partial(login_error, token_env=self.settings.token_env)):
             await client.login(self._token.get_secret_value())
             if self.settings.api_base_url:
                 url = self.settings.gateway_url
                 if not url:
                     _, url, _ = await client.http.get_bot_gateway()
                 endpoint.set_gateway(url)
-        except CALL_ERRORS as exc:
-            raise login_error(exc, self.settings.token_env) from None
         self._pump_task = asyncio.create_task(self._pump(), name="discord-inbound")
         self._conn_task = asyncio.create_task(
             client.connect(reconnect=True), name="discord-gateway"
@@ -410,7 +409,7 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
         # discord.py sends ``enforce_nonce`` with every nonce: a re-send of this chunk
         # (after a dropped connection or a read timeout) gets the first message back
         nonce = send_nonce(message.reply_id, index)
-        try:
+        with mapped(CALL_ERRORS, map_error):
             if reference is None:
                 sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS,
                                           nonce=nonce)
@@ -419,15 +418,11 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
                     chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS,
                     nonce=nonce,
                 )
-        except CALL_ERRORS as exc:
-            raise map_error(exc) from None
         return str(sent.id)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """``POST /channels/{id}/typing``: shows "typing..." for about 10 s."""
         client = self._require_client()
         target = self._snowflake(thread_id or chat_id, "chat_id")
-        try:
+        with mapped(CALL_ERRORS, map_error):
             await client.http.send_typing(target)
-        except CALL_ERRORS as exc:
-            raise map_error(exc) from None

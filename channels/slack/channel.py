@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Self
 
 from aiohttp import web
@@ -20,7 +21,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
 from channels.download import fetch_capped, host_of
-from channels.errors import FormattingRejected, PermanentError
+from channels.errors import FormattingRejected, PermanentError, mapped
 from channels.models import Attachment, Inbound, Outbound
 from channels.recent import Recent
 from channels.slack.bolt_app import build_app
@@ -159,10 +160,8 @@ class SlackChannel(Channel):
         return f"@{self._bot_name}" if self._bot_name else self._bot_user_id
 
     async def _identify(self) -> None:
-        try:
+        with mapped(Exception, partial(map_error, "auth.test")):
             response = await self._web.auth_test()
-        except Exception as exc:
-            raise map_error("auth.test", exc) from None
         user_id = response.get("user_id")
         if self._bot_user_id is None:
             if not isinstance(user_id, str) or not user_id:
@@ -296,11 +295,9 @@ class SlackChannel(Channel):
     async def find_sent(self, message: Outbound, index: int) -> str | None:
         """After an ambiguous post: the chunk's ``ts`` if the conversation (or thread)
         shows it by its metadata (channels/slack/sent.py), else None (post again)."""
-        try:
+        with mapped(Exception, partial(map_error, "conversations.history")):
             return await find_posted(self._web, message.chat_id, self._thread_ts(message),
                                      message.reply_id, index)
-        except Exception as exc:
-            raise map_error("conversations.history", exc) from None
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """``url_private`` with the bot token, from Slack's file host (or the configured
@@ -317,19 +314,15 @@ class SlackChannel(Channel):
         """files_upload_v2 (get an upload URL, upload, complete into the chat and thread);
         the caption is the initial comment. Returns the file's id (the share's message
         is posted by Slack afterwards)."""
-        try:
+        with mapped(Exception, partial(map_error, "files.completeUploadExternal")):
             response = await self._web.files_upload_v2(
                 channel=message.chat_id, thread_ts=self._thread_ts(message), file=data,
                 filename=name, title=name, initial_comment=escape(caption) or None)
-        except Exception as exc:
-            raise map_error("files.completeUploadExternal", exc) from None
         shared = response.get("file") or {}
         return str(shared.get("id", "")) if isinstance(shared, dict) else ""
 
     async def _post(self, **kwargs: Any) -> str:
-        try:
+        with mapped(Exception, partial(map_error, "chat.postMessage")):
             response = await self._web.chat_postMessage(**kwargs)
-        except Exception as exc:
-            raise map_error("chat.postMessage", exc) from None
         ts = response.get("ts")
         return str(ts) if ts else ""

@@ -25,7 +25,7 @@ from channels.base import (
     InboundSink,
 )
 from channels.envsecret import read_secret
-from channels.errors import AttachmentTooLarge, FormattingRejected, PermanentError
+from channels.errors import AttachmentTooLarge, FormattingRejected, PermanentError, mapped
 from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
 from channels.pull import PullLoop
@@ -151,6 +151,10 @@ class TelegramChannel(Channel):
     def _secrets(self) -> tuple[str, ...]:
         return tuple(s.get_secret_value() for s in (self._token, self._webhook_secret) if s)
 
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        """PTB's exceptions as ``channels.errors``, the secrets scrubbed from their text."""
+        return mapped(TelegramError, lambda error: map_error(error, self._secrets()))
+
     def webhook_concurrency(self) -> int:
         return self.settings.webhook_max_connections if self.settings.mode == "webhook" else 0
 
@@ -162,7 +166,7 @@ class TelegramChannel(Channel):
     async def start(self, sink: InboundSink) -> None:
         """Check the token (getMe), then poll or arm the webhook. Raises PermanentError
         when Telegram refuses the token, NetworkError when it cannot be reached."""
-        try:
+        with self._errors():
             await self._bot.initialize()
             me = self._bot.bot
             self.identity = BotIdentity(me.id, self.settings.bot_username or me.username or "")
@@ -179,8 +183,6 @@ class TelegramChannel(Channel):
                 return
             # getUpdates is refused while a webhook is set (e.g. after switching modes)
             await self._bot.delete_webhook(drop_pending_updates=False)
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
         self.poller = poll_loop(
             self._bot, self.settings, self.identity, sink, self.cursor_store, self.account
         )
@@ -210,10 +212,8 @@ class TelegramChannel(Channel):
 
     async def register_commands(self, commands: list[tuple[str, str]]) -> None:
         """``setMyCommands`` (default scope): Telegram's "/" menu shows these."""
-        try:
+        with self._errors():
             await self._bot.set_my_commands([BotCommand(n, d) for n, d in commands])
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, self.limits.max_message_len)
@@ -236,13 +236,11 @@ class TelegramChannel(Channel):
                         ) -> str:
         """sendDocument (multipart), in the forum topic ``thread_id``; the caption as
         plain text (Telegram's limit: 1024 characters)."""
-        try:
+        with self._errors():
             sent = await self._bot.send_document(
                 chat_id=_chat(message.chat_id), document=data, filename=name,
                 caption=caption[:1024] or None,
                 message_thread_id=int(message.thread_id) if message.thread_id else None)
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
         return str(sent.message_id)
 
     async def _send(self, message: Outbound, text: str, parse_mode: str | None, index: int) -> str:
@@ -251,7 +249,7 @@ class TelegramChannel(Channel):
             if message.reply_to_id and index == 0
             else None
         )
-        try:
+        with self._errors():
             sent = await self._bot.send_message(
                 chat_id=_chat(message.chat_id),
                 text=text,
@@ -259,20 +257,16 @@ class TelegramChannel(Channel):
                 message_thread_id=int(message.thread_id) if message.thread_id else None,
                 reply_parameters=reply,
             )
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
         return str(sent.message_id)
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """getFile, then the file's download URL (the Bot API serves files up to 20 MB).
         getFile states the size, so a file over ``max_bytes`` is refused before a byte
         of it is read; a file whose size Telegram did not state is checked after."""
-        try:
+        with self._errors():
             file = await self._bot.get_file(attachment.id)
             AttachmentTooLarge.check(file.file_size, max_bytes)
             data = bytes(await file.download_as_bytearray())
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
         AttachmentTooLarge.check(len(data), max_bytes)
         return data
 

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Self
 
 import httpx
@@ -32,7 +33,7 @@ from channels.base import (
     InboundSink,
 )
 from channels.download import read_capped
-from channels.errors import AttachmentTooLarge, TransientError
+from channels.errors import AttachmentTooLarge, TransientError, mapped
 from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
 from channels.whatsapp.errors import OUTSIDE_WINDOW, OutsideWindow, map_error
@@ -129,10 +130,8 @@ class WhatsAppChannel(Channel):
     async def check(self) -> str | None:
         """The token and phone number id, checked together (GET the phone number):
         returns the number and its verified name; ``PermanentError`` when refused."""
-        try:
+        with mapped(Exception, partial(map_error, "get phone number")):
             number = await self._wa.get_business_phone_number()
-        except Exception as exc:
-            raise map_error("get phone number", exc) from None
         self.display_number = number.display_phone_number
         return f"{number.display_phone_number}, {number.verified_name}"
 
@@ -288,15 +287,13 @@ class WhatsAppChannel(Channel):
                 log.warning("whatsapp[%s]: reply %s to %s not sent: %s", self.account,
                             message.reply_id, message.chat_id, reason)
             raise OutsideWindow(reason)
-        try:
+        with mapped(Exception, partial(map_error, "send template")):
             sent = await self._wa.send_template(
                 to=message.chat_id,
                 name=template.name,
                 language=TemplateLanguage(template.language),
                 tracker=tracker(message.reply_id, index),
             )
-        except Exception as exc:
-            raise map_error("send template", exc) from None
         self.deliveries.sent(message.reply_id, message.chat_id, index, sent.id,
                              template=template.name)
         log.info("whatsapp[%s]: reply %s fell outside the 24-hour window; sent template %s",

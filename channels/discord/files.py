@@ -10,11 +10,9 @@ import discord
 from channels.discord.client import Client
 from channels.discord.errors import CALL_ERRORS, map_error
 from channels.discord.nonce import send_nonce
+from channels.discord.render import MAX_MESSAGE_LEN
 from channels.errors import mapped
 from channels.models import Outbound
-
-#: Developer docs: a message's content is at most 2000 characters
-MAX_CAPTION = 2000
 
 
 class _Adapter(Protocol):
@@ -35,7 +33,7 @@ class FileSending:
         channel = self._require_client().get_partial_messageable(
             self._snowflake(message.thread_id or message.chat_id, "chat_id"))
         with mapped(CALL_ERRORS, map_error):
-            sent = await channel.send(caption[:MAX_CAPTION] or None,
+            sent = await channel.send(caption[:MAX_MESSAGE_LEN] or None,
                                       file=discord.File(io.BytesIO(data), filename=name),
                                       allowed_mentions=discord.AllowedMentions.none(),
                                       nonce=send_nonce(message.reply_id, 0))

@@ -32,7 +32,7 @@ from channels.base import (
     Chunk,
     InboundSink,
 )
-from channels.errors import PermanentError, TransientError
+from channels.errors import PermanentError, TransientError, mapped
 from channels.matrix.errors import map_error, network_error
 from channels.matrix.media import download
 from channels.matrix.normalize import BotIdentity
@@ -278,12 +278,10 @@ class MatrixChannel(Channel):
         room = self._client.rooms.get(message.chat_id)
         if room is not None and room.encrypted:
             raise PermanentError("encrypted room", "matrix: files are not sent to E2EE rooms")
-        try:
+        with mapped((ClientError, TimeoutError, OSError), network_error):
             uploaded, _ = await self._client.upload(
                 io.BytesIO(data), content_type="application/octet-stream", filename=name,
                 filesize=len(data))
-        except (ClientError, TimeoutError, OSError) as error:
-            raise network_error(error) from None
         if not isinstance(uploaded, UploadResponse):
             raise map_error(uploaded)
         content: dict[str, Any] = {

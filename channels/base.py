@@ -42,10 +42,6 @@ class DeliveryReport:
 OutcomeSink = Callable[[DeliveryReport], Awaitable[None]]
 
 
-def _chars(text: str) -> int:
-    return len(text)
-
-
 #: The ``CursorStore`` key under which an adapter records the inbound it skipped for
 #: good, never queued (a mail too big or unreadable): JSON, a list of objects with at
 #: least ``reason`` and ``at`` (ISO time), newest last. ``pynanoclaw status``, ``dead
@@ -108,7 +104,7 @@ class ChannelLimits:
     """
 
     max_message_len: int
-    measure: Callable[[str], int] = _chars
+    measure: Callable[[str], int] = len
     per_chat_interval: float = 1.0
     burst: int = 1
 

@@ -23,7 +23,7 @@ What is ours, and why:
 * the command listener hands a slash command payload to ``command`` and acks it (with
   an empty body: the answer comes through the outbox, like every reply) once the
   command is durable; a sink failure is not acked (Slack shows the user an error).
-* the error handler maps the listener's outcome onto answers (see ``_on_error``).
+* the error handler maps the listener's outcome onto answers (see ``_answer``).
 """
 
 from __future__ import annotations

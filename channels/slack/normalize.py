@@ -108,6 +108,12 @@ def message_of(event: dict[str, Any]) -> dict[str, Any]:
             "ts": event.get("ts"), "original_ts": inner.get("ts")}
 
 
+def _complete(msg: dict[str, Any], keys: tuple[str, ...], rule: Rule) -> Rule:
+    """``rule``, or a malformed one when one of ``keys`` is not a non-empty string."""
+    missing = next((k for k in keys if not isinstance(msg.get(k), str) or not msg[k]), None)
+    return rule if missing is None else Rule(False, f"malformed: missing {missing}", True)
+
+
 def _change_rule(event: dict[str, Any], rule: Rule, bot_user_id: str) -> Rule:
     msg = message_of(event)
     if event.get("subtype") == "message_deleted" and not msg:
@@ -123,10 +129,7 @@ def _change_rule(event: dict[str, Any], rule: Rule, bot_user_id: str) -> Rule:
     if event.get("subtype") == "message_changed" and isinstance(previous, dict) and \
             previous.get("text") == msg.get("text"):
         return Rule(False, "a change that kept the text (an unfurl or a reaction count)")
-    for key in ("channel", "ts", "original_ts"):
-        if not isinstance(msg.get(key), str) or not msg.get(key):
-            return Rule(False, f"malformed: missing {key}", malformed=True)
-    return rule
+    return _complete(msg, ("channel", "ts", "original_ts"), rule)
 
 
 def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
@@ -146,10 +149,7 @@ def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
         return Rule(False, "the bot's own message")
     if event.get("hidden"):
         return Rule(False, "hidden message")
-    for key in ("channel", "user", "ts"):
-        if not isinstance(event.get(key), str) or not event.get(key):
-            return Rule(False, f"malformed: missing {key}", malformed=True)
-    return rule
+    return _complete(event, ("channel", "user", "ts"), rule)
 
 
 def _rich_text_users(blocks: Any) -> set[str]:
@@ -266,11 +266,8 @@ def profile_name(event: dict[str, Any]) -> str | None:
     profile = event.get("user_profile")
     if not isinstance(profile, dict):
         return None
-    for key in ("display_name", "real_name", "name"):
-        value = profile.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
+    names = (_str(profile.get(key)) for key in ("display_name", "real_name", "name"))
+    return next((name for name in names if name), None)
 
 
 def _timestamp(ts: str) -> datetime:

@@ -102,7 +102,6 @@ class WhatsAppChannel(Channel):
             parse=self._parse,
             process=self._process,
         )
-        self.display_number: str | None = None
 
     def __repr__(self) -> str:
         return (f"WhatsAppChannel(account={self.account!r}, "
@@ -132,7 +131,6 @@ class WhatsAppChannel(Channel):
         returns the number and its verified name; ``PermanentError`` when refused."""
         with mapped(Exception, partial(map_error, "get phone number")):
             number = await self._wa.get_business_phone_number()
-        self.display_number = number.display_phone_number
         return f"{number.display_phone_number}, {number.verified_name}"
 
     async def start(self, sink: InboundSink) -> None:

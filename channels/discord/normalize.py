@@ -20,7 +20,7 @@ inside the snapshot do not set ``mentions_bot``: the original author wrote them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import discord
 
@@ -194,10 +194,7 @@ def to_inbound(
     return Inbound(
         channel=NAME,
         account=account,
-        chat_id=place.chat_id,
-        chat_name=place.chat_name,
-        thread_id=place.thread_id,
-        is_group=place.is_group,
+        **asdict(place),  # chat_id, thread_id, is_group, chat_name
         sender_id=str(message.author.id),
         sender_name=message.author.display_name,
         message_id=str(message.id),
@@ -243,10 +240,7 @@ def deletion_to_inbound(
     return Inbound(
         channel=NAME,
         account=account,
-        chat_id=place.chat_id,
-        chat_name=place.chat_name,
-        thread_id=place.thread_id,
-        is_group=place.is_group,
+        **asdict(place),  # chat_id, thread_id, is_group, chat_name
         sender_id=str(author.id) if author is not None else "",
         sender_name=author.display_name if author is not None else "",
         message_id=f"{message_id}:deleted",

@@ -100,20 +100,17 @@ class Outgoing:
                 await self._imap.close()
                 self._imap = None
 
-    async def _session(self) -> ImapSession:
-        if self._imap is None:
-            session = self._new_imap()
-            await session.connect()
-            self._imap = session
-        return self._imap
-
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[ImapSession]:
         """The session, under the lock; dropped on network trouble (the next call
         reconnects)."""
         async with self._lock:
             try:
-                yield await self._session()
+                if self._imap is None:
+                    session = self._new_imap()
+                    await session.connect()
+                    self._imap = session
+                yield self._imap
             except NetworkError:
                 with contextlib.suppress(Exception):
                     if self._imap is not None:

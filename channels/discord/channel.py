@@ -75,7 +75,6 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
     """
 
     name = NAME
-    Settings = DiscordSettings
     #: Developer docs: 2000 characters per message; message creation is limited to
     #: about 5 per 5 s per channel (the route bucket discord.py reads from headers).
     limits = ChannelLimits(max_message_len=MAX_MESSAGE_LEN, per_chat_interval=1.0, burst=5)

@@ -44,7 +44,6 @@ class EmailChannel(Channel):
     """A mailbox as a channel: each mail thread is a conversation."""
 
     name = "email"
-    Settings = EmailSettings
     limits = EMAIL_LIMITS
 
     def __init__(

@@ -71,7 +71,6 @@ class MatrixChannel(Channel):
     """A Matrix bot account: /sync long polling in, ``m.room.message`` out."""
 
     name = "matrix"
-    Settings = MatrixSettings
     limits = MATRIX_LIMITS
 
     def __init__(

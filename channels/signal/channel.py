@@ -59,7 +59,6 @@ class SignalChannel(Channel):
     """One Signal account served by signal-cli: events stream in, JSON-RPC ``send`` out."""
 
     name = "signal"
-    Settings = SignalSettings
     limits = SIGNAL_LIMITS
 
     def __init__(

@@ -62,7 +62,6 @@ class SlackChannel(Channel):
     """
 
     name = "slack"
-    Settings = SlackSettings
     limits = SLACK_LIMITS
 
     def __init__(

@@ -90,7 +90,6 @@ class TelegramChannel(Channel):
     """A Telegram bot account: long polling or webhook in, sendMessage (HTML) out."""
 
     name = "telegram"
-    Settings = TelegramSettings
     limits = TELEGRAM_LIMITS
 
     def __init__(

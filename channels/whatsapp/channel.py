@@ -68,7 +68,6 @@ class WhatsAppChannel(Channel):
     """
 
     name = "whatsapp"
-    Settings = WhatsAppSettings
     limits = WHATSAPP_LIMITS
 
     def __init__(

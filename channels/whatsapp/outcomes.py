@@ -38,12 +38,8 @@ def tracker(reply_id: str, index: int) -> str:
 
 
 def _parse_tracker(value: str | None) -> tuple[str, int] | None:
-    if not value:
-        return None
-    reply_id, sep, index = value.rpartition(":")
-    if not sep or not reply_id or not index.isdigit():
-        return None
-    return reply_id, int(index)
+    reply_id, _, index = (value or "").rpartition(":")
+    return (reply_id, int(index)) if reply_id and index.isdigit() else None
 
 
 @dataclass

@@ -145,13 +145,9 @@ class EventStream:
             self._broken(error)
             raise
         self.alive_at = _now()
-        items = []
-        for event in events:
-            inbound = self._inbound(event.data) if event.event == "receive" else None
-            if inbound is not None:
-                items.append(Item(inbound, inbound.message_id))
+        inbounds = [self._inbound(event.data) for event in events if event.event == "receive"]
         await self._save_alive()
-        return Batch(items)
+        return Batch([Item(inbound, inbound.message_id) for inbound in inbounds if inbound])
 
     async def _open(self) -> None:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.request_timeout)

@@ -170,11 +170,9 @@ def _rich_text_users(blocks: Any) -> set[str]:
 def mentions(event: dict[str, Any]) -> set[str]:
     """Users mentioned, as Slack encodes them: ``<@U…>`` / ``<@U…|name>`` tokens in
     the text and ``user`` elements in rich_text blocks."""
-    found = _rich_text_users(event.get("blocks"))
-    for token in _TOKEN.findall(str(event.get("text") or "")):
-        if token.startswith("@"):
-            found.add(token[1:].split("|", 1)[0])
-    return found
+    tokens = _TOKEN.findall(str(event.get("text") or ""))
+    return _rich_text_users(event.get("blocks")) | {
+        token[1:].split("|", 1)[0] for token in tokens if token.startswith("@")}
 
 
 def decode_text(text: str, ctx: SlackContext) -> str:

@@ -183,10 +183,8 @@ class ImapSession:
         response = await self._run(
             "fetch", self.client.uid("fetch", str(uid), f"(UID BODY.PEEK[{part}]{partial})")
         )
-        for line in response.lines:
-            if isinstance(line, bytearray):
-                return bytes(line)
-        return None
+        return next((bytes(line) for line in response.lines if isinstance(line, bytearray)),
+                    None)
 
     async def move(self, uid: int, folder: str) -> None:
         """Move ``uid`` of the selected folder to ``folder``, marked \\Seen: UID MOVE

@@ -19,6 +19,7 @@ from channels.errors import (
     PermanentError,
     RateLimited,
     TransientError,
+    retry_after_header,
 )
 
 #: redirects followed (each to a named host)
@@ -66,11 +67,7 @@ async def read_capped(parts: AsyncIterable[bytes], max_bytes: int) -> bytes:
 def _check(resp: httpx.Response, max_bytes: int) -> None:
     status = resp.status_code
     if status == 429:
-        try:
-            wait = float(resp.headers.get("retry-after", "1"))
-        except ValueError:
-            wait = 1.0
-        raise RateLimited(wait, "file download rate limited")
+        raise RateLimited(retry_after_header(resp.headers, 1.0), "file download rate limited")
     if status >= 500 or status == 408:
         raise TransientError(f"file download: HTTP {status}")
     if status >= 400:

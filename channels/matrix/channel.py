@@ -171,15 +171,15 @@ class MatrixChannel(Channel):
         self.identity = BotIdentity(self.settings.user_id, name if isinstance(name, str) else None)
         self.syncer = Syncer(self._client, self.settings, self.identity, sink,
                              self.cursor_store, self.account)
-        self._task = start_task(self.syncer.run(), name=f"matrix-sync-{self.account}",
+        self._task = start_task(self.syncer.loop.run(), name=f"matrix-sync-{self.account}",
                                 log=log, what="matrix: sync loop")
-        ready = asyncio.create_task(self.syncer.ready.wait())
+        ready = asyncio.create_task(self.syncer.loop.ready.wait())
         await asyncio.wait({ready, self._task}, timeout=FIRST_SYNC_WAIT,
                            return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
-        if self.syncer.fatal is not None:
+        if (fatal := self.syncer.loop.fatal) is not None:
             await self.stop()
-            raise PermanentError(self.syncer.fatal, "matrix: the homeserver refused the session")
+            raise PermanentError(fatal, "matrix: the homeserver refused the session")
 
     async def _login(self) -> Session:
         """The device to use: the stored one if its token still matches the configured

@@ -88,7 +88,9 @@ def _joined_at(events: list[Any], user_id: str) -> int:
 
 
 class Syncer:
-    """The /sync fetch of one bot account, and its receive loop (``run``)."""
+    """The /sync fetch of one bot account, and its receive loop (``loop``: its ``ready``
+    is set once the first sync went through, ``fatal`` once the homeserver refused the
+    bot for good)."""
 
     def __init__(
         self,
@@ -110,23 +112,12 @@ class Syncer:
             backoff=Backoff(settings.backoff_initial, settings.backoff_max),
             stall_after=settings.sync_timeout + SYNC_GRACE, log=log, name="matrix",
         )
-        #: set once the first sync (initial or resumed) went through
-        self.ready = self.loop.ready
-
-    @property
-    def fatal(self) -> str | None:
-        """Set when the homeserver refused the bot for good; the loop has stopped."""
-        return self.loop.fatal
-
     def __repr__(self) -> str:
         return f"Syncer(account={self._account!r}, failures={self.loop.failures})"
 
-    async def run(self) -> None:
-        await self.loop.run()
-
     async def _fetch(self, token: str | None) -> Batch:
         """One sync after ``token``: membership handled, its messages as one batch."""
-        first = not self.ready.is_set()
+        first = not self.loop.ready.is_set()  # set once the first sync went through
         if not first:
             await self._e2e_housekeeping()  # between syncs, as nio's sync_forever does
         response = await self._sync(token, first)

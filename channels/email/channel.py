@@ -18,7 +18,7 @@ from channels.base import (
     InboundSink,
 )
 from channels.email.attachments import fetch as fetch_email_attachment
-from channels.email.imap import ImapSession, TokenSource
+from channels.email.imap import ImapSession
 from channels.email.oauth import TokenManager
 from channels.email.outgoing import Outgoing
 from channels.email.receiver import Receiver
@@ -66,7 +66,7 @@ class EmailChannel(Channel):
             protect()
         self._outgoing = Outgoing(
             settings, self._session, password=password,
-            token=self._token if oauth is not None else None,
+            token=oauth.token if oauth is not None else None,
         )
         self.receiver: Receiver | None = None
         self._task: asyncio.Task[None] | None = None
@@ -102,12 +102,8 @@ class EmailChannel(Channel):
     def _secret(self) -> str | None:
         return self._password.get_secret_value() if self._password is not None else None
 
-    async def _token(self) -> str:
-        assert self._oauth is not None
-        return await self._oauth.token()
-
     def _session(self) -> ImapSession:
-        token: TokenSource | None = self._token if self._oauth is not None else None
+        token = self._oauth.token if self._oauth is not None else None
         return ImapSession(self.settings, password=self._secret(), token=token)
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:

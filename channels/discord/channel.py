@@ -94,7 +94,6 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
         *,
         account: str = "default",
     ) -> None:
-        # No cursor_store use: the gateway protocol has no cursor to persist.
         self.settings = settings
         self.account = account
         self._token = token

@@ -44,7 +44,6 @@ from channels.email.settings import EmailSettings
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
 from channels.pull import Batch, Item, PullLoop, raise_if_cancelling
-from channels.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +119,7 @@ class Receiver:
     async def run(self, first: ImapSession | None = None) -> None:
         self._session, self._fresh = first, first is not None
         loop = PullLoop(self._fetch, self._sink, self._store, CURSOR_KEY,
-                        backoff=Backoff(self.settings.backoff_initial,
-                                        self.settings.backoff_max),
+                        backoff=self.settings.backoff(),
                         stall_after=None, log=log, name=f"email[{self._account}]")
         try:
             await loop.run()

@@ -36,7 +36,6 @@ from channels.matrix.errors import map_error
 from channels.matrix.normalize import ADMIN_POWER, BotIdentity, RoomView, normalize_event
 from channels.matrix.settings import MatrixSettings
 from channels.pull import Batch, Item, PullLoop
-from channels.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +108,7 @@ class Syncer:
         self.reported: set[str] = set()
         self.loop = PullLoop(
             self._fetch, sink, cursors, TOKEN_KEY,
-            backoff=Backoff(settings.backoff_initial, settings.backoff_max),
+            backoff=settings.backoff(),
             stall_after=settings.sync_timeout + SYNC_GRACE, log=log, name="matrix",
         )
     def __repr__(self) -> str:

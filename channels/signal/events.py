@@ -36,7 +36,6 @@ import aiohttp
 from channels.base import CursorStore, InboundSink
 from channels.models import Inbound
 from channels.pull import Batch, Item, PullLoop
-from channels.retry import Backoff
 from channels.signal.errors import UNTRUSTED_IDENTITY, Problem
 from channels.signal.health import SignalHealth
 from channels.signal.normalize import BotIdentity, normalize_event
@@ -100,7 +99,7 @@ class EventStream:
         self._parser = SseParser()
         self.loop = PullLoop(
             self._fetch, sink, cursors, LAST_KEY,
-            backoff=Backoff(settings.backoff_initial, settings.backoff_max),
+            backoff=settings.backoff(),
             # signal-cli sends a keep-alive every 15 s: silence means a dead connection
             stall_after=settings.idle_timeout, log=log, name=f"signal ({account})",
         )

@@ -48,7 +48,6 @@ from channels.pull import Batch, Item, PullLoop, raise_if_cancelling
 log = logging.getLogger(__name__)
 
 CURSOR_KEY = "imap"
-DEAD_LETTER_KEY = SKIPPED_KEY
 DEAD_LETTER_KEEP = 100
 _IMAP_MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
@@ -270,11 +269,11 @@ class Receiver:
         records = await self._dead_letters()
         records.append({"uidvalidity": uidvalidity, "uid": uid, "folder": self.settings.folder,
                         "reason": reason, "at": datetime.now(UTC).isoformat(timespec="seconds")})
-        await self._store.set(DEAD_LETTER_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
+        await self._store.set(SKIPPED_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
         self.skipped = records[-DEAD_LETTER_KEEP:]
 
     async def _dead_letters(self) -> list[dict[str, object]]:
-        stored = await self._store.get(DEAD_LETTER_KEY)
+        stored = await self._store.get(SKIPPED_KEY)
         try:
             records = json.loads(stored) if stored else []
         except ValueError:

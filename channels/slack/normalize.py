@@ -111,7 +111,9 @@ def message_of(event: dict[str, Any]) -> dict[str, Any]:
 def _complete(msg: dict[str, Any], keys: tuple[str, ...], rule: Rule) -> Rule:
     """``rule``, or a malformed one when one of ``keys`` is not a non-empty string."""
     missing = next((k for k in keys if not isinstance(msg.get(k), str) or not msg[k]), None)
-    return rule if missing is None else Rule(False, f"malformed: missing {missing}", True)
+    if missing is None:
+        return rule
+    return Rule(False, f"malformed: missing {missing}", malformed=True)
 
 
 def _change_rule(event: dict[str, Any], rule: Rule, bot_user_id: str) -> Rule:

@@ -42,10 +42,6 @@ class DeliveryReport:
 OutcomeSink = Callable[[DeliveryReport], Awaitable[None]]
 
 
-def _chars(text: str) -> int:
-    return len(text)
-
-
 #: The ``CursorStore`` key under which an adapter records the inbound it skipped for
 #: good, never queued (a mail too big or unreadable): JSON, a list of objects with at
 #: least ``reason`` and ``at`` (ISO time), newest last. ``pynanoclaw status``, ``dead
@@ -65,6 +61,20 @@ class CursorStore(Protocol):
     async def get(self, key: str) -> str | None: ...
 
     async def set(self, key: str, value: str) -> None: ...
+
+
+class MemoryCursors:
+    """A ``CursorStore`` in memory, for an adapter (part) the gateway bound no store to
+    (unit tests): nothing survives the process."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.values.get(key)
+
+    async def set(self, key: str, value: str) -> None:
+        self.values[key] = value
 
 
 @dataclass(frozen=True)
@@ -94,7 +104,7 @@ class ChannelLimits:
     """
 
     max_message_len: int
-    measure: Callable[[str], int] = _chars
+    measure: Callable[[str], int] = len
     per_chat_interval: float = 1.0
     burst: int = 1
 

@@ -9,7 +9,7 @@ over the cap stops before the body is read; else reading stops at the cap.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import AsyncIterable, Collection, Mapping
 
 import httpx
 
@@ -19,6 +19,7 @@ from channels.errors import (
     PermanentError,
     RateLimited,
     TransientError,
+    retry_after_header,
 )
 
 #: redirects followed (each to a named host)
@@ -47,25 +48,26 @@ async def fetch_capped(url: str, max_bytes: int, *, hosts: Collection[str],
                         url = str(resp.url.join(resp.headers["location"]))
                         continue
                     _check(resp, max_bytes)
-                    data = bytearray()
-                    async for part in resp.aiter_bytes():
-                        data += part
-                        if len(data) > max_bytes:
-                            raise AttachmentTooLarge(max_bytes)
-                    return bytes(data)
+                    return await read_capped(resp.aiter_bytes(), max_bytes)
     except httpx.TransportError as exc:
         raise NetworkError(f"file download: {type(exc).__name__}") from None
     raise PermanentError("file_redirects", "file download: too many redirects")
 
 
+async def read_capped(parts: AsyncIterable[bytes], max_bytes: int) -> bytes:
+    """``parts`` joined; ``AttachmentTooLarge`` as soon as they pass ``max_bytes`` (the
+    rest is not read)."""
+    data = bytearray()
+    async for part in parts:
+        data += part
+        AttachmentTooLarge.check(len(data), max_bytes)
+    return bytes(data)
+
+
 def _check(resp: httpx.Response, max_bytes: int) -> None:
     status = resp.status_code
     if status == 429:
-        try:
-            wait = float(resp.headers.get("retry-after", "1"))
-        except ValueError:
-            wait = 1.0
-        raise RateLimited(wait, "file download rate limited")
+        raise RateLimited(retry_after_header(resp.headers, 1.0), "file download rate limited")
     if status >= 500 or status == 408:
         raise TransientError(f"file download: HTTP {status}")
     if status >= 400:

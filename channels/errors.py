@@ -15,8 +15,11 @@ at least once rather than lost).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+E = TypeVar("E", bound=BaseException)
 
 
 class ChannelError(Exception):
@@ -63,6 +66,17 @@ def retry_after_header(headers: Mapping[str, Any] | None, default: float) -> flo
         return default
 
 
+@contextmanager
+def mapped(errors: type[E] | tuple[type[E], ...], translate: Callable[[E], ChannelError]
+           ) -> Iterator[None]:
+    """Raise ``translate(error)`` for any of ``errors`` raised inside (an SDK's own
+    exceptions onto this tree), the original not chained: its text may carry a token."""
+    try:
+        yield
+    except errors as error:
+        raise translate(error) from None
+
+
 class FormattingRejected(ChannelError):
     """The platform refused the formatted text; resend the chunk as plain text."""
 
@@ -74,3 +88,9 @@ class AttachmentTooLarge(PermanentError):
     def __init__(self, limit: int, message: str = "") -> None:
         super().__init__("attachment too large", message or f"over {limit} bytes")
         self.limit = limit
+
+    @classmethod
+    def check(cls, size: int | None, limit: int) -> None:
+        """Raise it when ``size`` bytes (None: not known yet) are over ``limit``."""
+        if size is not None and size > limit:
+            raise cls(limit)

@@ -93,7 +93,6 @@ class LocalChannel(Channel):
     """A chat with no platform: clients speak to the gateway through Redis."""
 
     name = "local"
-    Settings = LocalSettings
 
     def __init__(
         self, redis_url: str, *, account: str = "default", settings: LocalSettings | None = None

@@ -90,12 +90,9 @@ class StarMarkup:
         return "\n".join(items)
 
     def _table(self, node: SyntaxTreeNode) -> str:
-        rows: list[str] = []
-        for section in node.children:
-            for row in section.children:
-                rows.append(" | ".join(self._inline(cell.children[0]) if cell.children else ""
-                                       for cell in row.children))
-        return "\n".join(rows)
+        rows = (row for section in node.children for row in section.children)
+        return "\n".join(" | ".join(self._inline(cell.children[0]) if cell.children else ""
+                                    for cell in row.children) for row in rows)
 
     def _block(self, node: SyntaxTreeNode) -> str:
         kind = node.type

@@ -42,6 +42,13 @@ class Attachment(BaseModel):
     transcript: str | None = None
 
 
+def attachment_type(mime: str | None) -> str:
+    """The ``Attachment.type`` of a file of MIME type ``mime``: its major type for an
+    image, a video or audio, else "document"."""
+    major = (mime or "").split("/", 1)[0]
+    return major if major in ("image", "video", "audio") else "document"
+
+
 #: What an inbound event is: a new message, an edit of an earlier one (``text`` is the
 #: new text), or a deletion of an earlier one (``text`` is empty).
 InboundKind = Literal["message", "edit", "deletion"]

@@ -147,7 +147,6 @@ class PullLoop:
                 await self._backoff.sleep()
                 continue
             self._backoff.reset()
-            self.held = None
             return stored
 
     async def _pull(self) -> Batch | None:
@@ -186,7 +185,6 @@ class PullLoop:
         (self._log.debug if self._backoff.failures else self._log.warning)(
             "%s: fetch failed (%s); backing off", self._name, str(error) or type(error).__name__)
         await self._backoff.sleep()
-        return None
 
     async def _deliver(self, inbound: Inbound) -> None:
         """Hand ``inbound`` to the sink until it returns (it made it durable)."""

@@ -13,6 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
+from pydantic import BaseModel, Field
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -75,3 +76,14 @@ class Backoff:
 
     def reset(self) -> None:
         self.failures = 0
+
+
+class BackoffSettings(BaseModel):
+    """The config keys of a receive loop's ``Backoff``: after an error, jittered
+    exponential from ``backoff_initial`` to ``backoff_max``, seconds."""
+
+    backoff_initial: float = Field(default=1.0, gt=0)
+    backoff_max: float = Field(default=60.0, gt=0)
+
+    def backoff(self) -> Backoff:
+        return Backoff(self.backoff_initial, self.backoff_max)

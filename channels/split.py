@@ -219,10 +219,8 @@ def split_spans(text: str, limit: int, measure: Measure = len) -> list[Span]:
     }
 
     def fence_at(p: int) -> int | None:
-        for i, f in enumerate(fences):
-            if i not in broken and f.start < p < f.end:
-                return i
-        return None
+        return next((i for i, f in enumerate(fences) if i not in broken and f.start < p < f.end),
+                    None)
 
     def outside(p: int) -> bool:
         return fence_at(p) is None

@@ -41,4 +41,4 @@ def change_to_inbound(
     provisional = place or Place(str(event.channel_id), None, event.guild_id is not None)
     deletion = deletion_to_inbound(event.message_id, provisional, account=account,
                                    cached=cached)
-    return None if deletion is None else (deletion, place is not None)
+    return deletion, place is not None

@@ -7,10 +7,10 @@ import contextlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Self
 
 import discord
-from aiohttp import web
 from pydantic import SecretStr
 
 import channels.discord.endpoint as endpoint
@@ -26,7 +26,8 @@ from channels.discord.places import Places
 from channels.discord.render import MAX_MESSAGE_LEN, render
 from channels.discord.settings import DiscordSettings
 from channels.discord.transport import surfacing_trace
-from channels.errors import NetworkError, PermanentError
+from channels.envsecret import read_secret
+from channels.errors import NetworkError, PermanentError, mapped
 from channels.models import Inbound, Outbound
 from channels.retry import retrying
 
@@ -74,7 +75,6 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
     """
 
     name = NAME
-    Settings = DiscordSettings
     #: Developer docs: 2000 characters per message; message creation is limited to
     #: about 5 per 5 s per channel (the route bucket discord.py reads from headers).
     limits = ChannelLimits(max_message_len=MAX_MESSAGE_LEN, per_chat_interval=1.0, burst=5)
@@ -94,7 +94,6 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
         *,
         account: str = "default",
     ) -> None:
-        # No cursor_store use: the gateway protocol has no cursor to persist.
         self.settings = settings
         self.account = account
         self._token = token
@@ -115,17 +114,10 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
                     context: ChannelContext = NO_CONTEXT) -> Self:
         """Build from a ``[channels.discord]`` block; the token comes from ``env``."""
         settings = DiscordSettings.model_validate(block)
-        token = env.get(settings.token_env, "").strip()
-        if not token:
-            raise ValueError(
-                f"set {settings.token_env} to the Discord bot token "
-                f"(Developer Portal > your application > Bot > Reset Token), or point "
-                f"channels.discord.token_env at the variable that holds it")
-        return cls(settings, SecretStr(token), account=account)
-
-    def web_routes(self) -> list[web.RouteDef]:
-        """None: Discord delivers messages over the gateway websocket, not webhooks."""
-        return []
+        token = read_secret(env, settings.token_env, "the Discord bot token (Developer "
+                            "Portal > your application > Bot > Reset Token), or point "
+                            "channels.discord.token_env at the variable that holds it")
+        return cls(settings, token, account=account)
 
     def __repr__(self) -> str:
         return f"DiscordChannel(account={self.account!r})"
@@ -171,15 +163,13 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
         except Exception as exc:
             log.warning("discord: cursor store unavailable (%s); no read-back of messages "
                         "missed while away this time", type(exc).__name__)
-        try:
+        with mapped(CALL_ERRORS, partial(login_error, token_env=self.settings.token_env)):
             await client.login(self._token.get_secret_value())
             if self.settings.api_base_url:
                 url = self.settings.gateway_url
                 if not url:
                     _, url, _ = await client.http.get_bot_gateway()
                 endpoint.set_gateway(url)
-        except CALL_ERRORS as exc:
-            raise login_error(exc, self.settings.token_env) from None
         self._pump_task = asyncio.create_task(self._pump(), name="discord-inbound")
         self._conn_task = asyncio.create_task(
             client.connect(reconnect=True), name="discord-gateway"
@@ -417,7 +407,7 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
         # discord.py sends ``enforce_nonce`` with every nonce: a re-send of this chunk
         # (after a dropped connection or a read timeout) gets the first message back
         nonce = send_nonce(message.reply_id, index)
-        try:
+        with mapped(CALL_ERRORS, map_error):
             if reference is None:
                 sent = await channel.send(chunk.text, allowed_mentions=ALLOWED_MENTIONS,
                                           nonce=nonce)
@@ -426,15 +416,11 @@ class DiscordChannel(FileSending, endpoint.CdnFiles, Channel):
                     chunk.text, reference=reference, allowed_mentions=ALLOWED_MENTIONS,
                     nonce=nonce,
                 )
-        except CALL_ERRORS as exc:
-            raise map_error(exc) from None
         return str(sent.id)
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
         """``POST /channels/{id}/typing``: shows "typing..." for about 10 s."""
         client = self._require_client()
         target = self._snowflake(thread_id or chat_id, "chat_id")
-        try:
+        with mapped(CALL_ERRORS, map_error):
             await client.http.send_typing(target)
-        except CALL_ERRORS as exc:
-            raise map_error(exc) from None

@@ -23,12 +23,8 @@ log = logging.getLogger("channels.discord.channel")
 def intents() -> discord.Intents:
     """Exactly what the adapter needs: guild and DM messages, their text (the
     privileged Message Content intent), and guilds (channel and thread cache)."""
-    wanted = discord.Intents.none()
-    wanted.guilds = True
-    wanted.guild_messages = True
-    wanted.dm_messages = True
-    wanted.message_content = True
-    return wanted
+    return discord.Intents(guilds=True, guild_messages=True, dm_messages=True,
+                           message_content=True)
 
 
 class Client(discord.Client):

@@ -10,10 +10,9 @@ import discord
 from channels.discord.client import Client
 from channels.discord.errors import CALL_ERRORS, map_error
 from channels.discord.nonce import send_nonce
+from channels.discord.render import MAX_MESSAGE_LEN
+from channels.errors import mapped
 from channels.models import Outbound
-
-#: Developer docs: a message's content is at most 2000 characters
-MAX_CAPTION = 2000
 
 
 class _Adapter(Protocol):
@@ -33,11 +32,9 @@ class FileSending:
         The caption pings nobody."""
         channel = self._require_client().get_partial_messageable(
             self._snowflake(message.thread_id or message.chat_id, "chat_id"))
-        try:
-            sent = await channel.send(caption[:MAX_CAPTION] or None,
+        with mapped(CALL_ERRORS, map_error):
+            sent = await channel.send(caption[:MAX_MESSAGE_LEN] or None,
                                       file=discord.File(io.BytesIO(data), filename=name),
                                       allowed_mentions=discord.AllowedMentions.none(),
                                       nonce=send_nonce(message.reply_id, 0))
-        except CALL_ERRORS as exc:
-            raise map_error(exc) from None
         return str(sent.id)

@@ -20,11 +20,11 @@ inside the snapshot do not set ``mentions_bot``: the original author wrote them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import discord
 
-from channels.models import Attachment, Inbound
+from channels.models import Attachment, Inbound, attachment_type
 
 NAME = "discord"
 
@@ -55,11 +55,6 @@ def is_conversation(message: discord.Message, bot_id: int) -> bool:
     return message.type in _CONVERSATION
 
 
-def _attachment_type(content_type: str | None) -> str:
-    major = (content_type or "").split("/", 1)[0]
-    return major if major in ("image", "video", "audio") else "document"
-
-
 def attachments(message: discord.Message) -> list[Attachment]:
     found = [_attachment(a) for a in message.attachments]
     for snapshot in _snapshots(message):
@@ -70,7 +65,7 @@ def attachments(message: discord.Message) -> list[Attachment]:
 def _attachment(a: discord.Attachment) -> Attachment:
     return Attachment(
         id=str(a.id),
-        type=_attachment_type(a.content_type),
+        type=attachment_type(a.content_type),
         name=a.filename,
         size=a.size,
         mime=a.content_type,
@@ -199,10 +194,7 @@ def to_inbound(
     return Inbound(
         channel=NAME,
         account=account,
-        chat_id=place.chat_id,
-        chat_name=place.chat_name,
-        thread_id=place.thread_id,
-        is_group=place.is_group,
+        **asdict(place),  # chat_id, thread_id, is_group, chat_name
         sender_id=str(message.author.id),
         sender_name=message.author.display_name,
         message_id=str(message.id),
@@ -248,10 +240,7 @@ def deletion_to_inbound(
     return Inbound(
         channel=NAME,
         account=account,
-        chat_id=place.chat_id,
-        chat_name=place.chat_name,
-        thread_id=place.thread_id,
-        is_group=place.is_group,
+        **asdict(place),  # chat_id, thread_id, is_group, chat_name
         sender_id=str(author.id) if author is not None else "",
         sender_name=author.display_name if author is not None else "",
         message_id=f"{message_id}:deleted",

@@ -11,6 +11,7 @@ import discord
 from channels.discord.errors import CALL_ERRORS, map_error
 from channels.discord.normalize import Place
 from channels.errors import PermanentError
+from channels.recent import Recent
 from channels.retry import retrying
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: How many channel-id -> place resolutions to remember before starting over.
+#: How many channel-id -> place resolutions to remember (the least recent go first).
 PLACE_CACHE_SIZE = 4096
 #: Tries of GET /channels/{id} before a message's channel is taken as not a thread.
 RESOLVE_TRIES = 3
@@ -29,7 +30,7 @@ class Places:
 
     def __init__(self, owner: DiscordChannel) -> None:
         self._owner = owner
-        self._cache: dict[int, Place] = {}
+        self._cache: Recent[int, Place] = Recent(PLACE_CACHE_SIZE)
 
     def now(self, message: discord.Message) -> Place | None:
         """Where the message lives, from the cache; None when a guild channel is not
@@ -93,7 +94,5 @@ class Places:
         else:
             place = Place(chat_id=str(channel_id), thread_id=None, is_group=True,
                           chat_name=f"#{getattr(fetched, 'name', channel_id)}")
-        if len(self._cache) >= PLACE_CACHE_SIZE:
-            self._cache.clear()
         self._cache[channel_id] = place
         return place

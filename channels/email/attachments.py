@@ -62,8 +62,7 @@ async def fetch(session_factory: Callable[[], ImapSession], folder: str,
     if found is None:
         raise PermanentError("not downloadable", "not an IMAP attachment id")
     uidvalidity, uid, section = int(found.group(1)), int(found.group(2)), found.group(3)
-    if attachment.size is not None and attachment.size > max_bytes:
-        raise AttachmentTooLarge(max_bytes)
+    AttachmentTooLarge.check(attachment.size, max_bytes)
     async with session_factory() as session:
         selected = await session.select(folder)
         if selected.uidvalidity != uidvalidity:
@@ -80,6 +79,5 @@ async def fetch(session_factory: Callable[[], ImapSession], folder: str,
     if len(data) > limit:
         raise AttachmentTooLarge(max_bytes)
     decoded = _decode(data, encoding)
-    if len(decoded) > max_bytes:
-        raise AttachmentTooLarge(max_bytes)
+    AttachmentTooLarge.check(len(decoded), max_bytes)
     return decoded

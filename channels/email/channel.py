@@ -15,17 +15,17 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
 from channels.email.attachments import fetch as fetch_email_attachment
-from channels.email.imap import ImapSession, TokenSource
+from channels.email.imap import ImapSession
 from channels.email.oauth import TokenManager
 from channels.email.outgoing import Outgoing
 from channels.email.receiver import Receiver
 from channels.email.redact import protect
 from channels.email.render import EMAIL_TEXT_LIMIT, render_chunks
 from channels.email.settings import EmailSettings
+from channels.envsecret import read_secret
 from channels.models import Attachment, Outbound
 from channels.tasks import cancel_task, start_task
 
@@ -44,7 +44,6 @@ class EmailChannel(Channel):
     """A mailbox as a channel: each mail thread is a conversation."""
 
     name = "email"
-    Settings = EmailSettings
     limits = EMAIL_LIMITS
 
     def __init__(
@@ -54,13 +53,11 @@ class EmailChannel(Channel):
         password: SecretStr | None = None,
         oauth: TokenManager | None = None,
         account: str = "default",
-        cursor_store: CursorStore | None = None,
     ) -> None:
         if (password is None) == (oauth is None):
             raise ValueError("email: give exactly one of password or oauth")
         self.settings = settings
         self.account = account
-        self.cursor_store = cursor_store
         self._password = password
         self._oauth = oauth
         if password is not None:
@@ -69,7 +66,7 @@ class EmailChannel(Channel):
             protect()
         self._outgoing = Outgoing(
             settings, self._session, password=password,
-            token=self._token if oauth is not None else None,
+            token=oauth.token if oauth is not None else None,
         )
         self.receiver: Receiver | None = None
         self._task: asyncio.Task[None] | None = None
@@ -98,23 +95,15 @@ class EmailChannel(Channel):
                 margin=settings.refresh_margin, timeout=settings.timeout,
             )
             return cls(settings, oauth=oauth, account=account)
-        password = env.get(settings.password_env, "").strip()
-        if not password:
-            raise ValueError(
-                f"channels.email: set the environment variable {settings.password_env} to the "
-                "mailbox password (Gmail: an app password), or set auth = 'oauth2'"
-            )
-        return cls(settings, password=SecretStr(password), account=account)
+        password = read_secret(env, settings.password_env, "the mailbox password (Gmail: an "
+                               "app password), or set auth = 'oauth2'")
+        return cls(settings, password=password, account=account)
 
     def _secret(self) -> str | None:
         return self._password.get_secret_value() if self._password is not None else None
 
-    async def _token(self) -> str:
-        assert self._oauth is not None
-        return await self._oauth.token()
-
     def _session(self) -> ImapSession:
-        token: TokenSource | None = self._token if self._oauth is not None else None
+        token = self._oauth.token if self._oauth is not None else None
         return ImapSession(self.settings, password=self._secret(), token=token)
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:

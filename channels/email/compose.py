@@ -72,11 +72,8 @@ def recipients(
           if a not in own]
     if not to:  # the bot wrote the original itself: answer its recipients
         to = [a for a in _addresses(original, "To") if a not in own]
-    cc: list[str] = []
-    for address in _addresses(original, "To", "Cc"):
-        if address not in own and address not in to and address not in cc:
-            cc.append(address)
-    return to, cc
+    cc = dict.fromkeys(a for a in _addresses(original, "To", "Cc") if a not in own and a not in to)
+    return to, list(cc)
 
 
 def compose(

@@ -26,7 +26,6 @@ _UIDNEXT = re.compile(rb"\[UIDNEXT (\d+)\]")
 _FETCH_UID = re.compile(rb"UID (\d+)")
 _SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 _GM_THRID = re.compile(rb"X-GM-THRID (\d+)")
-_APPENDUID = re.compile(rb"\[APPENDUID (\d+) (\d+)\]")
 
 #: An async callable giving the current OAuth2 access token (refreshed as needed).
 TokenSource = Callable[[], Awaitable[str]]
@@ -184,17 +183,8 @@ class ImapSession:
         response = await self._run(
             "fetch", self.client.uid("fetch", str(uid), f"(UID BODY.PEEK[{part}]{partial})")
         )
-        for line in response.lines:
-            if isinstance(line, bytearray):
-                return bytes(line)
-        return None
-
-    async def append(self, raw: bytes, folder: str, flags: str = "(\\Seen)") -> int | None:
-        response = await self._run(
-            "append", self.client.append(raw, mailbox=_quote(folder), flags=flags)
-        )
-        found = _APPENDUID.search(b" ".join(bytes(x) for x in response.lines))
-        return int(found.group(2)) if found else None
+        return next((bytes(line) for line in response.lines if isinstance(line, bytearray)),
+                    None)
 
     async def move(self, uid: int, folder: str) -> None:
         """Move ``uid`` of the selected folder to ``folder``, marked \\Seen: UID MOVE

@@ -82,11 +82,8 @@ def allowed_sender(address: str, allow: list[str]) -> bool:
 
 def correspondents(mail: ParsedMail, own: frozenset[str]) -> list[str]:
     """From, To and Cc, in that order, without duplicates or the bot's addresses."""
-    seen: list[str] = []
-    for address in [mail.from_address, *mail.to, *mail.cc]:
-        if address not in own and address not in seen:
-            seen.append(address)
-    return seen
+    return list(dict.fromkeys(a for a in [mail.from_address, *mail.to, *mail.cc]
+                              if a not in own))
 
 
 def normalize(

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable
 from email.message import EmailMessage, Message
 from email.parser import BytesHeaderParser, BytesParser
@@ -45,6 +44,7 @@ from channels.email.smtp import send_mail
 from channels.errors import NetworkError, PermanentError
 from channels.models import Outbound
 from channels.outfiles import MB, check_size
+from channels.recent import Recent
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,7 @@ class Outgoing:
         self._imap: ImapSession | None = None
         self._lock = asyncio.Lock()
         #: (Message-ID, verified) -> header of the mail answered
-        self._originals: OrderedDict[tuple[str, bool], Message] = OrderedDict()
+        self._originals: Recent[tuple[str, bool], Message] = Recent(_CACHE_SIZE)
 
     def __repr__(self) -> str:
         return f"Outgoing({self._settings.address!r})"
@@ -100,20 +100,17 @@ class Outgoing:
                 await self._imap.close()
                 self._imap = None
 
-    async def _session(self) -> ImapSession:
-        if self._imap is None:
-            session = self._new_imap()
-            await session.connect()
-            self._imap = session
-        return self._imap
-
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[ImapSession]:
         """The session, under the lock; dropped on network trouble (the next call
         reconnects)."""
         async with self._lock:
             try:
-                yield await self._session()
+                if self._imap is None:
+                    session = self._new_imap()
+                    await session.connect()
+                    self._imap = session
+                yield self._imap
             except NetworkError:
                 with contextlib.suppress(Exception):
                     if self._imap is not None:
@@ -175,8 +172,6 @@ class Outgoing:
             original = BytesHeaderParser().parsebytes(header)
             if self._verified(original) == verified:
                 self._originals[key] = original
-                if len(self._originals) > _CACHE_SIZE:
-                    self._originals.popitem(last=False)
                 return original
         raise PermanentError(
             "thread_gone", f"the mail being answered is no longer in {self._settings.folder}"

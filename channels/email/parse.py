@@ -22,7 +22,7 @@ from email.utils import getaddresses
 from mailparser_reply import EmailMessage as ReplyText
 
 from channels.email.htmltext import html_to_text
-from channels.models import Attachment
+from channels.models import Attachment, attachment_type
 
 _MSGID = re.compile(r"<([^<>\s]+)>")
 #: mail-parser-reply languages tried for "On ... wrote:" headers and signatures
@@ -83,11 +83,6 @@ def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
     return [(n, a.lower()) for n, a in getaddresses(values) if "@" in a]
 
 
-def _attachment_type(mime: str) -> str:
-    major = mime.split("/", 1)[0]
-    return major if major in ("image", "video", "audio") else "document"
-
-
 def imap_sections(msg: Message, number: str = "") -> list[tuple[str, Message]]:
     """Every leaf part with its IMAP section number (RFC 3501 6.4.5 FETCH BODY[<section>]):
     a multipart's children are 1, 2, ... (nested: 2.1), a single-part message's body is 1.
@@ -116,7 +111,7 @@ def _attachments(msg: EmailMessage, part_prefix: str) -> list[Attachment]:
         found.append(
             Attachment(
                 id=f"{part_prefix}{section}",
-                type=_attachment_type(mime),
+                type=attachment_type(mime),
                 name=filename,
                 size=len(payload) if isinstance(payload, bytes) else None,
                 mime=mime,

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from channels.base import SKIPPED_KEY, CursorStore, InboundSink
+from channels.base import SKIPPED_KEY, CursorStore, InboundSink, MemoryCursors
 from channels.email.attachments import part_prefix
 from channels.email.authresults import verdict
 from channels.email.compose import is_reply_message_id
@@ -44,12 +44,10 @@ from channels.email.settings import EmailSettings
 from channels.errors import NetworkError, PermanentError
 from channels.models import Inbound
 from channels.pull import Batch, Item, PullLoop, raise_if_cancelling
-from channels.retry import Backoff
 
 log = logging.getLogger(__name__)
 
 CURSOR_KEY = "imap"
-DEAD_LETTER_KEY = SKIPPED_KEY
 DEAD_LETTER_KEEP = 100
 _IMAP_MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
@@ -84,19 +82,6 @@ def _imap_date(iso_day: str) -> str:
     return f"{day.day}-{_IMAP_MONTHS[day.month - 1]}-{day.year}"
 
 
-class _Memory:
-    """The cursor store of a receiver built without one (unit tests): in memory."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    async def get(self, key: str) -> str | None:
-        return self.values.get(key)
-
-    async def set(self, key: str, value: str) -> None:
-        self.values[key] = value
-
-
 class Receiver:
     """Runs until cancelled; ``PermanentError`` (refused login) ends it.
 
@@ -118,7 +103,7 @@ class Receiver:
         self.settings = settings
         self._new_session = new_session
         self._sink = sink
-        self._store: CursorStore = cursors if cursors is not None else _Memory()
+        self._store: CursorStore = cursors if cursors is not None else MemoryCursors()
         self._account = account
         #: set while caught up and waiting for new mail in IDLE/poll (tests wait on it)
         self.idling = asyncio.Event()
@@ -133,8 +118,7 @@ class Receiver:
     async def run(self, first: ImapSession | None = None) -> None:
         self._session, self._fresh = first, first is not None
         loop = PullLoop(self._fetch, self._sink, self._store, CURSOR_KEY,
-                        backoff=Backoff(self.settings.backoff_initial,
-                                        self.settings.backoff_max),
+                        backoff=self.settings.backoff(),
                         stall_after=None, log=log, name=f"email[{self._account}]")
         try:
             await loop.run()
@@ -285,11 +269,11 @@ class Receiver:
         records = await self._dead_letters()
         records.append({"uidvalidity": uidvalidity, "uid": uid, "folder": self.settings.folder,
                         "reason": reason, "at": datetime.now(UTC).isoformat(timespec="seconds")})
-        await self._store.set(DEAD_LETTER_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
+        await self._store.set(SKIPPED_KEY, json.dumps(records[-DEAD_LETTER_KEEP:]))
         self.skipped = records[-DEAD_LETTER_KEEP:]
 
     async def _dead_letters(self) -> list[dict[str, object]]:
-        stored = await self._store.get(DEAD_LETTER_KEY)
+        stored = await self._store.get(SKIPPED_KEY)
         try:
             records = json.loads(stored) if stored else []
         except ValueError:

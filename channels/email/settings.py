@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from channels.retry import BackoffSettings
 
 #: Gmail's servers (https://support.google.com/mail/answer/7126229): IMAP over TLS on
 #: 993, SMTP with STARTTLS on 587 (or TLS on 465).
@@ -18,7 +20,7 @@ Security = Literal["tls", "starttls", "none"]
 ImapSecurity = Literal["tls", "none"]
 
 
-class EmailSettings(BaseModel):
+class EmailSettings(BackoffSettings):
     """Validated config of one mailbox.
 
     Secrets are never in the block: ``password_env``, ``client_secret_env`` and
@@ -89,9 +91,6 @@ class EmailSettings(BaseModel):
     #: characters of a mail's text passed on (about 8,000 tokens); the rest is cut,
     #: with a note saying so, before the quote stripping and the model
     max_text_chars: int = Field(default=32_000, gt=0)
-    #: backoff after an error: jittered exponential from initial to max, seconds
-    backoff_initial: float = Field(default=1.0, gt=0)
-    backoff_max: float = Field(default=60.0, gt=0)
     #: how long to wait after a 4.7.x "slow down" reply that names no delay, seconds
     throttle_wait: float = Field(default=60.0, gt=0)
     #: IMAP/SMTP command timeout, seconds

@@ -30,10 +30,9 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
-from channels.errors import PermanentError, TransientError
+from channels.errors import PermanentError, TransientError, mapped
 from channels.matrix.errors import map_error, network_error
 from channels.matrix.media import download
 from channels.matrix.normalize import BotIdentity
@@ -72,7 +71,6 @@ class MatrixChannel(Channel):
     """A Matrix bot account: /sync long polling in, ``m.room.message`` out."""
 
     name = "matrix"
-    Settings = MatrixSettings
     limits = MATRIX_LIMITS
 
     def __init__(
@@ -83,12 +81,10 @@ class MatrixChannel(Channel):
         access_token: SecretStr | None = None,
         password: SecretStr | None = None,
         account: str = "default",
-        cursor_store: CursorStore | None = None,
     ) -> None:
         self.settings = settings
         self.store_dir = store_dir
         self.account = account
-        self.cursor_store = cursor_store
         self._access_token = access_token
         self._password = password
         self.encrypted = settings.encryption and ENCRYPTION_ENABLED
@@ -175,15 +171,15 @@ class MatrixChannel(Channel):
         self.identity = BotIdentity(self.settings.user_id, name if isinstance(name, str) else None)
         self.syncer = Syncer(self._client, self.settings, self.identity, sink,
                              self.cursor_store, self.account)
-        self._task = start_task(self.syncer.run(), name=f"matrix-sync-{self.account}",
+        self._task = start_task(self.syncer.loop.run(), name=f"matrix-sync-{self.account}",
                                 log=log, what="matrix: sync loop")
-        ready = asyncio.create_task(self.syncer.ready.wait())
+        ready = asyncio.create_task(self.syncer.loop.ready.wait())
         await asyncio.wait({ready, self._task}, timeout=FIRST_SYNC_WAIT,
                            return_when=asyncio.FIRST_COMPLETED)
         ready.cancel()
-        if self.syncer.fatal is not None:
+        if (fatal := self.syncer.loop.fatal) is not None:
             await self.stop()
-            raise PermanentError(self.syncer.fatal, "matrix: the homeserver refused the session")
+            raise PermanentError(fatal, "matrix: the homeserver refused the session")
 
     async def _login(self) -> Session:
         """The device to use: the stored one if its token still matches the configured
@@ -281,12 +277,10 @@ class MatrixChannel(Channel):
         room = self._client.rooms.get(message.chat_id)
         if room is not None and room.encrypted:
             raise PermanentError("encrypted room", "matrix: files are not sent to E2EE rooms")
-        try:
+        with mapped((ClientError, TimeoutError, OSError), network_error):
             uploaded, _ = await self._client.upload(
                 io.BytesIO(data), content_type="application/octet-stream", filename=name,
                 filesize=len(data))
-        except (ClientError, TimeoutError, OSError) as error:
-            raise network_error(error) from None
         if not isinstance(uploaded, UploadResponse):
             raise map_error(uploaded)
         content: dict[str, Any] = {

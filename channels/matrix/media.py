@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 import aiohttp
 
+from channels.download import read_capped
 from channels.errors import AttachmentTooLarge, NetworkError, PermanentError, TransientError
 from channels.models import Attachment
 
@@ -57,24 +58,12 @@ def _split_mxc(url: str) -> tuple[str, str, dict[str, str]]:
     return server, media_id, dict(parse_qsl(fragment))
 
 
-async def _read_capped(resp: aiohttp.ClientResponse, max_bytes: int) -> bytes:
-    if resp.content_length is not None and resp.content_length > max_bytes:
-        raise AttachmentTooLarge(max_bytes)  # refused before reading a byte of it
-    body = bytearray()
-    async for chunk in resp.content.iter_chunked(64 * 1024):
-        body += chunk
-        if len(body) > max_bytes:
-            raise AttachmentTooLarge(max_bytes)
-    return bytes(body)
-
-
 async def download(homeserver: str, access_token: str, attachment: Attachment,
                    max_bytes: int) -> bytes:
     """The (decrypted) bytes of ``attachment``; see ``Channel.fetch_attachment``."""
     if not attachment.url:
         raise PermanentError("not downloadable", "the event names no file")
-    if attachment.size is not None and attachment.size > max_bytes:
-        raise AttachmentTooLarge(max_bytes)
+    AttachmentTooLarge.check(attachment.size, max_bytes)
     server, media_id, secret = _split_mxc(attachment.url)
     url = (f"{homeserver.rstrip('/')}{DOWNLOAD_PATH}/{quote(server, safe='')}/"
            f"{quote(media_id, safe='')}")
@@ -90,7 +79,8 @@ async def download(homeserver: str, access_token: str, attachment: Attachment,
             if resp.status >= 400:
                 raise PermanentError("download refused",
                                      f"the homeserver answered HTTP {resp.status}")
-            data = await _read_capped(resp, max_bytes)
+            AttachmentTooLarge.check(resp.content_length, max_bytes)  # before a byte is read
+            data = await read_capped(resp.content.iter_chunked(64 * 1024), max_bytes)
     except (aiohttp.ClientError, TimeoutError, OSError) as error:
         raise NetworkError(f"matrix media download failed ({type(error).__name__})") from None
     if not secret:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from channels.retry import BackoffSettings
 
 
-class MatrixSettings(BaseModel):
+class MatrixSettings(BackoffSettings):
     """Validated config of one Matrix bot account.
 
     Secrets are never in the block: ``access_token_env`` and ``password_env`` name the
@@ -46,9 +48,6 @@ class MatrixSettings(BaseModel):
     sync_timeout: int = Field(default=30, ge=0, le=120)
     #: events per room one sync (or one read-back page) may carry; more are read back
     timeline_limit: int = Field(default=100, ge=1, le=1000)
-    #: backoff after an error: jittered exponential from initial to max, seconds
-    backoff_initial: float = Field(default=1.0, gt=0)
-    backoff_max: float = Field(default=60.0, gt=0)
 
     @field_validator("homeserver")
     @classmethod

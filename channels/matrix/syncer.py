@@ -36,7 +36,6 @@ from channels.matrix.errors import map_error
 from channels.matrix.normalize import ADMIN_POWER, BotIdentity, RoomView, normalize_event
 from channels.matrix.settings import MatrixSettings
 from channels.pull import Batch, Item, PullLoop
-from channels.retry import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,9 @@ def _joined_at(events: list[Any], user_id: str) -> int:
 
 
 class Syncer:
-    """The /sync fetch of one bot account, and its receive loop (``run``)."""
+    """The /sync fetch of one bot account, and its receive loop (``loop``: its ``ready``
+    is set once the first sync went through, ``fatal`` once the homeserver refused the
+    bot for good)."""
 
     def __init__(
         self,
@@ -107,37 +108,15 @@ class Syncer:
         self.reported: set[str] = set()
         self.loop = PullLoop(
             self._fetch, sink, cursors, TOKEN_KEY,
-            backoff=Backoff(settings.backoff_initial, settings.backoff_max),
+            backoff=settings.backoff(),
             stall_after=settings.sync_timeout + SYNC_GRACE, log=log, name="matrix",
         )
-        #: set once the first sync (initial or resumed) went through
-        self.ready = self.loop.ready
-
-    @property
-    def token(self) -> str | None:
-        return self.loop.cursor
-
-    @property
-    def failures(self) -> int:
-        return self.loop.failures
-
-    @property
-    def fatal(self) -> str | None:
-        """Set when the homeserver refused the bot for good; the loop has stopped."""
-        return self.loop.fatal
-
     def __repr__(self) -> str:
-        return f"Syncer(account={self._account!r}, failures={self.failures})"
-
-    def sync_filter(self) -> dict[str, Any]:
-        return {"room": {"timeline": {"limit": self._settings.timeline_limit}}}
-
-    async def run(self) -> None:
-        await self.loop.run()
+        return f"Syncer(account={self._account!r}, failures={self.loop.failures})"
 
     async def _fetch(self, token: str | None) -> Batch:
         """One sync after ``token``: membership handled, its messages as one batch."""
-        first = not self.ready.is_set()
+        first = not self.loop.ready.is_set()  # set once the first sync went through
         if not first:
             await self._e2e_housekeeping()  # between syncs, as nio's sync_forever does
         response = await self._sync(token, first)
@@ -153,7 +132,8 @@ class Syncer:
         response = await self._client.sync(
             timeout=0 if first else self._settings.sync_timeout * 1000, since=token,
             # a restart rebuilds room state (members, names are not kept between runs)
-            full_state=first or None, sync_filter=self.sync_filter(),
+            full_state=first or None,
+            sync_filter={"room": {"timeline": {"limit": self._settings.timeline_limit}}},
         )
         if isinstance(response, SyncResponse):
             return response

@@ -20,7 +20,7 @@ from typing import Any
 from channels.errors import AttachmentTooLarge, PermanentError, TransientError
 from channels.models import Attachment
 from channels.signal.errors import USER_ERROR
-from channels.signal.rpc import AnswerTooLarge, RpcError
+from channels.signal.rpc import RpcError
 
 #: what a JSON-RPC answer holds besides the base64 text: {"jsonrpc", "result": {"data"},
 #: "id"}; generous, so the cap is on the file, not on the envelope
@@ -38,12 +38,11 @@ async def fetch(call: Call, attachment: Attachment, max_bytes: int) -> bytes:
     """The bytes of ``attachment`` through ``call`` (``SignalRpc.call``)."""
     if attachment.type == "sticker" or not attachment.id:
         raise PermanentError("not downloadable", "a sticker is not an attachment")
-    if attachment.size is not None and attachment.size > max_bytes:
-        raise AttachmentTooLarge(max_bytes)
+    AttachmentTooLarge.check(attachment.size, max_bytes)
     try:
         result = await call("getAttachment", {"id": attachment.id},
                             max_answer=answer_limit(max_bytes))
-    except AnswerTooLarge:
+    except AttachmentTooLarge:  # the answer's cap, in base64: name the file's
         raise AttachmentTooLarge(max_bytes) from None
     except RpcError as error:
         if error.code == USER_ERROR:  # unknown id: never received, or deleted since
@@ -56,6 +55,5 @@ async def fetch(call: Call, attachment: Attachment, max_bytes: int) -> bytes:
         raw = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError):
         raise TransientError("signal-cli answered getAttachment with bad base64") from None
-    if len(raw) > max_bytes:
-        raise AttachmentTooLarge(max_bytes)
+    AttachmentTooLarge.check(len(raw), max_bytes)
     return raw

@@ -17,9 +17,9 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
+from channels.envsecret import read_secret
 from channels.errors import ChannelError, FormattingRejected
 from channels.models import Attachment, Outbound
 from channels.pools import aiohttp_connector
@@ -59,7 +59,6 @@ class SignalChannel(Channel):
     """One Signal account served by signal-cli: events stream in, JSON-RPC ``send`` out."""
 
     name = "signal"
-    Settings = SignalSettings
     limits = SIGNAL_LIMITS
 
     def __init__(
@@ -68,11 +67,9 @@ class SignalChannel(Channel):
         *,
         account: str = "default",
         auth: SecretStr | None = None,
-        cursor_store: CursorStore | None = None,
     ) -> None:
         self.settings = settings
         self.account = account
-        self.cursor_store = cursor_store
         self._auth = auth
         self.bot = BotIdentity(settings.number, settings.uuid)
         self.status = SignalHealth(settings.number)
@@ -88,16 +85,9 @@ class SignalChannel(Channel):
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
         settings = SignalSettings.model_validate(block)
-        auth: SecretStr | None = None
-        if settings.auth_env is not None:
-            value = env.get(settings.auth_env, "").strip()
-            if not value:
-                raise ValueError(
-                    f"channels.signal: auth_env names {settings.auth_env}, which is not set; "
-                    "set it to the Authorization header value your proxy expects, or remove "
-                    "auth_env"
-                )
-            auth = SecretStr(value)
+        auth = None if settings.auth_env is None else read_secret(
+            env, settings.auth_env, "the Authorization header value your proxy expects "
+            "(auth_env names it), or remove auth_env")
         return cls(settings, account=account, auth=auth)
 
     def _headers(self) -> dict[str, str]:

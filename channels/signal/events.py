@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import aiohttp
@@ -37,7 +36,6 @@ import aiohttp
 from channels.base import CursorStore, InboundSink
 from channels.models import Inbound
 from channels.pull import Batch, Item, PullLoop
-from channels.retry import Backoff
 from channels.signal.errors import UNTRUSTED_IDENTITY, Problem
 from channels.signal.health import SignalHealth
 from channels.signal.normalize import BotIdentity, normalize_event
@@ -82,7 +80,6 @@ class EventStream:
         health: SignalHealth,
         *,
         account: str = "default",
-        headers: Mapping[str, str] | None = None,
     ) -> None:
         self._session = session
         self._settings = settings
@@ -90,7 +87,6 @@ class EventStream:
         self._cursors = cursors
         self._health = health
         self._account = account
-        self._headers = dict(headers or {})
         self.connected = asyncio.Event()
         #: last moment the stream was known open; None before the first connection
         self.alive_at: datetime | None = None
@@ -103,18 +99,14 @@ class EventStream:
         self._parser = SseParser()
         self.loop = PullLoop(
             self._fetch, sink, cursors, LAST_KEY,
-            backoff=Backoff(settings.backoff_initial, settings.backoff_max),
+            backoff=settings.backoff(),
             # signal-cli sends a keep-alive every 15 s: silence means a dead connection
             stall_after=settings.idle_timeout, log=log, name=f"signal ({account})",
         )
 
-    @property
-    def failures(self) -> int:
-        """Consecutive failed connections (or sink calls) since the last success."""
-        return self.loop.failures
-
     def __repr__(self) -> str:
-        return f"EventStream(connected={self.connected.is_set()}, failures={self.failures})"
+        return (f"EventStream(connected={self.connected.is_set()}, "
+                f"failures={self.loop.failures})")
 
     async def run(self) -> None:
         try:
@@ -152,20 +144,15 @@ class EventStream:
             self._broken(error)
             raise
         self.alive_at = _now()
-        items = []
-        for event in events:
-            inbound = self._inbound(event.data) if event.event == "receive" else None
-            if inbound is not None:
-                items.append(Item(inbound, inbound.message_id))
+        inbounds = [self._inbound(event.data) for event in events if event.event == "receive"]
         await self._save_alive()
-        return Batch(items)
+        return Batch([Item(inbound, inbound.message_id) for inbound in inbounds if inbound])
 
     async def _open(self) -> None:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.request_timeout)
         url = self._settings.url + EVENTS_PATH
         params = {"account": self._settings.number}  # multi-account mode: this account only
-        resp = await self._session.get(url, params=params, headers=self._headers,
-                                       timeout=timeout)
+        resp = await self._session.get(url, params=params, timeout=timeout)
         kind = resp.headers.get("Content-Type", "")
         if resp.status != 200 or not kind.startswith("text/event-stream"):
             resp.release()

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from channels.models import Attachment, Inbound, trim_raw
+from channels.models import Attachment, Inbound, attachment_type, trim_raw
 
 GROUP_PREFIX = "group."
 _DROPPED_DATA_KEYS = ("reaction", "remoteDelete", "pollVote", "pinMessage", "unpinMessage",
@@ -56,11 +56,6 @@ def split_message_id(value: str) -> tuple[str, int] | None:
     return (author, int(stamp)) if author and stamp.isdigit() else None
 
 
-def _attachment_type(mime: str) -> str:
-    kind = mime.split("/", 1)[0]
-    return kind if kind in ("image", "video", "audio") else "document"
-
-
 def _attachments(data: dict[str, Any]) -> list[Attachment]:
     out = []
     for item in data.get("attachments") or []:
@@ -68,7 +63,7 @@ def _attachments(data: dict[str, Any]) -> list[Attachment]:
             continue
         mime = str(item.get("contentType") or "application/octet-stream")
         out.append(Attachment(
-            id=str(item.get("id") or ""), type=_attachment_type(mime), mime=mime,
+            id=str(item.get("id") or ""), type=attachment_type(mime), mime=mime,
             name=item.get("filename"),
             size=item["size"] if isinstance(item.get("size"), int) else None,
         ))

@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from channels.download import read_capped
 from channels.errors import MaybeSent, NetworkError, PermanentError
 
 RPC_PATH = "/api/v1/rpc"
@@ -29,20 +30,6 @@ class RpcError(Exception):
         self.code = code
         self.message = message
         self.data = data
-
-
-class AnswerTooLarge(Exception):
-    """The answer went past the byte limit it was read with; reading stopped there."""
-
-
-async def _read_capped(resp: aiohttp.ClientResponse, limit: int) -> bytes:
-    """The body, read in chunks, stopping (``AnswerTooLarge``) once past ``limit``."""
-    body = bytearray()
-    async for chunk in resp.content.iter_chunked(64 * 1024):
-        body += chunk
-        if len(body) > limit:
-            raise AnswerTooLarge(f"answer over {limit} bytes")
-    return bytes(body)
 
 
 class SignalRpc:
@@ -75,7 +62,7 @@ class SignalRpc:
         failed after the request was written (dropped, timed out, 5xx), and
         ``PermanentError`` when it refuses the request itself (4xx: wrong Host, path).
         With ``max_answer``, an answer longer than that many bytes is not read to its
-        end: ``AnswerTooLarge``."""
+        end: ``AttachmentTooLarge`` (the only such call fetches a file)."""
         body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": str(next(self._ids))}
         merged = dict(params or {})
         if self._account is not None:
@@ -95,7 +82,8 @@ class SignalRpc:
                 if max_answer is None:
                     answer = await resp.json(content_type=None)
                 else:
-                    answer = json.loads(await _read_capped(resp, max_answer))
+                    answer = json.loads(await read_capped(
+                        resp.content.iter_chunked(64 * 1024), max_answer))
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as error:
             # never connected: nothing was sent
             raise NetworkError(f"signal-cli unreachable ({type(error).__name__})") from None

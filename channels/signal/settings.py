@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from channels.retry import BackoffSettings
 
 _E164 = re.compile(r"^\+[1-9][0-9]{4,14}$")
 
 
-class SignalSettings(BaseModel):
+class SignalSettings(BackoffSettings):
     """Validated config of one Signal account served by a running ``signal-cli daemon``.
 
     signal-cli's HTTP endpoint has no authentication of its own; ``auth_env`` optionally
@@ -40,8 +42,7 @@ class SignalSettings(BaseModel):
     idle_timeout: float = Field(default=60.0, gt=0)
     #: seconds one JSON-RPC call may take (a send to a large group is slow)
     request_timeout: float = Field(default=60.0, gt=0)
-    #: reconnect / sink-retry backoff: jittered exponential from initial to max, seconds
-    backoff_initial: float = Field(default=1.0, gt=0)
+    #: the reconnect and sink-retry backoff's longest wait, seconds
     backoff_max: float = Field(default=30.0, gt=0)
     #: how long ``start`` waits for the events stream before returning anyway (the
     #: stream keeps reconnecting in the background), seconds

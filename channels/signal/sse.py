@@ -39,12 +39,8 @@ class SseParser:
         self._buffer = lines.pop()
         if len(self._buffer) > MAX_LINE:
             raise ValueError("event stream line too long")
-        out: list[SseEvent] = []
-        for raw in lines:
-            event = self._line(raw.removesuffix(b"\r").decode("utf-8", "replace"))
-            if event is not None:
-                out.append(event)
-        return out
+        events = (self._line(raw.removesuffix(b"\r").decode("utf-8", "replace")) for raw in lines)
+        return [event for event in events if event is not None]
 
     def _line(self, line: str) -> SseEvent | None:
         if not line:

@@ -23,7 +23,7 @@ What is ours, and why:
 * the command listener hands a slash command payload to ``command`` and acks it (with
   an empty body: the answer comes through the outbox, like every reply) once the
   command is durable; a sink failure is not acked (Slack shows the user an error).
-* the error handler maps the listener's outcome onto answers (see ``_on_error``).
+* the error handler maps the listener's outcome onto answers (see ``_answer``).
 """
 
 from __future__ import annotations
@@ -106,13 +106,7 @@ class Triage(AsyncMiddleware):
         event = req.body.get("event")
         if isinstance(event, dict) and isinstance(event.get("type"), str):
             return await next()
-        why = "event_callback without an event object"
-        if _is_socket(req):
-            log.warning("slack[%s]: malformed event %s, acked and skipped: %s",
-                        self._account, req.body.get("event_id"), why)
-            return BoltResponse(status=200, body="")
-        log.warning("slack[%s]: malformed event (400): %s", self._account, why)
-        return BoltResponse(status=400, body="malformed event")
+        raise MalformedEvent("event_callback without an event object")  # answered by _answer
 
 
 def build_app(

@@ -10,8 +10,8 @@ HTTP (``webhook``) and in Socket Mode (``socket_mode``). Sending uses slack_sdk'
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Self
 
 from aiohttp import web
@@ -21,8 +21,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
 from channels.download import fetch_capped, host_of
-from channels.errors import FormattingRejected, PermanentError
+from channels.errors import FormattingRejected, PermanentError, mapped
 from channels.models import Attachment, Inbound, Outbound
+from channels.recent import Recent
 from channels.slack.bolt_app import build_app
 from channels.slack.errors import map_error
 from channels.slack.mrkdwn import escape
@@ -39,7 +40,7 @@ from channels.slack.normalize import (
 )
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
 from channels.slack.sent import chunk_metadata, find_posted
-from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets, parse_block
+from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets
 from channels.slack.socket_mode import SocketReceiver
 from channels.slack.webhook import EventsHandler
 
@@ -52,24 +53,6 @@ log = logging.getLogger(__name__)
 SLACK_LIMITS = ChannelLimits(max_message_len=SLACK_SECTION_LIMIT, per_chat_interval=1.0, burst=1)
 
 
-class _Seen:
-    """Recently handled event ids and channel+ts keys (bounded). The gateway inbox is
-    the durable dedupe; this only spares it the obvious redeliveries."""
-
-    def __init__(self, size: int = 4096) -> None:
-        self._size = size
-        self._keys: OrderedDict[str, None] = OrderedDict()
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._keys
-
-    def add(self, key: str) -> None:
-        self._keys[key] = None
-        self._keys.move_to_end(key)
-        while len(self._keys) > self._size:
-            self._keys.popitem(last=False)
-
-
 class SlackChannel(Channel):
     """A Slack app (bot user) in one workspace, over Socket Mode or the HTTP Events API.
 
@@ -79,7 +62,6 @@ class SlackChannel(Channel):
     """
 
     name = "slack"
-    Settings = SlackSettings
     limits = SLACK_LIMITS
 
     def __init__(
@@ -100,7 +82,9 @@ class SlackChannel(Channel):
             retry_handlers=[],
         )
         self._names = NameCache(self._web)
-        self._seen = _Seen()
+        #: recently handled event ids and channel+ts keys: the gateway inbox is the
+        #: durable dedupe; this only spares it the obvious redeliveries
+        self._seen: Recent[str, None] = Recent(4096)
         self._sink: InboundSink | None = None
         self._bot_user_id = settings.bot_user_id
         self._bot_name: str | None = None
@@ -123,7 +107,7 @@ class SlackChannel(Channel):
     @classmethod
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
-        settings = parse_block(block)
+        settings = SlackSettings.model_validate(block)
         return cls(settings, load_secrets(settings, env), account=account)
 
     @property
@@ -175,10 +159,8 @@ class SlackChannel(Channel):
         return f"@{self._bot_name}" if self._bot_name else self._bot_user_id
 
     async def _identify(self) -> None:
-        try:
+        with mapped(Exception, partial(map_error, "auth.test")):
             response = await self._web.auth_test()
-        except Exception as exc:
-            raise map_error("auth.test", exc) from None
         user_id = response.get("user_id")
         if self._bot_user_id is None:
             if not isinstance(user_id, str) or not user_id:
@@ -234,9 +216,9 @@ class SlackChannel(Channel):
             key = f"{inbound.chat_id}:{inbound.message_id}"
             if key not in self._seen:
                 await sink(inbound)
-                self._seen.add(key)
+                self._seen[key] = None
         if isinstance(event_id, str):
-            self._seen.add(event_id)
+            self._seen[event_id] = None
 
     async def _command(self, body: dict[str, Any]) -> None:
         """Bolt's listener for a slash command: durable in the sink before the ack."""
@@ -312,11 +294,9 @@ class SlackChannel(Channel):
     async def find_sent(self, message: Outbound, index: int) -> str | None:
         """After an ambiguous post: the chunk's ``ts`` if the conversation (or thread)
         shows it by its metadata (channels/slack/sent.py), else None (post again)."""
-        try:
+        with mapped(Exception, partial(map_error, "conversations.history")):
             return await find_posted(self._web, message.chat_id, self._thread_ts(message),
                                      message.reply_id, index)
-        except Exception as exc:
-            raise map_error("conversations.history", exc) from None
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """``url_private`` with the bot token, from Slack's file host (or the configured
@@ -328,27 +308,20 @@ class SlackChannel(Channel):
         return await fetch_capped(attachment.url, max_bytes, hosts=hosts,
                                   headers={"Authorization": f"Bearer {token}"})
 
-    async def typing(self, chat_id: str, thread_id: str | None = None) -> None:
-        """Nothing: Slack's Web API has no bot typing indicator (see the class doc)."""
-
     async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
                         ) -> str:
         """files_upload_v2 (get an upload URL, upload, complete into the chat and thread);
         the caption is the initial comment. Returns the file's id (the share's message
         is posted by Slack afterwards)."""
-        try:
+        with mapped(Exception, partial(map_error, "files.completeUploadExternal")):
             response = await self._web.files_upload_v2(
                 channel=message.chat_id, thread_ts=self._thread_ts(message), file=data,
                 filename=name, title=name, initial_comment=escape(caption) or None)
-        except Exception as exc:
-            raise map_error("files.completeUploadExternal", exc) from None
         shared = response.get("file") or {}
         return str(shared.get("id", "")) if isinstance(shared, dict) else ""
 
     async def _post(self, **kwargs: Any) -> str:
-        try:
+        with mapped(Exception, partial(map_error, "chat.postMessage")):
             response = await self._web.chat_postMessage(**kwargs)
-        except Exception as exc:
-            raise map_error("chat.postMessage", exc) from None
         ts = response.get("ts")
         return str(ts) if ts else ""

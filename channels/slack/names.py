@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import OrderedDict
 from typing import Any
 
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels.recent import Recent
 from channels.slack.errors import map_error
 
 __all__ = ["NameCache"]
@@ -37,14 +37,10 @@ class NameCache:
     def __init__(self, web: AsyncWebClient, *, timeout: float = 2.0, size: int = 2048) -> None:
         self._web = web
         self._timeout = timeout
-        self._size = size
-        self._names: OrderedDict[str, str] = OrderedDict()
+        self._names: Recent[str, str] = Recent(size)
 
     def remember(self, user_id: str, name: str) -> None:
         self._names[user_id] = name
-        self._names.move_to_end(user_id)
-        while len(self._names) > self._size:
-            self._names.popitem(last=False)
 
     async def lookup(self, user_id: str) -> str:
         cached = self._names.get(user_id)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from channels.models import Attachment, Inbound, trim_raw
+from channels.models import Attachment, Inbound, attachment_type, trim_raw
 
 __all__ = [
     "EVENT_TABLE",
@@ -108,6 +108,14 @@ def message_of(event: dict[str, Any]) -> dict[str, Any]:
             "ts": event.get("ts"), "original_ts": inner.get("ts")}
 
 
+def _complete(msg: dict[str, Any], keys: tuple[str, ...], rule: Rule) -> Rule:
+    """``rule``, or a malformed one when one of ``keys`` is not a non-empty string."""
+    missing = next((k for k in keys if not isinstance(msg.get(k), str) or not msg[k]), None)
+    if missing is None:
+        return rule
+    return Rule(False, f"malformed: missing {missing}", malformed=True)
+
+
 def _change_rule(event: dict[str, Any], rule: Rule, bot_user_id: str) -> Rule:
     msg = message_of(event)
     if event.get("subtype") == "message_deleted" and not msg:
@@ -123,10 +131,7 @@ def _change_rule(event: dict[str, Any], rule: Rule, bot_user_id: str) -> Rule:
     if event.get("subtype") == "message_changed" and isinstance(previous, dict) and \
             previous.get("text") == msg.get("text"):
         return Rule(False, "a change that kept the text (an unfurl or a reaction count)")
-    for key in ("channel", "ts", "original_ts"):
-        if not isinstance(msg.get(key), str) or not msg.get(key):
-            return Rule(False, f"malformed: missing {key}", malformed=True)
-    return rule
+    return _complete(msg, ("channel", "ts", "original_ts"), rule)
 
 
 def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
@@ -146,10 +151,7 @@ def event_rule(event: dict[str, Any], bot_user_id: str) -> Rule:
         return Rule(False, "the bot's own message")
     if event.get("hidden"):
         return Rule(False, "hidden message")
-    for key in ("channel", "user", "ts"):
-        if not isinstance(event.get(key), str) or not event.get(key):
-            return Rule(False, f"malformed: missing {key}", malformed=True)
-    return rule
+    return _complete(event, ("channel", "user", "ts"), rule)
 
 
 def _rich_text_users(blocks: Any) -> set[str]:
@@ -170,11 +172,9 @@ def _rich_text_users(blocks: Any) -> set[str]:
 def mentions(event: dict[str, Any]) -> set[str]:
     """Users mentioned, as Slack encodes them: ``<@U…>`` / ``<@U…|name>`` tokens in
     the text and ``user`` elements in rich_text blocks."""
-    found = _rich_text_users(event.get("blocks"))
-    for token in _TOKEN.findall(str(event.get("text") or "")):
-        if token.startswith("@"):
-            found.add(token[1:].split("|", 1)[0])
-    return found
+    tokens = _TOKEN.findall(str(event.get("text") or ""))
+    return _rich_text_users(event.get("blocks")) | {
+        token[1:].split("|", 1)[0] for token in tokens if token.startswith("@")}
 
 
 def decode_text(text: str, ctx: SlackContext) -> str:
@@ -205,12 +205,10 @@ def _attachment(raw: dict[str, Any]) -> Attachment | None:
     if not isinstance(file_id, str) or not file_id:
         return None
     mime = raw.get("mimetype") if isinstance(raw.get("mimetype"), str) else None
-    major = (mime or "").split("/", 1)[0]
-    kind = major if major in ("image", "video", "audio") else "document"
     size = raw.get("size")
     return Attachment(
         id=file_id,
-        type=kind,
+        type=attachment_type(mime),
         name=raw.get("name") if isinstance(raw.get("name"), str) else None,
         size=size if isinstance(size, int) else None,
         mime=mime,
@@ -268,11 +266,8 @@ def profile_name(event: dict[str, Any]) -> str | None:
     profile = event.get("user_profile")
     if not isinstance(profile, dict):
         return None
-    for key in ("display_name", "real_name", "name"):
-        value = profile.get(key)
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
+    names = (_str(profile.get(key)) for key in ("display_name", "real_name", "name"))
+    return next((name for name in names if name), None)
 
 
 def _timestamp(ts: str) -> datetime:

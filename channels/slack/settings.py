@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
@@ -65,8 +65,3 @@ def load_secrets(settings: SlackSettings, env: Mapping[str, str]) -> SlackSecret
     secret = read_secret(env, settings.signing_secret_env,
                          "the Slack signing secret for the Events API")
     return SlackSecrets(bot_token=bot, signing_secret=secret)
-
-
-def parse_block(block: Mapping[str, Any]) -> SlackSettings:
-    """Validate a config block; pydantic's error names the offending key."""
-    return SlackSettings.model_validate(dict(block))

@@ -22,10 +22,10 @@ from channels.base import (
     ChannelContext,
     ChannelLimits,
     Chunk,
-    CursorStore,
     InboundSink,
 )
-from channels.errors import AttachmentTooLarge, FormattingRejected, PermanentError
+from channels.envsecret import read_secret
+from channels.errors import AttachmentTooLarge, FormattingRejected, PermanentError, mapped
 from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
 from channels.pull import PullLoop
@@ -90,7 +90,6 @@ class TelegramChannel(Channel):
     """A Telegram bot account: long polling or webhook in, sendMessage (HTML) out."""
 
     name = "telegram"
-    Settings = TelegramSettings
     limits = TELEGRAM_LIMITS
 
     def __init__(
@@ -100,19 +99,16 @@ class TelegramChannel(Channel):
         *,
         account: str = "default",
         webhook_secret: SecretStr | None = None,
-        cursor_store: CursorStore | None = None,
     ) -> None:
         if settings.mode == "webhook" and webhook_secret is None:
             raise ValueError("telegram webhook mode needs a webhook secret")
         self.settings = settings
         self.account = account
-        self.cursor_store = cursor_store
         self._token = token
         self._webhook_secret = webhook_secret
         # before the Bot exists: it logs its token-bearing base URL when built
-        protect(token.get_secret_value())
-        if webhook_secret is not None:
-            protect(webhook_secret.get_secret_value())
+        for secret in self._secrets():
+            protect(secret)
         self._bot = _QuietBot(
             token.get_secret_value(),
             base_url=settings.base_url,
@@ -137,12 +133,8 @@ class TelegramChannel(Channel):
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
         settings = TelegramSettings.model_validate(block)
-        token = env.get(settings.token_env, "").strip()
-        if not token:
-            raise ValueError(
-                f"channels.telegram: set the environment variable {settings.token_env} to the "
-                "bot token from @BotFather (or set token_env to the variable that holds it)"
-            )
+        token = read_secret(env, settings.token_env, "the bot token from @BotFather (or set "
+                            "token_env to the variable that holds it)")
         secret: SecretStr | None = None
         if settings.mode == "webhook":
             value = env.get(settings.webhook_secret_env, "").strip()
@@ -153,13 +145,14 @@ class TelegramChannel(Channel):
                     "X-Telegram-Bot-Api-Secret-Token)"
                 )
             secret = SecretStr(value)
-        return cls(settings, SecretStr(token), account=account, webhook_secret=secret)
+        return cls(settings, token, account=account, webhook_secret=secret)
 
     def _secrets(self) -> tuple[str, ...]:
-        found = [self._token.get_secret_value()]
-        if self._webhook_secret is not None:
-            found.append(self._webhook_secret.get_secret_value())
-        return tuple(found)
+        return tuple(s.get_secret_value() for s in (self._token, self._webhook_secret) if s)
+
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        """PTB's exceptions as ``channels.errors``, the secrets scrubbed from their text."""
+        return mapped(TelegramError, lambda error: map_error(error, self._secrets()))
 
     def webhook_concurrency(self) -> int:
         return self.settings.webhook_max_connections if self.settings.mode == "webhook" else 0
@@ -172,7 +165,7 @@ class TelegramChannel(Channel):
     async def start(self, sink: InboundSink) -> None:
         """Check the token (getMe), then poll or arm the webhook. Raises PermanentError
         when Telegram refuses the token, NetworkError when it cannot be reached."""
-        try:
+        with self._errors():
             await self._bot.initialize()
             me = self._bot.bot
             self.identity = BotIdentity(me.id, self.settings.bot_username or me.username or "")
@@ -189,8 +182,6 @@ class TelegramChannel(Channel):
                 return
             # getUpdates is refused while a webhook is set (e.g. after switching modes)
             await self._bot.delete_webhook(drop_pending_updates=False)
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
         self.poller = poll_loop(
             self._bot, self.settings, self.identity, sink, self.cursor_store, self.account
         )
@@ -220,10 +211,8 @@ class TelegramChannel(Channel):
 
     async def register_commands(self, commands: list[tuple[str, str]]) -> None:
         """``setMyCommands`` (default scope): Telegram's "/" menu shows these."""
-        try:
+        with self._errors():
             await self._bot.set_my_commands([BotCommand(n, d) for n, d in commands])
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, self.limits.max_message_len)
@@ -246,13 +235,11 @@ class TelegramChannel(Channel):
                         ) -> str:
         """sendDocument (multipart), in the forum topic ``thread_id``; the caption as
         plain text (Telegram's limit: 1024 characters)."""
-        try:
+        with self._errors():
             sent = await self._bot.send_document(
                 chat_id=_chat(message.chat_id), document=data, filename=name,
                 caption=caption[:1024] or None,
                 message_thread_id=int(message.thread_id) if message.thread_id else None)
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
         return str(sent.message_id)
 
     async def _send(self, message: Outbound, text: str, parse_mode: str | None, index: int) -> str:
@@ -261,7 +248,7 @@ class TelegramChannel(Channel):
             if message.reply_to_id and index == 0
             else None
         )
-        try:
+        with self._errors():
             sent = await self._bot.send_message(
                 chat_id=_chat(message.chat_id),
                 text=text,
@@ -269,23 +256,17 @@ class TelegramChannel(Channel):
                 message_thread_id=int(message.thread_id) if message.thread_id else None,
                 reply_parameters=reply,
             )
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
         return str(sent.message_id)
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """getFile, then the file's download URL (the Bot API serves files up to 20 MB).
         getFile states the size, so a file over ``max_bytes`` is refused before a byte
         of it is read; a file whose size Telegram did not state is checked after."""
-        try:
+        with self._errors():
             file = await self._bot.get_file(attachment.id)
-            if file.file_size is not None and file.file_size > max_bytes:
-                raise AttachmentTooLarge(max_bytes)
+            AttachmentTooLarge.check(file.file_size, max_bytes)
             data = bytes(await file.download_as_bytearray())
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
-        if len(data) > max_bytes:
-            raise AttachmentTooLarge(max_bytes)
+        AttachmentTooLarge.check(len(data), max_bytes)
         return data
 
     async def typing(self, chat_id: str, thread_id: str | None = None) -> None:

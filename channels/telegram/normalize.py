@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from telegram import (
     Animation,
@@ -54,59 +55,21 @@ class BotIdentity:
     username: str  # without "@"
 
 
-def _message(update: Update) -> Message | None:
-    return update.message
-
-
-def _channel_post(update: Update) -> Message | None:
-    return update.channel_post
-
-
-def _edited_message(update: Update) -> Message | None:
-    return update.edited_message
-
-
-def _edited_channel_post(update: Update) -> Message | None:
-    return update.edited_channel_post
-
-
-#: update type -> how to get the message to normalize (None: dropped on purpose)
+#: update type -> how to get the message to normalize (types not here: dropped on purpose)
 UPDATE_TABLE: dict[str, Callable[[Update], Message | None]] = {
-    "message": _message,
-    "channel_post": _channel_post,
-    "edited_message": _edited_message,
-    "edited_channel_post": _edited_channel_post,
+    kind: attrgetter(kind)
+    for kind in ("message", "channel_post", "edited_message", "edited_channel_post")
 }
 
 #: update types that carry a new version of an earlier message
 _EDITS = frozenset({"edited_message", "edited_channel_post"})
 
 
-def update_type(update: Update) -> str | None:
-    """The update's type: the one optional field it carries."""
-    for name in (
-        "message",
-        "edited_message",
-        "channel_post",
-        "edited_channel_post",
-        "business_message",
-        "callback_query",
-        "inline_query",
-        "my_chat_member",
-        "chat_member",
-        "message_reaction",
-        "poll",
-    ):
-        if getattr(update, name, None) is not None:
-            return name
-    return None
-
-
 def normalize_update(update: Update, bot: BotIdentity, account: str = "default") -> Inbound | None:
     """The ``Inbound`` for one update, or None when the update is not a message we pass on."""
-    kind = update_type(update)
-    handler = UPDATE_TABLE.get(kind or "")
-    message = handler(update) if handler else None
+    # an update carries exactly one of its optional fields: its type
+    fields = ((kind, get(update)) for kind, get in UPDATE_TABLE.items())
+    kind, message = next(((k, m) for k, m in fields if m is not None), (None, None))
     if message is None:
         return None
     inbound = normalize_message(message, bot, account, raw=update.to_dict())

@@ -24,7 +24,6 @@ from telegram import error as tg
 from channels.base import CursorStore, InboundSink
 from channels.errors import PermanentError, RateLimited
 from channels.pull import Batch, Item, PullLoop
-from channels.retry import Backoff
 from channels.telegram.errors import retry_after_seconds
 from channels.telegram.normalize import BotIdentity, normalize_update
 from channels.telegram.settings import TelegramSettings
@@ -46,7 +45,7 @@ def poll_loop(
     fetch = Updates(bot, settings, identity, account)
     return PullLoop(
         fetch, sink, cursors, OFFSET_KEY,
-        backoff=Backoff(settings.backoff_initial, settings.backoff_max),
+        backoff=settings.backoff(),
         # a long poll outliving its timeout plus the grace was dropped silently
         stall_after=settings.poll_timeout + settings.stall_grace,
         log=log, name="telegram",

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from channels.retry import BackoffSettings
 
 #: What the adapter asks Telegram for; edits become ``kind="edit"`` inbounds (see
 #: ``normalize``). Telegram has no deletion update for bots.
 DEFAULT_ALLOWED_UPDATES = ["message", "edited_message", "channel_post", "edited_channel_post"]
 
 
-class TelegramSettings(BaseModel):
+class TelegramSettings(BackoffSettings):
     """Validated config of one Telegram bot account.
 
     Secrets are never in the block: ``token_env`` and ``webhook_secret_env`` name the
@@ -32,9 +34,6 @@ class TelegramSettings(BaseModel):
     # --- polling
     #: long-poll duration asked from Telegram, seconds
     poll_timeout: int = Field(default=30, ge=0, le=50)
-    #: backoff after an error: jittered exponential from initial to max, seconds
-    backoff_initial: float = Field(default=1.0, gt=0)
-    backoff_max: float = Field(default=60.0, gt=0)
     #: a poll still running this long after its long-poll timeout is declared stalled
     #: and restarted by the watchdog, seconds
     stall_grace: float = Field(default=15.0, gt=0)

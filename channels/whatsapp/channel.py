@@ -14,6 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
+from functools import partial
 from typing import Any, Self
 
 import httpx
@@ -31,7 +32,8 @@ from channels.base import (
     DeliveryReport,
     InboundSink,
 )
-from channels.errors import AttachmentTooLarge, TransientError
+from channels.download import read_capped
+from channels.errors import AttachmentTooLarge, TransientError, mapped
 from channels.models import Attachment, Outbound
 from channels.pools import httpx_limits, httpx_transport
 from channels.whatsapp.errors import OUTSIDE_WINDOW, OutsideWindow, map_error
@@ -39,12 +41,7 @@ from channels.whatsapp.files import send_media
 from channels.whatsapp.normalize import Parsed, StatusEvent, parse_delivery
 from channels.whatsapp.outcomes import DeliveryLog, DeliveryOutcome, ServiceWindow, tracker
 from channels.whatsapp.render import WHATSAPP_TEXT_LIMIT, render_chunks
-from channels.whatsapp.settings import (
-    WhatsAppSecrets,
-    WhatsAppSettings,
-    load_secrets,
-    parse_block,
-)
+from channels.whatsapp.settings import WhatsAppSecrets, WhatsAppSettings, load_secrets
 from channels.whatsapp.webhook import WebhookHandler
 
 __all__ = ["WHATSAPP_LIMITS", "WhatsAppChannel"]
@@ -71,7 +68,6 @@ class WhatsAppChannel(Channel):
     """
 
     name = "whatsapp"
-    Settings = WhatsAppSettings
     limits = WHATSAPP_LIMITS
 
     def __init__(
@@ -105,7 +101,6 @@ class WhatsAppChannel(Channel):
             parse=self._parse,
             process=self._process,
         )
-        self.display_number: str | None = None
 
     def __repr__(self) -> str:
         return (f"WhatsAppChannel(account={self.account!r}, "
@@ -114,7 +109,7 @@ class WhatsAppChannel(Channel):
     @classmethod
     def from_config(cls, account: str, block: dict[str, Any], env: Mapping[str, str],
                     context: ChannelContext = NO_CONTEXT) -> Self:
-        settings = parse_block(block)
+        settings = WhatsAppSettings.model_validate(block)
         return cls(settings, load_secrets(settings, env), account=account)
 
     @property
@@ -133,11 +128,8 @@ class WhatsAppChannel(Channel):
     async def check(self) -> str | None:
         """The token and phone number id, checked together (GET the phone number):
         returns the number and its verified name; ``PermanentError`` when refused."""
-        try:
+        with mapped(Exception, partial(map_error, "get phone number")):
             number = await self._wa.get_business_phone_number()
-        except Exception as exc:
-            raise map_error("get phone number", exc) from None
-        self.display_number = number.display_phone_number
         return f"{number.display_phone_number}, {number.verified_name}"
 
     async def start(self, sink: InboundSink) -> None:
@@ -209,20 +201,15 @@ class WhatsAppChannel(Channel):
         every try), then the bytes with the token, streamed and cut at ``max_bytes``."""
         try:
             media = await self._wa.get_media_url(attachment.id)
-            if media.file_size and media.file_size > max_bytes:
-                raise AttachmentTooLarge(max_bytes)
-            data = bytearray()
-            async for part in self._wa.stream_media(media.url):
-                data += part
-                if len(data) > max_bytes:
-                    raise AttachmentTooLarge(max_bytes)
+            AttachmentTooLarge.check(media.file_size, max_bytes)
+            data = await read_capped(self._wa.stream_media(media.url), max_bytes)
         except httpx.HTTPStatusError as exc:
             # an expired or not-yet-ready URL, or the CDN failing: a new URL may work
             raise TransientError(f"whatsapp media download: HTTP "
                                  f"{exc.response.status_code}") from None
         except Exception as exc:
             raise map_error("media download", exc) from None
-        return bytes(data)
+        return data
 
     def render(self, text: str) -> list[Chunk]:
         return render_chunks(text, WHATSAPP_TEXT_LIMIT)
@@ -297,15 +284,13 @@ class WhatsAppChannel(Channel):
                 log.warning("whatsapp[%s]: reply %s to %s not sent: %s", self.account,
                             message.reply_id, message.chat_id, reason)
             raise OutsideWindow(reason)
-        try:
+        with mapped(Exception, partial(map_error, "send template")):
             sent = await self._wa.send_template(
                 to=message.chat_id,
                 name=template.name,
                 language=TemplateLanguage(template.language),
                 tracker=tracker(message.reply_id, index),
             )
-        except Exception as exc:
-            raise map_error("send template", exc) from None
         self.deliveries.sent(message.reply_id, message.chat_id, index, sent.id,
                              template=template.name)
         log.info("whatsapp[%s]: reply %s fell outside the 24-hour window; sent template %s",

@@ -9,9 +9,11 @@ the API refuses, so the chat gets the outbox's note naming what WhatsApp takes.
 
 from __future__ import annotations
 
+from functools import partial
+
 from pywa_async.client import WhatsApp
 
-from channels.errors import PermanentError
+from channels.errors import PermanentError, mapped
 from channels.outfiles import MB, check_size, mime_of
 from channels.whatsapp.errors import map_error
 
@@ -40,7 +42,7 @@ async def send_media(wa: WhatsApp, to: str, data: bytes, name: str, caption: str
         raise PermanentError(f"WhatsApp takes PDF, text and Office documents and JPEG or "
                              f"PNG images, not {mime}")
     check_size(len(data), DOCUMENT_MAX, "WhatsApp documents")
-    try:
+    with mapped(Exception, partial(map_error, f"send {kind}")):
         if kind == "image":
             sent = await wa.send_image(to=to, image=data, caption=caption[:MAX_CAPTION] or None,
                                        mime_type=mime, reply_to_message_id=reply_to,
@@ -50,6 +52,4 @@ async def send_media(wa: WhatsApp, to: str, data: bytes, name: str, caption: str
                                           caption=caption[:MAX_CAPTION] or None,
                                           mime_type=mime, reply_to_message_id=reply_to,
                                           tracker=tracker)
-    except Exception as exc:
-        raise map_error(f"send {kind}", exc) from None
     return sent.id

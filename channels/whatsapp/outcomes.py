@@ -17,11 +17,12 @@ may be sent only within 24 hours of it (Cloud API "customer service windows").
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from channels.base import CursorStore
+from channels.base import CursorStore, MemoryCursors
+from channels.recent import Recent
 from channels.whatsapp.normalize import StatusEvent
 
 __all__ = ["WINDOW_SECONDS", "DeliveryLog", "DeliveryOutcome", "ServiceWindow", "tracker"]
@@ -37,12 +38,8 @@ def tracker(reply_id: str, index: int) -> str:
 
 
 def _parse_tracker(value: str | None) -> tuple[str, int] | None:
-    if not value:
-        return None
-    reply_id, sep, index = value.rpartition(":")
-    if not sep or not reply_id or not index.isdigit():
-        return None
-    return reply_id, int(index)
+    reply_id, _, index = (value or "").rpartition(":")
+    return (reply_id, int(index)) if reply_id and index.isdigit() else None
 
 
 @dataclass
@@ -73,10 +70,9 @@ class DeliveryLog:
     """The newest ``size`` replies' outcomes, plus counters for ``/healthz``."""
 
     def __init__(self, size: int = 2048) -> None:
-        self._size = size
-        self._replies: OrderedDict[str, DeliveryOutcome] = OrderedDict()
-        self._by_wamid: OrderedDict[str, tuple[str, int]] = OrderedDict()
-        self.counts: dict[str, int] = {}
+        self._replies: Recent[str, DeliveryOutcome] = Recent(size)
+        self._by_wamid: Recent[str, tuple[str, int]] = Recent(size * 4)
+        self.counts: Counter[str] = Counter()
         self.last_failure: str | None = None
 
     def _outcome(self, reply_id: str, chat_id: str) -> DeliveryOutcome:
@@ -84,13 +80,8 @@ class DeliveryLog:
         if outcome is None:
             outcome = DeliveryOutcome(reply_id=reply_id, chat_id=chat_id)
             self._replies[reply_id] = outcome
-            while len(self._replies) > self._size:
-                self._replies.popitem(last=False)
         self._replies.move_to_end(reply_id)
         return outcome
-
-    def _count(self, key: str) -> None:
-        self.counts[key] = self.counts.get(key, 0) + 1
 
     def get(self, reply_id: str) -> DeliveryOutcome | None:
         return self._replies.get(reply_id)
@@ -106,18 +97,16 @@ class DeliveryLog:
         if template is not None:
             outcome.via_template = template
         self._by_wamid[wamid] = (reply_id, index)
-        while len(self._by_wamid) > self._size * 4:
-            self._by_wamid.popitem(last=False)
-        self._count("template" if template else "accepted")
+        self.counts["template" if template else "accepted"] += 1
 
     def not_sent(self, reply_id: str, chat_id: str, reason: str) -> None:
         self._outcome(reply_id, chat_id).not_sent_reason = reason
-        self._count("not_sent")
+        self.counts["not_sent"] += 1
         self.last_failure = f"reply {reply_id}: not sent: {reason}"
 
     def status(self, event: StatusEvent) -> DeliveryOutcome | None:
         """Record one status against its reply; None when the reply is unknown."""
-        self._count(f"status_{event.status}")
+        self.counts[f"status_{event.status}"] += 1
         where = _parse_tracker(event.tracker) or self._by_wamid.get(event.message_id)
         if where is None:
             return None
@@ -139,27 +128,20 @@ class DeliveryLog:
 class ServiceWindow:
     """When each chat's user last wrote, shared through the ``CursorStore``."""
 
-    def __init__(self, store: CursorStore | None = None) -> None:
-        self._store = store
-        self._local: dict[str, int] = {}  # when no store is bound (unit tests)
+    def __init__(self) -> None:
+        self._store: CursorStore = MemoryCursors()  # until the gateway binds its store
 
-    def bind(self, store: CursorStore | None) -> None:
+    def bind(self, store: CursorStore) -> None:
         self._store = store
 
     async def last(self, chat_id: str) -> int | None:
-        if self._store is None:
-            return self._local.get(chat_id)
         value = await self._store.get(f"window:{chat_id}")
         return int(value) if value is not None and value.isdigit() else None
 
     async def opened(self, chat_id: str, at: int) -> None:
         """The user wrote at ``at`` (Unix seconds); later writes never move it back."""
         last = await self.last(chat_id)
-        if last is not None and last >= at:
-            return
-        if self._store is None:
-            self._local[chat_id] = at
-        else:
+        if last is None or last < at:
             await self._store.set(f"window:{chat_id}", str(at))
 
     async def is_open(self, chat_id: str, now: float | None = None) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pywa.types.templates import TemplateLanguage
@@ -90,8 +89,3 @@ def load_secrets(settings: WhatsAppSettings, env: Mapping[str, str]) -> WhatsApp
         verify_token=read_secret(env, settings.verify_token_env,
                            "the verify token you typed in the app's webhook settings"),
     )
-
-
-def parse_block(block: Mapping[str, Any]) -> WhatsAppSettings:
-    """Validate a config block; pydantic's error names the offending key."""
-    return WhatsAppSettings.model_validate(dict(block))

@@ -13,8 +13,9 @@ from email.message import EmailMessage
 import aiosmtplib
 import pytest
 
+from channels.base import SKIPPED_KEY
 from channels.email.compose import reply_message_id
-from channels.email.receiver import CURSOR_KEY, DEAD_LETTER_KEY, Cursor
+from channels.email.receiver import CURSOR_KEY, Cursor
 from channels.errors import PermanentError
 from tests.channels.harness_email import BOT, append, eml, imap_client, started_channel
 from tests.channels.kit import MemoryCursorStore
@@ -106,7 +107,7 @@ async def test_bad_mail_is_dead_lettered_and_does_not_block_the_cursor(
         await h.inject("direct_to_bot")
         [got] = await h.sink.wait_for(1)
         assert got.message_id == "dm-1@example.org"
-        records = json.loads(h.cursors.values[DEAD_LETTER_KEY])
+        records = json.loads(h.cursors.values[SKIPPED_KEY])
         assert cursor_of(h.cursors).uid >= h.uids["direct_to_bot"]
     reasons = [r["reason"] for r in records]
     assert records[0]["uid"] == huge

@@ -82,7 +82,8 @@ class BlockWalker:
         elif kind == "list_item_open":
             self.gap(1)
             numbering = self.lists[-1] if self.lists else []
-            self.emit("  " * (len(self.lists) - 1) + (f"{numbering[0]}. " if numbering else "• "))
+            self.emit("  " * (len(self.lists) - 1) + (_number(t, numbering[0]) if numbering
+                                                      else "• "))
             if numbering:
                 numbering[0] += 1
             self.fresh = True
@@ -107,3 +108,11 @@ class BlockWalker:
             self.gap(2)
             self.emit(self.esc(t.content.rstrip("\n")))
             self.gap(2)
+
+
+def _number(item: Token, count: int) -> str:
+    """An ordered item's marker: as written when it says ``count`` (a fragment of a
+    split reply such as ``0042) ...`` keeps its zeros and bracket: no character is
+    lost), else ``count`` (a list numbered ``1. 1. 1.`` shows 1, 2, 3)."""
+    as_written = item.info.isdigit() and int(item.info) == count
+    return f"{item.info}{item.markup} " if as_written else f"{count}. "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from channels.split import utf16_len
@@ -48,6 +48,12 @@ def test_ordered_list_keeps_its_start() -> None:
     assert to_plain("3. three\n4. four") == "3. three\n4. four"
 
 
+def test_ordered_list_numbers_show_as_written_when_they_count_right() -> None:
+    # a hard-cut URL's tail can start a piece as "06861) ...": its zero must not go
+    assert to_plain("06861) x") == "06861) x"
+    assert to_plain("1. a\n1. b\n1. c") == "1. a\n2. b\n3. c"
+
+
 def test_whitespace_only_text_renders_no_chunks() -> None:
     assert render_chunks("   \n\n  ") == []
 
@@ -76,6 +82,9 @@ _doc = st.lists(st.one_of(_para, _para, _bullets, _quote, _code, _heading), min_
 
 @settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(blocks=_doc, limit=st.integers(min_value=80, max_value=600))
+@example(blocks=["alpha", "alpha", "alpha", "alpha alpha alpha",  # a cut URL: "06861)"
+                 "- [alpha](https://example.com/616c706861)", "> alpha", "> alpha", "> alpha"],
+         limit=80)
 def test_every_chunk_is_valid_telegram_html_within_the_limit(blocks: list[str], limit: int) -> None:
     md = "\n\n".join(blocks)
     chunks = render_chunks(md, limit)

@@ -40,7 +40,7 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -77,13 +77,9 @@ REDIS_WAIT = 60.0
 @dataclass
 class OutboxStats:
     sent: int = 0
-    skipped: int = 0
-    dropped: int = 0
-    failed: int = 0
     #: sends that failed after they may have reached the platform (``MaybeSent``)
     ambiguous: int = 0
     handled: int = 0
-    errors: list[str] = field(default_factory=list)
 
 
 def default_consumer_name() -> str:
@@ -209,10 +205,10 @@ class Outbox:
             )
             entries = resp[0][1] if resp else []
             for entry_id, fields in entries:
-                self._dispatch(_s(entry_id), fields)
+                self._dispatch(as_str(entry_id), fields)
             if not pending or not entries:
                 return
-            start = _s(entries[-1][0])
+            start = as_str(entries[-1][0])
 
     async def _claim(self) -> None:
         """Take over entries another (dead) gateway left unacked for too long."""
@@ -221,10 +217,10 @@ class Outbox:
             resp: Any = await self._r.xautoclaim(self._keys.outbox, OUTBOX_GROUP, self.consumer,
                                             min_idle_time=self._claim_idle_ms, start_id=start,
                                             count=100)
-            nxt, entries = _s(resp[0]), resp[1]
+            nxt, entries = as_str(resp[0]), resp[1]
             for entry_id, fields in entries:
                 if fields:  # a deleted entry comes back as None
-                    self._dispatch(_s(entry_id), fields)
+                    self._dispatch(as_str(entry_id), fields)
             if nxt == "0-0" or not entries:
                 return
             start = nxt
@@ -377,20 +373,16 @@ class Outbox:
         for index, chunk in enumerate(chunks):
             sent_key = self._keys.sent(msg.reply_id, index)
             if (msg.reply_id, index) in self.unrecorded or await self._r.exists(sent_key):
-                self.stats.skipped += 1
                 continue
             try:
                 platform_id = await self._sender.send(channel, msg, chunk, index)
             except PermanentError as err:
-                self.stats.dropped += 1
-                self.stats.errors.append(err.reason)
                 # logged by the recorder; the sent mark is set with the outcome
                 await self._record(self._report(msg, index, False, err.reason))
                 continue
             except (TransientError, Retryable) as err:
                 log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
                             channel.name, index, msg.reply_id, err)
-                self.stats.failed += 1
                 return False
             await self._record(self._report(msg, index, True, platform_id or "sent"))
             self.stats.sent += 1
@@ -431,6 +423,3 @@ class Outbox:
         return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
                               reply_id=msg.reply_id, index=index, delivered=delivered,
                               detail=detail)
-
-
-_s = as_str  # the gateway's client decodes; a caller's bytes client works too

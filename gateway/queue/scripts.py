@@ -343,9 +343,8 @@ class GroupQueue:
     def held_entries(self) -> list[str]:
         """Every entry the group's lists hold now (context, mailbox, processing, dead):
         where a deleted or forgotten message's words may still be."""
-        k, g = self.keys, self.group
         with self.r.pipeline(transaction=False) as pipe:
-            for key in (k.context(g), k.mailbox(g), k.processing(g), k.dead(g)):
+            for key in self._held_lists():
                 pipe.lrange(key, 0, -1)
             lists = pipe.execute()
         return [as_str(x) for items in lists for x in items]
@@ -357,10 +356,12 @@ class GroupQueue:
         many were found and changed."""
         if not pairs:
             return 0
-        k, g = self.keys, self.group
         args = [x for old, new in pairs for x in (old, new or "")]
-        keys = lists or [k.context(g), k.mailbox(g), k.processing(g), k.dead(g)]
-        return int(self._s["scrub"](keys=keys, args=args))
+        return int(self._s["scrub"](keys=lists or self._held_lists(), args=args))
+
+    def _held_lists(self) -> list[str]:
+        k, g = self.keys, self.group
+        return [k.context(g), k.mailbox(g), k.processing(g), k.dead(g)]
 
     def local_reply_streams(self) -> list[str]:
         """The local channel's reply streams of this group, one per account

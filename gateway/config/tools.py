@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from gateway.config.base import Section, check_group_keys
 from gateway.config.mcp import McpServer, check_servers
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
@@ -24,10 +25,6 @@ SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files", "send_f
 #: HTTP GET from the tool host itself (gateway.toolhost.fetch): on where ``fetch_hosts``
 #: lists a host
 FETCH_TOOL = "fetch"
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _known_tools(names: list[str]) -> list[str]:
@@ -185,12 +182,7 @@ class ToolsConfig(Section):
     @field_validator("groups")
     @classmethod
     def _group_keys(cls, v: dict[str, GroupTools]) -> dict[str, GroupTools]:
-        for key in v:
-            channel, sep, chat = key.partition(":")
-            if not (sep and channel and chat):
-                raise ValueError(f"group key {key!r} must be 'channel:chat_id', "
-                                 f"e.g. [tools.groups.\"telegram:-100123\"]")
-        return v
+        return check_group_keys(v, '[tools.groups."telegram:-100123"]')
 
     @field_validator("allow")
     @classmethod

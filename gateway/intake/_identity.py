@@ -31,7 +31,7 @@ from channels.models import Inbound
 from gateway.config import Settings
 from gateway.config.sections import LINKED_PREFIX
 from gateway.intake._pairing import ALPHABET, CODE_LENGTH, normalize_code
-from gateway.queue import Keys
+from gateway.queue import Keys, as_str
 from gateway.queue.identity import SHARE_PROFILE, resolve
 
 #: how long a ``/link`` code is valid: enough to open the other app, short enough that a
@@ -44,10 +44,6 @@ class LinkOutcome:
     ok: bool
     text: str
     person: str | None = None
-
-
-def _s(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class IdentityStore:
@@ -69,7 +65,7 @@ class IdentityStore:
         configured = self._settings.identities.get(person)
         found = list(configured.members) if configured else []
         links = await self._r.hgetall(self._keys.identity_links)
-        for user, pid in sorted((_s(u), _s(p)) for u, p in links.items()):
+        for user, pid in sorted((as_str(u), as_str(p)) for u, p in links.items()):
             if pid == person and user not in found and self._settings.person_of(user) is None:
                 found.append(user)
         return found
@@ -82,7 +78,7 @@ class IdentityStore:
         entry = json.dumps({"user": user, "name": msg.sender_name})
         async with self._r.pipeline(transaction=True) as pipe:
             if old is not None:
-                pipe.delete(self._keys.link_code(_s(old)))
+                pipe.delete(self._keys.link_code(as_str(old)))
             pipe.set(self._keys.link_code(code), entry, ex=self.code_ttl)
             pipe.set(self._keys.link_pending(user), code, ex=self.code_ttl)
             await pipe.execute()
@@ -97,7 +93,7 @@ class IdentityStore:
         if raw is None:
             return ("That code is not valid: it is wrong, expired or already used. Nothing "
                     "was linked. Send /link in your other DM for a new one.")
-        asked = json.loads(_s(raw))
+        asked = json.loads(as_str(raw))
         asker, name = str(asked["user"]), str(asked.get("name") or "")
         if asker == msg.sender_key:
             return ("That code was made for this account: send it from your DM on the "
@@ -115,7 +111,7 @@ class IdentityStore:
             return LinkOutcome(False, "That code is not valid: it is wrong, expired or "
                                       "already used. Nothing was linked. Send /link in your "
                                       "other DM for a new one.")
-        asker = str(json.loads(_s(raw))["user"])
+        asker = str(json.loads(as_str(raw))["user"])
         await self._r.delete(self._keys.link_pending(asker))
         me = msg.sender_key
         if asker == me:
@@ -139,7 +135,7 @@ class IdentityStore:
     async def _chat_links(self, person: str) -> list[str]:
         """The accounts joined to ``person`` by ``/link`` (never the config's)."""
         links = await self._r.hgetall(self._keys.identity_links)
-        return sorted(u for u, p in ((_s(u), _s(p)) for u, p in links.items())
+        return sorted(u for u, p in ((as_str(u), as_str(p)) for u, p in links.items())
                       if p == person and self._settings.person_of(u) is None)
 
     async def unlink_preview(self, msg: Inbound) -> str:
@@ -186,4 +182,4 @@ class IdentityStore:
 
     async def shares_profile(self, person: str) -> bool:
         value = await self._r.hget(self._keys.identity_share, person)
-        return value is not None and _s(value) == SHARE_PROFILE
+        return value is not None and as_str(value) == SHARE_PROFILE

@@ -50,9 +50,6 @@ class DrainOptions:
     retries: int = 3
     prefix: str = "pnc:"
 
-    def job_kwargs(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def background_queue(name: str = DEFAULT_QUEUE) -> str:
     """The name of the queue a group's background jobs go to, for drain queue ``name``."""
@@ -111,7 +108,7 @@ def enqueue_job(
 def enqueue_drain(queue: Queue, group: str, options: DrainOptions, job_id: str | None = None,
                   pipeline: redis.client.Pipeline | None = None) -> str:
     """Enqueue the drain job of ``group`` (its id is the one the lease holds)."""
-    return enqueue_job(queue, DRAIN_JOB, {"group": group, **options.job_kwargs()},
+    return enqueue_job(queue, DRAIN_JOB, {"group": group, **asdict(options)},
                        timeout=options.job_timeout, retries=options.retries,
                        description=f"drain {group}", job_id=job_id, pipeline=pipeline)
 

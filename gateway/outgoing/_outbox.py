@@ -52,7 +52,7 @@ from channels.models import Outbound
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.intake._groupfiles import GroupFiles
 from gateway.outgoing._chunksend import ChunkSender, Retryable
-from gateway.outgoing._delivery import DeliveryRecorder
+from gateway.outgoing._delivery import DeliveryRecorder, chunk_report
 from gateway.outgoing._filesend import FileSender
 from gateway.outgoing._ratelimit import RateLimiter
 from gateway.queue import (
@@ -378,13 +378,13 @@ class Outbox:
                 platform_id = await self._sender.send(channel, msg, chunk, index)
             except PermanentError as err:
                 # logged by the recorder; the sent mark is set with the outcome
-                await self._record(self._report(msg, index, False, err.reason))
+                await self._record(chunk_report(msg, index, False, err.reason))
                 continue
             except (TransientError, Retryable) as err:
                 log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
                             channel.name, index, msg.reply_id, err)
                 return False
-            await self._record(self._report(msg, index, True, platform_id or "sent"))
+            await self._record(chunk_report(msg, index, True, platform_id or "sent"))
             self.stats.sent += 1
         return True
 
@@ -417,9 +417,3 @@ class Outbox:
             except (redis.RedisError, OSError):
                 return  # still refused: try again later, in order
             self.unrecorded.pop(key, None)
-
-    @staticmethod
-    def _report(msg: Outbound, index: int, delivered: bool, detail: str) -> DeliveryReport:
-        return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
-                              reply_id=msg.reply_id, index=index, delivered=delivered,
-                              detail=detail)

@@ -147,11 +147,10 @@ class FileDrop:
     """Watches every group's ``inbox/`` and hands complete files to ``accept`` (the
     gateway's inbox, without its chat routing: the operator's files always engage)."""
 
-    def __init__(self, data_dir: Path, accept: Accept, *, stable: float = STABLE_SECONDS,
+    def __init__(self, data_dir: Path, accept: Accept, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.data_dir = Path(data_dir)
         self.accept = accept
-        self.stable = stable
         self.clock = clock
         self._seen: dict[Path, _Seen] = {}
 
@@ -175,7 +174,7 @@ class FileDrop:
                     seen = self._seen.get(path)
                     if st.st_ctime_ns > st.st_mtime_ns or (
                             seen is not None and seen.identity == _identity(st)
-                            and now - seen.since >= self.stable):
+                            and now - seen.since >= STABLE_SECONDS):
                         out.append((group, path, st))
                     elif seen is None or seen.identity != _identity(st):
                         self._seen[path] = _Seen(_identity(st), now)

@@ -59,11 +59,10 @@ class PairingStore:
     """Pairing codes and the approved allowlist in Redis."""
 
     def __init__(self, client: aioredis.Redis, prefix: str = "pnc:",
-                 code_ttl: int = CODE_TTL, deny_ttl: int = DENY_TTL) -> None:
+                 code_ttl: int = CODE_TTL) -> None:
         self._r = client
         self._p = f"{prefix}pair:"
         self._code_ttl = code_ttl
-        self._deny_ttl = deny_ttl
 
     def _code(self, code: str) -> str:
         return f"{self._p}code:{code}"
@@ -138,7 +137,7 @@ class PairingStore:
         if request is None:
             return None
         async with self._r.pipeline(transaction=True) as pipe:
-            pipe.set(self._denied(request.user), "1", ex=self._deny_ttl)
+            pipe.set(self._denied(request.user), "1", ex=DENY_TTL)
             pipe.delete(self._code(request.code), self._user(request.user))
             await pipe.execute()
         return request

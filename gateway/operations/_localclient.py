@@ -51,11 +51,11 @@ class LocalClient:
 
     async def push(
         self, *, chat_id: str, user: str, text: str, is_group: bool = False,
-        mention: bool = False, message_id: str | None = None, user_name: str | None = None,
+        mention: bool = False, message_id: str | None = None,
     ) -> str:
         message_id = message_id or uuid.uuid4().hex
         payload = {"chat_id": chat_id, "is_group": is_group, "sender_id": user,
-                   "sender_name": user_name or user, "message_id": message_id,
+                   "sender_name": user, "message_id": message_id,
                    "text": text, "mention": mention}
         await self._r.rpush(self._local.inbox, json.dumps(payload))
         return message_id

@@ -19,6 +19,7 @@ import typer
 from pydantic import ValidationError
 
 from gateway.config import PolicyConfig
+from gateway.config.env import DEFAULT_KEY_ENVS
 from gateway.operations._cliparts import config_file, fail, load
 from gateway.operations._init_toml import (
     CHANNELS,
@@ -175,7 +176,7 @@ def _ask_model(a: Answers, model: str | None, name: str, key_env: str, ask: bool
                                                   "default)", default=default_name))
                                 if ask else default_name)
     if a.provider in ("anthropic", "openai"):
-        default = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}[a.provider]
+        default = DEFAULT_KEY_ENVS[a.provider]
         a.key_env = key_env or (_ask_var("variable holding the API key", default) if ask
                                 else default)
     elif a.provider == "compatible":

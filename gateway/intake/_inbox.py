@@ -112,10 +112,9 @@ class Inbox:
     ) -> None:
         self._cfg = config
         self._q = GatewayQueue(redis_client, keys or Keys())
-        self._router = Router(config)
         self._enqueuer = enqueuer
         self.memory = MemoryDesk(config, enqueuer.queue, self._q.keys)
-        self.front = FrontDesk(config, redis_client, self._q.keys, self._router,
+        self.front = FrontDesk(config, redis_client, self._q.keys, Router(config),
                                memory=self.memory,
                                approvals=ApprovalDesk(config, enqueuer.queue.connection,
                                                       self._q, enqueuer))
@@ -125,10 +124,6 @@ class Inbox:
         self.hold = MediaHold(redis_client, self._q.keys)
         #: set when a message is held for its files (``gateway.media.downloads`` waits on it)
         self.media_wake = asyncio.Event()
-
-    @property
-    def router(self) -> Router:
-        return self._router
 
     async def __call__(self, msg: Inbound) -> str:
         return await self.accept(msg)

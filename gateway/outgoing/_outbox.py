@@ -82,11 +82,6 @@ class OutboxStats:
     handled: int = 0
 
 
-def default_consumer_name() -> str:
-    """Stable across restarts of the same gateway, so its pending entries come back."""
-    return os.environ.get(GATEWAY_NAME_ENV) or socket.gethostname()
-
-
 class Outbox:
     """Consumes the outbox stream and drives ``Channel.render``/``send_chunk``."""
 
@@ -105,7 +100,8 @@ class Outbox:
         self._r = client
         self._channels = dict(channels)
         self._keys = keys or Keys()
-        self.consumer = consumer or default_consumer_name()
+        # stable across restarts of the same gateway, so its pending entries come back
+        self.consumer = consumer or os.environ.get(GATEWAY_NAME_ENV) or socket.gethostname()
         self._block_ms = block_ms
         self._claim_idle_ms = claim_idle_ms
         self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, OutboxEvent]]] = {}

@@ -99,11 +99,7 @@ class GatewayQueue:
                 oldest = await self.r.lindex(name, 0)  # type: ignore[misc]
                 if oldest is not None and _recorded_at(oldest) < now - older_than:
                     groups.add(group)
-        out = []
-        for group in sorted(groups):
-            if not await self.r.exists(k.redacting(group)):
-                out.append(group)
-        return out
+        return [g for g in sorted(groups) if not await self.r.exists(k.redacting(g))]
 
     async def sweep(self, group: str, lease_ttl_ms: int, job_id: str) -> bool:
         """Take the lease of ``group`` for ``job_id`` if work waits and no job holds it

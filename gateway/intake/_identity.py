@@ -37,6 +37,8 @@ from gateway.queue.identity import SHARE_PROFILE, resolve
 #: how long a ``/link`` code is valid: enough to open the other app, short enough that a
 #: code seen over a shoulder is soon worthless
 CODE_TTL = 600
+INVALID_CODE = ("That code is not valid: it is wrong, expired or already used. Nothing was "
+                "linked. Send /link in your other DM for a new one.")
 
 
 @dataclass(frozen=True)
@@ -63,12 +65,7 @@ class IdentityStore:
     async def members(self, person: str) -> list[str]:
         """Every account of ``person``: the config's, then the linked ones."""
         configured = self._settings.identities.get(person)
-        found = list(configured.members) if configured else []
-        links = await self._r.hgetall(self._keys.identity_links)
-        for user, pid in sorted((as_str(u), as_str(p)) for u, p in links.items()):
-            if pid == person and user not in found and self._settings.person_of(user) is None:
-                found.append(user)
-        return found
+        return [*(configured.members if configured else []), *await self._chat_links(person)]
 
     async def issue_code(self, msg: Inbound) -> str:
         """A fresh one-time code for the sender; their previous live code stops working."""
@@ -91,8 +88,7 @@ class IdentityStore:
         a stranger's code must see whose it is before anything is linked."""
         raw = await self._r.get(self._keys.link_code(normalize_code(code)))
         if raw is None:
-            return ("That code is not valid: it is wrong, expired or already used. Nothing "
-                    "was linked. Send /link in your other DM for a new one.")
+            return INVALID_CODE
         asked = json.loads(as_str(raw))
         asker, name = str(asked["user"]), str(asked.get("name") or "")
         if asker == msg.sender_key:
@@ -108,9 +104,7 @@ class IdentityStore:
         by this call whatever the outcome; a wrong one changes nothing."""
         raw = await self._r.getdel(self._keys.link_code(normalize_code(code)))
         if raw is None:
-            return LinkOutcome(False, "That code is not valid: it is wrong, expired or "
-                                      "already used. Nothing was linked. Send /link in your "
-                                      "other DM for a new one.")
+            return LinkOutcome(False, INVALID_CODE)
         asker = str(json.loads(as_str(raw))["user"])
         await self._r.delete(self._keys.link_pending(asker))
         me = msg.sender_key

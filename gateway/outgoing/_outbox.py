@@ -317,10 +317,7 @@ class Outbox:
 
     async def _ack(self, entry_id: str) -> None:
         try:
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.xack(self._keys.outbox, OUTBOX_GROUP, entry_id)
-                pipe.xdel(self._keys.outbox, entry_id)
-                await pipe.execute()
+            await self._q.outbox_ack([entry_id])
         finally:
             self._inflight.discard(entry_id)
         self.stats.handled += 1

@@ -78,9 +78,6 @@ class UsageConfig(Section):
             return found
         return max(DEFAULT_PRICES.values(), key=lambda p: (p.output, p.input))
 
-    def cap(self, scope: Scope) -> Caps:
-        return self.caps.get(scope, Caps())
-
     def micro_caps(self, scope: str, period: str) -> tuple[int | None, int | None]:
         """(hard, soft) cap of a scope kind for a period, micro-USD (``None``: none)."""
         caps = self.caps.get(scope, Caps())  # type: ignore[call-overload]

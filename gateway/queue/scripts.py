@@ -228,7 +228,7 @@ def encode_entry(msg_json: str, engaged: bool) -> str:
 def parse_entry(raw: str | bytes) -> Entry:
     """Decode ``"<seq> <json>"`` (or an older ``{"seq": .., ...}`` entry). Raises
     ``ValueError`` for anything else."""
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    text = as_str(raw)
     head, sep, body = text.partition(" ")
     if sep and head.isdigit():
         seq, env = int(head), json.loads(body)

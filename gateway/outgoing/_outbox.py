@@ -77,6 +77,8 @@ REDIS_WAIT = 60.0
 @dataclass
 class OutboxStats:
     sent: int = 0
+    skipped: int = 0
+    failed: int = 0
     #: sends that failed after they may have reached the platform (``MaybeSent``)
     ambiguous: int = 0
     handled: int = 0
@@ -366,6 +368,7 @@ class Outbox:
         for index, chunk in enumerate(chunks):
             sent_key = self._keys.sent(msg.reply_id, index)
             if (msg.reply_id, index) in self.unrecorded or await self._r.exists(sent_key):
+                self.stats.skipped += 1
                 continue
             try:
                 platform_id = await self._sender.send(channel, msg, chunk, index)
@@ -376,6 +379,7 @@ class Outbox:
             except (TransientError, Retryable) as err:
                 log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
                             channel.name, index, msg.reply_id, err)
+                self.stats.failed += 1
                 return False
             await self._record(chunk_report(msg, index, True, platform_id or "sent"))
             self.stats.sent += 1

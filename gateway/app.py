@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -61,16 +62,14 @@ class RedisCursorStore:
 
     def __init__(self, client: aioredis.Redis, keys: Keys, channel: str, account: str) -> None:
         self._r = client
-        self._keys = keys
-        self._channel = channel
-        self._account = account
+        self._key = functools.partial(keys.cursor, channel, account)
 
     async def get(self, key: str) -> str | None:
-        value = await self._r.get(self._keys.cursor(self._channel, self._account, key))
+        value = await self._r.get(self._key(key))
         return None if value is None else str(value)
 
     async def set(self, key: str, value: str) -> None:
-        await self._r.set(self._keys.cursor(self._channel, self._account, key), value)
+        await self._r.set(self._key(key), value)
 
 
 def load_channel_class(name: str, where: Path | None = None) -> type[Channel]:

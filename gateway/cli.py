@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -115,15 +116,12 @@ def run(
     setup_logging(log_level)
     count = workers if workers is not None else cfg.queue.workers
     with started_redis(cfg) as (url, embedded):
-        cmd = worker_command(path, worker_class=worker_class,
-                             queues=worker_queues(cfg.queue.name), log_level=log_level)
-        background = worker_command(path, worker_class=worker_class,
-                                    queues=[background_queue(cfg.queue.name)],
+        command = functools.partial(worker_command, path, worker_class=worker_class,
                                     log_level=log_level)
+        cmd = command(queues=worker_queues(cfg.queue.name))
+        background = command(queues=[background_queue(cfg.queue.name)])
         # voice notes: their own worker, one transcription at a time (gateway.queue.transcribe)
-        transcribe = worker_command(path, worker_class=worker_class, preload=False,
-                                    queues=[transcribe_queue(cfg.queue.name)],
-                                    log_level=log_level)
+        transcribe = command(queues=[transcribe_queue(cfg.queue.name)], preload=False)
         voices, why_not = transcribe_workers(cfg)
         if why_not:
             log.warning("%s", why_not)

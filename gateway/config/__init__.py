@@ -18,7 +18,7 @@ from gateway.config.background import (
     transcribe_workers,
     voice_can_arrive,
 )
-from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, REDIS_URL_ENV
+from gateway.config.env import CONFIG_ENV, REDIS_URL_ENV
 from gateway.config.exits import CommandExit, WorkerExit
 from gateway.config.load import (
     ConfigError,
@@ -30,29 +30,13 @@ from gateway.config.load import (
     with_model_key,
 )
 from gateway.config.sections import (
-    Backend,
-    EngageConfig,
-    EngageMode,
-    GroupConfig,
-    HttpConfig,
-    IdentityConfig,
     MemoryConfig,
     ModelConfig,
     PolicyConfig,
-    Provider,
-    QueueConfig,
     RankingConfig,
-    RedisConfig,
     Settings,
-    WorkerConfig,
 )
-from gateway.config.usage import (
-    Caps,
-    Period,
-    Price,
-    Scope,
-    UsageConfig,
-)
+from gateway.config.usage import Price, UsageConfig
 
 #: the gateway's and the workers' view are the same object
 GatewayConfig = Settings
@@ -66,17 +50,9 @@ def load_worker_settings(path: str | Path | None = None, env: Mapping[str, str] 
 
 
 __all__ = [
-    "CONFIG_ENV", "DEFAULT_CONFIG_PATH", "REDIS_URL_ENV", "Backend", "Caps", "CommandExit",
-    "ConfigError", "EngageConfig", "EngageMode", "GatewayConfig", "GroupConfig", "HttpConfig",
-    "IdentityConfig",
-    "MemoryConfig", "ModelConfig", "Period", "PolicyConfig", "Price", "Provider",
-    "QueueConfig", "RankingConfig", "RedisConfig",
-    "Scope", "Settings", "UsageConfig", "WorkerConfig", "WorkerExit", "WorkerSettings",
-    "background_workers",
-    "config_path",
-    "describe", "extraction_enabled", "key_env_name", "load_config",
-    "load_worker_settings",
-    "parse_config", "transcribe_workers",
-    "voice_can_arrive",
-    "with_model_key",
+    "CONFIG_ENV", "REDIS_URL_ENV", "CommandExit", "ConfigError", "GatewayConfig",
+    "MemoryConfig", "ModelConfig", "PolicyConfig", "Price", "RankingConfig", "Settings",
+    "UsageConfig", "WorkerExit", "WorkerSettings", "background_workers", "config_path",
+    "describe", "extraction_enabled", "key_env_name", "load_config", "load_worker_settings",
+    "parse_config", "transcribe_workers", "voice_can_arrive", "with_model_key",
 ]

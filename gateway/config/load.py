@@ -20,10 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from gateway.config.base import ENV_NAME
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_KEY_ENVS, REDIS_URL_ENV
 from gateway.config.renamed import renamed_error
+from gateway.config.sections import EngageConfig as _Engage
 from gateway.config.sections import (
-    ENV_NAME,
     GroupConfig,
     HttpConfig,
     IdentityConfig,
@@ -35,7 +36,6 @@ from gateway.config.sections import (
     Settings,
     WorkerConfig,
 )
-from gateway.config.sections import EngageConfig as _Engage
 from gateway.config.usage import UsageConfig
 
 #: defaults a user gets when ``model.name`` is left out

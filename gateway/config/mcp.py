@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import re
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-#: an environment variable's name, as POSIX shells write them
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+from gateway.config.base import ENV_NAME, Section
+
 #: ``${NAME}`` in a header's value
 ENV_REF = re.compile(r"\$\{([^}]*)\}")
 #: a server's name: it prefixes its tools' names, which models accept only in this set
@@ -28,10 +28,8 @@ def header_refs(value: str) -> list[str]:
     return ENV_REF.findall(value)
 
 
-class McpServer(BaseModel):
+class McpServer(Section):
     """One server's transport, secrets (by name) and call timeout."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     command: str | None = None
     args: list[str] = Field(default_factory=list)
@@ -50,7 +48,7 @@ class McpServer(BaseModel):
     @field_validator("env")
     @classmethod
     def _names(cls, v: list[str]) -> list[str]:
-        bad = [n for n in v if not ENV_NAME.match(n)]
+        bad = [n for n in v if not ENV_NAME.fullmatch(n)]
         if bad:
             raise ValueError(f"env lists variable names, not values: {len(bad)} entry(ies) "
                              "are not names")  # the entry itself may be a pasted secret

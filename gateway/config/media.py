@@ -16,10 +16,11 @@ time per worker process, so it never holds a turn worker.
 from __future__ import annotations
 
 import importlib.util
-import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field, field_validator
+
+from gateway.config.base import ENV_NAME, Section
 
 Transcription = Literal["local", "openai", "off"]
 
@@ -45,7 +46,7 @@ def voice_missing(transcription: Transcription) -> str | None:
             f"({', '.join(absent)} not installed): {VOICE_EXTRA}, or set "
             '[media] transcription = "off"')
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 #: mime types kept by default (the names ``gateway.media.sniff`` gives)
 DEFAULT_TYPES = (
     "image/png", "image/jpeg", "image/gif", "image/webp",
@@ -54,8 +55,7 @@ DEFAULT_TYPES = (
 )
 
 
-class MediaConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class MediaConfig(Section):
 
     #: download attachments at all (off: the model sees their metadata only)
     enabled: bool = True
@@ -91,7 +91,7 @@ class MediaConfig(BaseModel):
     @field_validator("transcription_key_env")
     @classmethod
     def _env_name(cls, v: str) -> str:
-        if not _ENV_NAME.fullmatch(v):
+        if not ENV_NAME.fullmatch(v):
             # never echo the value: it may be the key itself, pasted into the wrong place
             raise ValueError("must be the NAME of an environment variable (like "
                              "OPENAI_API_KEY), not the key itself")

@@ -13,8 +13,9 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 
+from gateway.config.base import ENV_NAME, Section, check_group_keys, colon_key
 from gateway.config.media import MediaConfig
 from gateway.config.tasks import TasksConfig
 from gateway.config.tools import ToolsConfig
@@ -26,16 +27,6 @@ EngageMode = Literal["mention", "trigger", "always"]
 
 #: schemes redis-py connects to (``valkey://`` is not one: a Valkey speaks redis://)
 REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-def _colon_key(item: str) -> bool:
-    channel, sep, rest = item.partition(":")
-    return bool(sep and channel and rest)
 
 
 class RedisConfig(Section):
@@ -72,7 +63,7 @@ class PolicyConfig(Section):
     @classmethod
     def _keys(cls, v: list[str]) -> list[str]:
         for item in v:
-            if not _colon_key(item):
+            if not colon_key(item):
                 raise ValueError(f"{item!r} is not of the form 'channel:id' (e.g. 'telegram:42')")
         return v
 
@@ -312,11 +303,7 @@ class Settings(Section):
     @field_validator("groups")
     @classmethod
     def _group_keys(cls, v: dict[str, GroupConfig]) -> dict[str, GroupConfig]:
-        for key in v:
-            if not _colon_key(key):
-                raise ValueError(f"group key {key!r} must be 'channel:chat_id', "
-                                 f"e.g. [groups.\"telegram:-100123\"]")
-        return v
+        return check_group_keys(v, '[groups."telegram:-100123"]')
 
     @field_validator("identities")
     @classmethod

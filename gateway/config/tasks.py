@@ -10,22 +10,12 @@ failures (``pause_after``: consecutive failed runs that pause a task).
 
 from __future__ import annotations
 
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from pydantic import Field, field_validator
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-
-def _check_zone(name: str) -> str:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        raise ValueError(f"{name!r} is not an IANA time zone name, e.g. \"Europe/Paris\""
-                         ) from None
-    return name
+from gateway.config.base import Section, ZoneName, check_group_keys
 
 
-class TasksConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class TasksConfig(Section):
 
     #: whether the gateway runs the scheduler at all (the task files stay either way)
     enabled: bool = True
@@ -34,9 +24,9 @@ class TasksConfig(BaseModel):
     #: most tasks one chat may have (active and paused; done and cancelled do not count)
     max_per_group: int = Field(default=20, ge=0, le=1000)
     #: the operator's time zone, the default of every group's
-    timezone: str = "UTC"
+    timezone: ZoneName = "UTC"
     #: a group's own default time zone: ``[tasks.zones] "telegram:-100" = "Europe/Rome"``
-    zones: dict[str, str] = Field(default_factory=dict)
+    zones: dict[str, ZoneName] = Field(default_factory=dict)
     #: a run this many seconds late counts as missed (its task's catch-up policy decides)
     grace: float = Field(default=60.0, gt=0)
     #: most missed runs ``catchup = "all"`` fires after downtime
@@ -49,19 +39,10 @@ class TasksConfig(BaseModel):
     #: and the sorted set after a Redis loss), seconds
     rescan: float = Field(default=30.0, gt=0)
 
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, v: str) -> str:
-        return _check_zone(v)
-
     @field_validator("zones")
     @classmethod
     def _zones(cls, v: dict[str, str]) -> dict[str, str]:
-        for group, zone in v.items():
-            if ":" not in group:
-                raise ValueError(f"group key {group!r} must be 'channel:chat_id'")
-            _check_zone(zone)
-        return v
+        return check_group_keys(v, '[tasks.zones] "telegram:-100123" = "Europe/Rome"')
 
     def zone_of(self, group: str) -> str:
         """The default time zone of ``group``'s tasks: the group's, else the operator's."""

@@ -14,9 +14,11 @@ until ``mcp_allow`` or the group's ``mcp`` names it.
 from __future__ import annotations
 
 import re
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from gateway.config.base import Section, check_group_keys
 from gateway.config.mcp import McpServer, check_servers
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
@@ -24,10 +26,6 @@ SANDBOX_TOOLS = ("run_command", "read_file", "write_file", "list_files", "send_f
 #: HTTP GET from the tool host itself (gateway.toolhost.fetch): on where ``fetch_hosts``
 #: lists a host
 FETCH_TOOL = "fetch"
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _known_tools(names: list[str]) -> list[str]:
@@ -40,8 +38,8 @@ def _known_tools(names: list[str]) -> list[str]:
 _HOST = re.compile(r"(\*\.)?[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*")
 
 
-def _host_patterns(hosts: list[str] | None) -> list[str] | None:
-    for host in hosts or []:
+def _host_patterns(hosts: list[str]) -> list[str]:
+    for host in hosts:
         if not _HOST.fullmatch(host):
             raise ValueError(f"fetch host {host!r} must be a lowercase host name, exact "
                              "('docs.python.org') or any subdomain ('*.example.com'); no "
@@ -76,6 +74,14 @@ def _mcp_name(name: str) -> bool:
     return bool(sep and server and tool)
 
 
+#: tool names, each known
+ToolNames = Annotated[list[str], AfterValidator(_known_tools)]
+#: ``fetch`` host patterns, each checked
+FetchHosts = Annotated[list[str], AfterValidator(_host_patterns)]
+#: tools that may wait for an approval, each checked
+Approvable = Annotated[list[str], AfterValidator(_approvable)]
+
+
 class SandboxLimits(Section):
     """Limits of one sandboxed command; the defaults suit small scripts."""
 
@@ -105,7 +111,7 @@ class GroupTools(Section):
     sandbox: bool | None = None
     network: bool | None = None
     #: tool names this group may use (unset: every tool the group has turned on)
-    allow: list[str] | None = None
+    allow: ToolNames | None = None
     #: extra read-only mounts (host paths), each under one of ``[tools] mount_roots``;
     #: seen inside the sandbox at ``/mnt/<last path component>``
     mounts: list[str] = Field(default_factory=list)
@@ -113,25 +119,10 @@ class GroupTools(Section):
     #: default ``[tools] mcp_allow``)
     mcp: list[str] | None = None
     #: hosts ``fetch`` may GET for this group (unset: ``[tools] fetch_hosts``)
-    fetch_hosts: list[str] | None = None
+    fetch_hosts: FetchHosts | None = None
     #: tools that wait for an admin's /approve here (unset: the default list)
-    approve: list[str] | None = None
+    approve: Approvable | None = None
     approval_timeout: float | None = Field(default=None, gt=0, le=7 * 86400)
-
-    @field_validator("allow")
-    @classmethod
-    def _known(cls, v: list[str] | None) -> list[str] | None:
-        return None if v is None else _known_tools(v)
-
-    @field_validator("fetch_hosts")
-    @classmethod
-    def _hosts(cls, v: list[str] | None) -> list[str] | None:
-        return _host_patterns(v)
-
-    @field_validator("approve")
-    @classmethod
-    def _approve(cls, v: list[str] | None) -> list[str] | None:
-        return None if v is None else _approvable(v)
 
 
 class ToolsConfig(Section):
@@ -140,11 +131,11 @@ class ToolsConfig(Section):
     sandbox: bool = False
     #: network for sandboxed commands (slirp4netns, host loopback unreachable); off: none
     network: bool = False
-    allow: list[str] = Field(default_factory=lambda: [*SANDBOX_TOOLS, FETCH_TOOL])
+    allow: ToolNames = Field(default_factory=lambda: [*SANDBOX_TOOLS, FETCH_TOOL])
     limits: SandboxLimits = SandboxLimits()
     #: hosts ``fetch`` may GET: "docs.python.org" (that host) or "*.example.com" (any
     #: subdomain, not example.com itself); empty: no fetch
-    fetch_hosts: list[str] = Field(default_factory=list)
+    fetch_hosts: FetchHosts = Field(default_factory=list)
     fetch: FetchLimits = FetchLimits()
     #: host uid (and gid) sandboxes run as when the tool host runs as root: the process
     #: limit counts every process of this uid, so it must be one no service or user has
@@ -178,34 +169,14 @@ class ToolsConfig(Section):
         return {n for server in self.mcp.values() for n in server.env}
 
     #: tools a call of which waits for an admin's ``/approve <id>`` (dangerous ones)
-    approve: list[str] = Field(default_factory=list)
+    approve: Approvable = Field(default_factory=list)
     #: seconds a call waits for ``/approve`` before it is refused (and the chat told)
     approval_timeout: float = Field(default=3600.0, gt=0, le=7 * 86400)
 
     @field_validator("groups")
     @classmethod
     def _group_keys(cls, v: dict[str, GroupTools]) -> dict[str, GroupTools]:
-        for key in v:
-            channel, sep, chat = key.partition(":")
-            if not (sep and channel and chat):
-                raise ValueError(f"group key {key!r} must be 'channel:chat_id', "
-                                 f"e.g. [tools.groups.\"telegram:-100123\"]")
-        return v
-
-    @field_validator("allow")
-    @classmethod
-    def _known(cls, v: list[str]) -> list[str]:
-        return _known_tools(v)
-
-    @field_validator("fetch_hosts")
-    @classmethod
-    def _hosts(cls, v: list[str]) -> list[str]:
-        return _host_patterns(v) or []
-
-    @field_validator("approve")
-    @classmethod
-    def _approve(cls, v: list[str]) -> list[str]:
-        return _approvable(v)
+        return check_group_keys(v, '[tools.groups."telegram:-100123"]')
 
     def for_group(self, group: str) -> GroupPolicy:
         """The resolved policy of ``group``: its override over the defaults."""

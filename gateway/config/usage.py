@@ -13,19 +13,17 @@ each ``person``; a hard cap stops model calls, a soft one is reported once (logs
 from __future__ import annotations
 
 from typing import Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import Field
+
+from gateway.config.base import Section, ZoneName
 
 Scope = Literal["global", "group", "person"]
 Period = Literal["day", "month"]
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Price(_Section):
+class Price(Section):
     """USD per million tokens."""
 
     input: float = Field(ge=0)
@@ -44,7 +42,7 @@ DEFAULT_PRICES: dict[str, Price] = {
 }
 
 
-class Caps(_Section):
+class Caps(Section):
     """One scope's caps, USD; ``None``: no cap."""
 
     day: float | None = Field(default=None, ge=0)
@@ -59,24 +57,15 @@ class Caps(_Section):
         return self.soft_day if period == "day" else self.soft_month
 
 
-class UsageConfig(_Section):
+class UsageConfig(Section):
     """``[usage]``."""
 
     #: meter and enforce caps; off: model calls are neither counted nor capped
     enabled: bool = True
     #: the operator's time zone: where a day and a month begin
-    timezone: str = "UTC"
+    timezone: ZoneName = "UTC"
     prices: dict[str, Price] = Field(default_factory=dict)
     caps: dict[Scope, Caps] = Field(default_factory=dict)
-
-    @field_validator("timezone")
-    @classmethod
-    def _zone(cls, v: str) -> str:
-        try:
-            ZoneInfo(v)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError("must be an IANA time zone name, e.g. \"Europe/Paris\"") from None
-        return v
 
     @property
     def zone(self) -> ZoneInfo:
@@ -88,9 +77,6 @@ class UsageConfig(_Section):
         if found is not None:
             return found
         return max(DEFAULT_PRICES.values(), key=lambda p: (p.output, p.input))
-
-    def cap(self, scope: Scope) -> Caps:
-        return self.caps.get(scope, Caps())
 
     def micro_caps(self, scope: str, period: str) -> tuple[int | None, int | None]:
         """(hard, soft) cap of a scope kind for a period, micro-USD (``None``: none)."""

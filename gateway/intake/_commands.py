@@ -240,10 +240,6 @@ def _listing(roles: frozenset[SenderRole], where: ChatKind) -> str:
     return "Commands you can use here:\n" + "\n".join(lines)
 
 
-def _help(call: Invocation) -> str:
-    return _listing(call.roles, call.where)
-
-
 def _whoami(call: Invocation) -> str | Awaitable[str]:
     msg = call.msg
     roles = ", ".join(sorted(r.value for r in call.roles))
@@ -278,9 +274,8 @@ def _link(call: Invocation) -> str | Awaitable[str]:
     store = call.identities
     if store is None:
         return "/link needs the gateway's Redis: nothing was linked."
-    words = call.command.args.split()
-    confirmed = words[-1:] == [CONFIRM_WORD]
-    code = " ".join(words[:-1] if confirmed else words)
+    confirmed = call.command.args.split()[-1:] == [CONFIRM_WORD]
+    code = unconfirmed_args(call.command)
 
     async def linking() -> str:
         if code.lower() == UNLINK_WORD:
@@ -434,7 +429,8 @@ COMMANDS: dict[str, CommandSpec] = {
     spec.name: spec
     for spec in (
         CommandSpec("help", "list the commands you can use here",
-                    frozenset({SenderRole.MEMBER}), _ANY, False, _help),
+                    frozenset({SenderRole.MEMBER}), _ANY, False,
+                    lambda call: _listing(call.roles, call.where)),
         CommandSpec("whoami", "who the bot thinks you are, and your roles here",
                     frozenset({SenderRole.MEMBER}), _ANY, False, _whoami),
         CommandSpec("status", "how this chat is set up", frozenset({SenderRole.MEMBER}), _ANY,

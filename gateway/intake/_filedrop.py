@@ -93,12 +93,6 @@ def _size(n: int) -> str:
     return f"{n} bytes"  # pragma: no cover - the loop always returns
 
 
-def _read_head(path: Path) -> bytes:
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(TEXT_CAP_BYTES + 1)
-
-
 def _as_text(head: bytes) -> str | None:
     """The text of a file's first bytes, or None if it is not UTF-8 text."""
     if b"\0" in head:
@@ -118,7 +112,9 @@ def file_message(group: str, path: Path, st: os.stat_result) -> Inbound:
     name = path.name
     mime = mimetypes.guess_type(name)[0] or "application/octet-stream"
     head = f"[file {name!r} dropped into the inbox: {_size(st.st_size)}, {mime}]"
-    text = _as_text(_read_head(path))
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    with os.fdopen(fd, "rb") as fh:
+        text = _as_text(fh.read(TEXT_CAP_BYTES + 1))
     if text is None:
         body = f"{head} (not text: its content is not shown)"
     else:
@@ -147,24 +143,19 @@ class FileDrop:
     """Watches every group's ``inbox/`` and hands complete files to ``accept`` (the
     gateway's inbox, without its chat routing: the operator's files always engage)."""
 
-    def __init__(self, data_dir: Path, accept: Accept, *, stable: float = STABLE_SECONDS,
+    def __init__(self, data_dir: Path, accept: Accept, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.data_dir = Path(data_dir)
         self.accept = accept
-        self.stable = stable
         self.clock = clock
         self._seen: dict[Path, _Seen] = {}
-
-    def inboxes(self) -> list[tuple[str, Path]]:
-        """(group key, inbox folder) of every chat's directory that has one."""
-        return GroupFiles(self.data_dir).chats_with(INBOX_DIR)
 
     def ready(self) -> list[tuple[str, Path, os.stat_result]]:
         """The files complete now (see the module docstring); remembers the others."""
         now = self.clock()
         out: list[tuple[str, Path, os.stat_result]] = []
         present: set[Path] = set()
-        for group, inbox in self.inboxes():
+        for group, inbox in GroupFiles(self.data_dir).chats_with(INBOX_DIR):
             with contextlib.suppress(FileNotFoundError), os.scandir(inbox) as entries:
                 for entry in entries:
                     if ignored(entry.name) or not entry.is_file(follow_symlinks=False):
@@ -175,7 +166,7 @@ class FileDrop:
                     seen = self._seen.get(path)
                     if st.st_ctime_ns > st.st_mtime_ns or (
                             seen is not None and seen.identity == _identity(st)
-                            and now - seen.since >= self.stable):
+                            and now - seen.since >= STABLE_SECONDS):
                         out.append((group, path, st))
                     elif seen is None or seen.identity != _identity(st):
                         self._seen[path] = _Seen(_identity(st), now)

@@ -48,16 +48,15 @@ class FrontDesk:
     """The pairing gate and the command layer, in front of the router's mailbox path."""
 
     def __init__(self, config: GatewayConfig, client: aioredis.Redis, keys: Keys,
-                 router: Router, pairing: PairingStore | None = None,
-                 memory: MemoryDesk | None = None, approvals: ApprovalDesk | None = None
-                 ) -> None:
+                 router: Router, memory: MemoryDesk | None = None,
+                 approvals: ApprovalDesk | None = None) -> None:
         self._cfg = config
         #: ``/memory`` and ``/forget`` (None: they answer that memory is not reachable)
         self.memory = memory
         self._r = client
         self._keys = keys
         self._router = router
-        self.pairing = pairing or PairingStore(client, keys.prefix)
+        self.pairing = PairingStore(client, keys.prefix)
         self.identities = IdentityStore(config, client, keys)
         #: ``/usage``: spend and caps
         self.usage = UsageDesk(config, client, keys)
@@ -94,9 +93,6 @@ class FrontDesk:
             return route
         return await self._answer(msg, reply, "command")
 
-    async def _duplicate(self, msg: Inbound) -> bool:
-        return bool(await self._r.exists(self._keys.dedupe(msg.dedupe_id)))
-
     async def _pair(self, msg: Inbound) -> str:
         code = await self.pairing.request(msg)
         # Recently denied: no answer at all (the "done" still tells a local client).
@@ -105,7 +101,7 @@ class FrontDesk:
 
     async def _answer(self, msg: Inbound, text: str | None, outcome: str) -> str:
         dedupe = self._keys.dedupe(msg.dedupe_id)
-        if await self._duplicate(msg):
+        if await self._r.exists(dedupe):
             return "duplicate"
         reply_id = "fd-" + hashlib.sha256(msg.dedupe_id.encode()).hexdigest()[:32]
         done = events.done(msg, [msg.message_id], reply_id if text is not None else None)

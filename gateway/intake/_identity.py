@@ -31,12 +31,14 @@ from channels.models import Inbound
 from gateway.config import Settings
 from gateway.config.sections import LINKED_PREFIX
 from gateway.intake._pairing import ALPHABET, CODE_LENGTH, normalize_code
-from gateway.queue import Keys
+from gateway.queue import Keys, as_str
 from gateway.queue.identity import SHARE_PROFILE, resolve
 
 #: how long a ``/link`` code is valid: enough to open the other app, short enough that a
 #: code seen over a shoulder is soon worthless
 CODE_TTL = 600
+INVALID_CODE = ("That code is not valid: it is wrong, expired or already used. Nothing was "
+                "linked. Send /link in your other DM for a new one.")
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,6 @@ class LinkOutcome:
     ok: bool
     text: str
     person: str | None = None
-
-
-def _s(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class IdentityStore:
@@ -67,12 +65,7 @@ class IdentityStore:
     async def members(self, person: str) -> list[str]:
         """Every account of ``person``: the config's, then the linked ones."""
         configured = self._settings.identities.get(person)
-        found = list(configured.members) if configured else []
-        links = await self._r.hgetall(self._keys.identity_links)
-        for user, pid in sorted((_s(u), _s(p)) for u, p in links.items()):
-            if pid == person and user not in found and self._settings.person_of(user) is None:
-                found.append(user)
-        return found
+        return [*(configured.members if configured else []), *await self._chat_links(person)]
 
     async def issue_code(self, msg: Inbound) -> str:
         """A fresh one-time code for the sender; their previous live code stops working."""
@@ -82,7 +75,7 @@ class IdentityStore:
         entry = json.dumps({"user": user, "name": msg.sender_name})
         async with self._r.pipeline(transaction=True) as pipe:
             if old is not None:
-                pipe.delete(self._keys.link_code(_s(old)))
+                pipe.delete(self._keys.link_code(as_str(old)))
             pipe.set(self._keys.link_code(code), entry, ex=self.code_ttl)
             pipe.set(self._keys.link_pending(user), code, ex=self.code_ttl)
             await pipe.execute()
@@ -95,9 +88,8 @@ class IdentityStore:
         a stranger's code must see whose it is before anything is linked."""
         raw = await self._r.get(self._keys.link_code(normalize_code(code)))
         if raw is None:
-            return ("That code is not valid: it is wrong, expired or already used. Nothing "
-                    "was linked. Send /link in your other DM for a new one.")
-        asked = json.loads(_s(raw))
+            return INVALID_CODE
+        asked = json.loads(as_str(raw))
         asker, name = str(asked["user"]), str(asked.get("name") or "")
         if asker == msg.sender_key:
             return ("That code was made for this account: send it from your DM on the "
@@ -112,10 +104,8 @@ class IdentityStore:
         by this call whatever the outcome; a wrong one changes nothing."""
         raw = await self._r.getdel(self._keys.link_code(normalize_code(code)))
         if raw is None:
-            return LinkOutcome(False, "That code is not valid: it is wrong, expired or "
-                                      "already used. Nothing was linked. Send /link in your "
-                                      "other DM for a new one.")
-        asker = str(json.loads(_s(raw))["user"])
+            return LinkOutcome(False, INVALID_CODE)
+        asker = str(json.loads(as_str(raw))["user"])
         await self._r.delete(self._keys.link_pending(asker))
         me = msg.sender_key
         if asker == me:
@@ -139,7 +129,7 @@ class IdentityStore:
     async def _chat_links(self, person: str) -> list[str]:
         """The accounts joined to ``person`` by ``/link`` (never the config's)."""
         links = await self._r.hgetall(self._keys.identity_links)
-        return sorted(u for u, p in ((_s(u), _s(p)) for u, p in links.items())
+        return sorted(u for u, p in ((as_str(u), as_str(p)) for u, p in links.items())
                       if p == person and self._settings.person_of(u) is None)
 
     async def unlink_preview(self, msg: Inbound) -> str:
@@ -186,4 +176,4 @@ class IdentityStore:
 
     async def shares_profile(self, person: str) -> bool:
         value = await self._r.hget(self._keys.identity_share, person)
-        return value is not None and _s(value) == SHARE_PROFILE
+        return value is not None and as_str(value) == SHARE_PROFILE

@@ -74,19 +74,12 @@ class DrainEnqueuer:
     """Enqueues drain jobs (``gateway.queue.enqueue_drain``) on the configured queue."""
 
     def __init__(self, config: GatewayConfig, sync_redis: redis.Redis, keys: Keys) -> None:
-        self._options = drain_options(config, keys)
-        self._queue = job_queue(sync_redis, config.queue.name)
-
-    @property
-    def queue(self) -> Queue:
-        return self._queue
-
-    def job_kwargs(self) -> dict[str, object]:
-        return self._options.job_kwargs()
+        self.options = drain_options(config, keys)
+        self.queue: Queue = job_queue(sync_redis, config.queue.name)
 
     def enqueue(self, group: str, job_id: str | None = None) -> str:
         """Enqueue the drain job for ``group``."""
-        return enqueue_drain(self._queue, group, self._options, job_id)
+        return enqueue_drain(self.queue, group, self.options, job_id)
 
     async def aenqueue(self, group: str, job_id: str | None = None) -> str:
         """``enqueue`` from the event loop (RQ is synchronous: it runs in a thread)."""
@@ -96,14 +89,14 @@ class DrainEnqueuer:
         """True if the job exists and has not started (queued, scheduled for a retry,
         deferred): its lease must not expire just because the queue is long."""
         try:
-            job = Job.fetch(job_id, connection=self._queue.connection, serializer="json")
+            job = Job.fetch(job_id, connection=self.queue.connection, serializer="json")
         except NoSuchJobError:
             return False
         status = job.get_status(refresh=False)
         if status == JobStatus.QUEUED:
             # A worker killed between popping the job and marking it started leaves it
             # "queued" in no queue: that job will never run, so its lease must lapse.
-            return self._queue.get_job_position(job_id) is not None
+            return self.queue.get_job_position(job_id) is not None
         return status in (JobStatus.SCHEDULED, JobStatus.DEFERRED)
 
 
@@ -119,10 +112,9 @@ class Inbox:
     ) -> None:
         self._cfg = config
         self._q = GatewayQueue(redis_client, keys or Keys())
-        self._router = Router(config)
         self._enqueuer = enqueuer
         self.memory = MemoryDesk(config, enqueuer.queue, self._q.keys)
-        self.front = FrontDesk(config, redis_client, self._q.keys, self._router,
+        self.front = FrontDesk(config, redis_client, self._q.keys, Router(config),
                                memory=self.memory,
                                approvals=ApprovalDesk(config, enqueuer.queue.connection,
                                                       self._q, enqueuer))
@@ -132,10 +124,6 @@ class Inbox:
         self.hold = MediaHold(redis_client, self._q.keys)
         #: set when a message is held for its files (``gateway.media.downloads`` waits on it)
         self.media_wake = asyncio.Event()
-
-    @property
-    def router(self) -> Router:
-        return self._router
 
     async def __call__(self, msg: Inbound) -> str:
         return await self.accept(msg)

@@ -20,7 +20,7 @@ from rq import Queue
 
 from gateway.config import GatewayConfig
 from gateway.intake._groupfiles import GroupFiles
-from gateway.queue import REDACT_JOB, Keys, enqueue_group_job
+from gateway.queue import REDACT_JOB, Keys, as_str, enqueue_group_job
 from gateway.queue.identity import Identities
 from memory_store import GroupDirectory, MemoryRecord, is_person_key
 from memory_store.files import (
@@ -91,8 +91,7 @@ class MemoryDesk:
         if dm_owner is not None:
             r = self._queue.connection if self._queue is not None else None
             if r is not None:
-                persons |= {m.decode() if isinstance(m, bytes) else str(m)
-                            for m in r.smembers(self._keys.person_memories(group))}
+                persons |= {as_str(m) for m in r.smembers(self._keys.person_memories(group))}
                 person = Identities(self._cfg.person_of, r, self._keys).person_of(dm_owner)
             else:  # a desk without Redis (reads only): the config's identities
                 person = self._cfg.person_of(dm_owner)

@@ -25,12 +25,12 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import redis.asyncio as aioredis
 from redis.typing import EncodableT, FieldT
 
 from channels.models import Inbound
+from gateway.queue import as_str
 
 ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
 CODE_LENGTH = 8
@@ -55,19 +55,14 @@ def normalize_code(code: str) -> str:
     return code.strip().upper().replace("-", "").replace(" ", "")
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 class PairingStore:
     """Pairing codes and the approved allowlist in Redis."""
 
     def __init__(self, client: aioredis.Redis, prefix: str = "pnc:",
-                 code_ttl: int = CODE_TTL, deny_ttl: int = DENY_TTL) -> None:
+                 code_ttl: int = CODE_TTL) -> None:
         self._r = client
         self._p = f"{prefix}pair:"
         self._code_ttl = code_ttl
-        self._deny_ttl = deny_ttl
 
     def _code(self, code: str) -> str:
         return f"{self._p}code:{code}"
@@ -96,7 +91,7 @@ class PairingStore:
         if not await self._r.set(self._user(user), code, nx=True, ex=self._code_ttl):
             live = await self._r.get(self._user(user))
             if live is not None:
-                return _s(live)
+                return as_str(live)
             return await self.request(msg)  # it expired in between: issue a new one
         fields: dict[FieldT, EncodableT] = {
             "user": user, "name": msg.sender_name, "channel": msg.channel,
@@ -113,14 +108,14 @@ class PairingStore:
         raw = await self._r.hgetall(self._code(code))
         if not raw:
             return None
-        f = {_s(k): _s(v) for k, v in raw.items()}
+        f = {as_str(k): as_str(v) for k, v in raw.items()}
         return PairRequest(code, f["user"], f["name"], f["channel"], f["account"],
                            f["chat_id"], float(f["created"]))
 
     async def pending(self) -> list[PairRequest]:
         found: list[PairRequest] = []
         async for key in self._r.scan_iter(match=self._code("*"), count=200):
-            request = await self.get(_s(key).rsplit(":", 1)[-1])
+            request = await self.get(as_str(key).rsplit(":", 1)[-1])
             if request is not None:
                 found.append(request)
         return sorted(found, key=lambda r: r.created)
@@ -142,7 +137,7 @@ class PairingStore:
         if request is None:
             return None
         async with self._r.pipeline(transaction=True) as pipe:
-            pipe.set(self._denied(request.user), "1", ex=self._deny_ttl)
+            pipe.set(self._denied(request.user), "1", ex=DENY_TTL)
             pipe.delete(self._code(request.code), self._user(request.user))
             await pipe.execute()
         return request
@@ -150,4 +145,4 @@ class PairingStore:
     async def approved(self) -> dict[str, str]:
         """The allowlist: user -> name."""
         raw = await self._r.hgetall(self._approved)
-        return {_s(k): json.loads(_s(v)).get("name", "") for k, v in raw.items()}
+        return {as_str(k): json.loads(as_str(v)).get("name", "") for k, v in raw.items()}

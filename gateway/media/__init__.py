@@ -5,8 +5,7 @@ hash, with a sidecar) and the download job that fetches them after the ack
 
 from __future__ import annotations
 
-from gateway.media.sniff import Refused, Sniffed, image_size, sniff
+from gateway.media.sniff import Refused, sniff
 from gateway.media.store import Received, Stored, put, used_bytes
 
-__all__ = ["Received", "Refused", "Sniffed", "Stored", "image_size", "put", "sniff",
-           "used_bytes"]
+__all__ = ["Received", "Refused", "Stored", "put", "sniff", "used_bytes"]

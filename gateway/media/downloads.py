@@ -16,7 +16,6 @@ outbox is done sending (``gateway.outgoing._filesend.prune_sent_files``).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -93,15 +92,14 @@ class MediaJob:
                                                         self._cfg.media.retention_days)
                 except (redis.RedisError, OSError) as err:
                     log.warning("media job: %s; retrying", err)
-                with contextlib.suppress(TimeoutError):
-                    waits = [asyncio.ensure_future(stop.wait()),
-                             asyncio.ensure_future(self.wake.wait())]
-                    try:
-                        await asyncio.wait(waits, timeout=IDLE_POLL,
-                                           return_when=asyncio.FIRST_COMPLETED)
-                    finally:
-                        for w in waits:
-                            w.cancel()
+                waits = [asyncio.ensure_future(stop.wait()),
+                         asyncio.ensure_future(self.wake.wait())]
+                try:
+                    await asyncio.wait(waits, timeout=IDLE_POLL,
+                                       return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for w in waits:
+                        w.cancel()
         finally:
             for task in self._running.values():
                 task.cancel()  # its entry stays at the head: the next start redoes it

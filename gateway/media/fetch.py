@@ -81,13 +81,9 @@ async def fetch_one(cfg: MediaConfig, groupfiles: GroupFiles, group: str,
         data = await download(channel, att, cfg.max_file_bytes, cfg.attempts)
     except AttachmentTooLarge:
         return refuse(f"it is over the {_mb(cfg.max_file_bytes)} limit")
-    except PermanentError as err:
-        if err.reason == NOT_DOWNLOADABLE:  # the adapter has no download: metadata only
-            return att
-        log.warning("download of attachment %s of %s in %s failed: %s", att.id,
-                    came.message_id, group, err)
-        return refuse(DOWNLOAD_FAILED)
-    except TransientError as err:
+    except (PermanentError, TransientError) as err:
+        if isinstance(err, PermanentError) and err.reason == NOT_DOWNLOADABLE:
+            return att  # the adapter has no download: metadata only
         log.warning("download of attachment %s of %s in %s failed: %s", att.id,
                     came.message_id, group, err)
         return refuse(DOWNLOAD_FAILED)

@@ -108,9 +108,8 @@ class ChannelStarter:
             async for attempt in policy:
                 with attempt:
                     await self._attempt()
-        except (PermanentError, ValueError) as err:
-            self._failed(err)
-        except Exception as err:  # the policy never gives up; this is a bug's safety net
+        except Exception as err:
+            # refused or misconfigured; anything else is a bug (the policy never gives up)
             self._failed(err)
 
     def _retrying(self, err: BaseException, delay: float) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import redis
 import typer
@@ -43,6 +43,12 @@ ConfigOpt = Annotated[
                  "data/pynanoclaw.toml]", show_default=False),
 ]
 LogOpt = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR")]
+
+
+def sub_app(**options: Any) -> typer.Typer:
+    """A command group without completion, pretty tracebacks or rich markup."""
+    return typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                       rich_markup_mode=None, **options)
 
 
 def fail(message: str | ConfigError) -> typer.Exit:

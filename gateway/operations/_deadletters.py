@@ -13,7 +13,7 @@ import redis
 from channels.base import SKIPPED_KEY
 from gateway.config import GatewayConfig
 from gateway.intake._inbox import drain_options
-from gateway.queue import DeadLetters, DeadRecord, Keys
+from gateway.queue import DeadLetters, DeadRecord, Keys, as_str
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def list_skipped(client: redis.Redis, keys: Keys | None = None) -> list[SkippedI
     head, tail = template[:template.index("\0")], template[template.rindex("\0") + 1:]
     found = []
     for raw in client.scan_iter(match=keys.cursor("*", "*", SKIPPED_KEY), count=200):
-        key = raw.decode() if isinstance(raw, bytes) else str(raw)
+        key = as_str(raw)
         channel, _, account = key[len(head):len(key) - len(tail)].partition(":")
         value = client.get(key)
         try:

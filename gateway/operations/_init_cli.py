@@ -18,8 +18,9 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
-from gateway.config import ConfigError, PolicyConfig, load_config
-from gateway.operations._cliparts import config_file, fail
+from gateway.config import PolicyConfig
+from gateway.config.env import DEFAULT_KEY_ENVS
+from gateway.operations._cliparts import config_file, fail, load
 from gateway.operations._init_toml import (
     CHANNELS,
     DM_CHOICES,
@@ -175,7 +176,7 @@ def _ask_model(a: Answers, model: str | None, name: str, key_env: str, ask: bool
                                                   "default)", default=default_name))
                                 if ask else default_name)
     if a.provider in ("anthropic", "openai"):
-        default = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}[a.provider]
+        default = DEFAULT_KEY_ENVS[a.provider]
         a.key_env = key_env or (_ask_var("variable holding the API key", default) if ask
                                 else default)
     elif a.provider == "compatible":
@@ -220,7 +221,6 @@ def _ask_channel(name: str, envs: dict[str, str], sets: dict[str, str],
 
 def _write(path: Path, text: str, *, check: bool) -> None:
     """Validate ``text`` as the config at ``path``, check it live, then rename it in."""
-    from gateway.app import load_channel_class
     from gateway.operations._init_checks import live_checks
 
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -230,12 +230,7 @@ def _write(path: Path, text: str, *, check: bool) -> None:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
-        try:
-            cfg = load_config(tmp)
-            for name in cfg.channels:
-                load_channel_class(name, tmp)
-        except ConfigError as err:
-            raise fail(err) from None
+        _, cfg = load(tmp)
         failed = 0
         if check:
             for line in live_checks(tmp, cfg):

@@ -17,7 +17,6 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from channels.local import LocalKeys
-from gateway.queue import Keys
 
 
 @dataclass
@@ -40,14 +39,10 @@ class LocalClient:
     def __init__(self, redis_url: str, *, account: str = "default", prefix: str = "pnc:") -> None:
         self._r = aioredis.Redis.from_url(redis_url, decode_responses=True)
         self.account = account
-        self._keys = Keys(prefix)
         self._local = LocalKeys(prefix, account)
 
     async def aclose(self) -> None:
         await self._r.aclose()
-
-    async def gateway_alive(self) -> bool:
-        return bool(await self._r.exists(self._keys.gateway_alive))
 
     async def last_id(self, chat_id: str) -> str:
         """The chat stream's newest entry id: read after it to see only what follows."""
@@ -56,11 +51,11 @@ class LocalClient:
 
     async def push(
         self, *, chat_id: str, user: str, text: str, is_group: bool = False,
-        mention: bool = False, message_id: str | None = None, user_name: str | None = None,
+        mention: bool = False, message_id: str | None = None,
     ) -> str:
         message_id = message_id or uuid.uuid4().hex
         payload = {"chat_id": chat_id, "is_group": is_group, "sender_id": user,
-                   "sender_name": user_name or user, "message_id": message_id,
+                   "sender_name": user, "message_id": message_id,
                    "text": text, "mention": mention}
         await self._r.rpush(self._local.inbox, json.dumps(payload))
         return message_id
@@ -112,6 +107,4 @@ class LocalClient:
                     parts = chunks.get(reply_id, {})
                     ex.chunks = [parts[i] for i in sorted(parts)]
                 return ex
-            if not acked and loop.time() > deadline:
-                break
         return ex

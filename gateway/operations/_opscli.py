@@ -12,11 +12,16 @@ from typing import Annotated
 
 import typer
 
-from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, config_file, fail, running_client
+from gateway.operations._cliparts import (
+    EXIT_FAILED,
+    ConfigOpt,
+    config_file,
+    fail,
+    running_client,
+    sub_app,
+)
 
-dead_app = typer.Typer(help="dead letters: turns that failed for good", no_args_is_help=True,
-                       add_completion=False, pretty_exceptions_enable=False,
-                       rich_markup_mode=None)
+dead_app = sub_app(help="dead letters: turns that failed for good", no_args_is_help=True)
 
 
 def status(

@@ -18,13 +18,12 @@ import redis.asyncio as aioredis
 import typer
 
 from gateway.intake._pairing import PairingStore
-from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, any_redis, fail, load
+from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, any_redis, fail, load, sub_app
 from gateway.queue import Keys
 
 T = TypeVar("T")
 
-pair_app = typer.Typer(no_args_is_help=True, add_completion=False,
-                       pretty_exceptions_enable=False, rich_markup_mode=None)
+pair_app = sub_app(no_args_is_help=True)
 
 CodeArg = Annotated[str, typer.Argument(help="the code the person received")]
 

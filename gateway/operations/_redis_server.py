@@ -31,7 +31,6 @@ import logging
 import os
 import time
 from pathlib import Path
-from types import TracebackType
 from typing import IO, TYPE_CHECKING, Literal
 
 import redis
@@ -50,14 +49,8 @@ def ping(url: str, timeout: float = 1.0) -> bool:
     """True if a Redis server answers PING at ``url``, even with an error (``MISCONF``
     while its disk is full: it is alive and has an owner)."""
     try:
-        client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-        try:
-            return bool(client.ping())
-        except redis.ResponseError:
-            return True
-        finally:
-            client.close()
-    except (redis.RedisError, OSError, ValueError):
+        return probe(url, timeout) is not False
+    except ValueError:  # not a Redis URL
         return False
 
 
@@ -265,7 +258,5 @@ class EmbeddedRedis:
     def __enter__(self) -> str:
         return self.start()
 
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

@@ -41,10 +41,6 @@ SWITCH = (
 )
 
 
-def smoke_command(config: Path) -> list[str]:
-    return [sys.executable, "-m", "workers.smoke", "--config", str(config)]
-
-
 def describe_smoke_exit(returncode: int, stderr: str, config: Path) -> str:
     """The message for a smoke run that failed with ``returncode``."""
     if returncode < 0:
@@ -134,8 +130,8 @@ def check_model(config: Path, timeout: float = SMOKE_TIMEOUT, *,
         cache.unlink(missing_ok=True)
     try:
         done = subprocess.run(
-            smoke_command(config), capture_output=True, text=True, timeout=timeout,
-            check=False,
+            [sys.executable, "-m", "workers.smoke", "--config", str(config)],
+            capture_output=True, text=True, timeout=timeout, check=False,
         )
     except subprocess.TimeoutExpired:
         return (

@@ -149,13 +149,11 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
     for problem in redis_problems(client):
         yield Check("redis state", False, problem.removeprefix("redis: "))
     stale: set[str] = set()
-    workers = _live(Worker.all(connection=client, queue=job_queue(client, cfg.queue.name)),
-                    stale)
+    workers = _live(client, cfg.queue.name, stale)
     # background-only workers (`--background-only`) listen to that queue alone
     names = {w.name for w in workers} | stale
-    background = [w for w in _live(Worker.all(
-        connection=client, queue=job_queue(client, background_queue(cfg.queue.name))), stale)
-        if w.name not in names]
+    background = [w for w in _live(client, background_queue(cfg.queue.name), stale)
+                  if w.name not in names]
     also = f" (+{len(background)} for background jobs only)" if background else ""
     if stale:
         also += (f"; {len(stale)} registration(s) of dead workers on this host not "
@@ -208,8 +206,7 @@ def transcription_workers(client: redis.Redis, cfg: GatewayConfig) -> tuple[int,
     """(live workers on the transcription queue, registrations of dead ones on this
     host), from RQ's registry as for the turn workers."""
     stale: set[str] = set()
-    live = _live(Worker.all(connection=client, queue=job_queue(
-        client, transcribe_queue(cfg.queue.name))), stale)
+    live = _live(client, transcribe_queue(cfg.queue.name), stale)
     return len(live), len(stale)
 
 
@@ -228,13 +225,13 @@ def _transcription_check(client: redis.Redis, cfg: GatewayConfig) -> Check:
                  f"{queue} --no-preload` beside `pynanoclaw worker`", warning=True)
 
 
-def _live(workers: list[BaseWorker], stale: set[str]) -> list[BaseWorker]:
-    """The workers that run: RQ keeps a killed worker's registration for minutes (its
+def _live(client: redis.Redis, queue: str, stale: set[str]) -> list[BaseWorker]:
+    """The workers on ``queue`` that run: RQ keeps a killed worker's registration for minutes (its
     key outlives it by ``worker_ttl`` + 60 s), so one registered from this host whose
     process is gone is dropped (its name added to ``stale``). Workers on other hosts
     are taken at their word."""
     out = []
-    for w in workers:
+    for w in Worker.all(connection=client, queue=job_queue(client, queue)):
         if ended_here(w.hostname, w.pid):
             stale.add(w.name)
         else:

@@ -78,7 +78,6 @@ def worker_command(
     queues: list[str] | None = None,
     log_level: str = "INFO",
     burst: bool = False,
-    name: str | None = None,
     preload: bool = True,
 ) -> list[str]:
     # the Redis URL (which may hold a password) goes in the environment, not argv,
@@ -93,8 +92,6 @@ def worker_command(
         cmd += ["--queue", q]
     if burst:
         cmd.append("--burst")
-    if name:
-        cmd += ["--name", name]
     if not preload:  # a worker that never runs a turn needs no agent
         cmd.append("--no-preload")
     return cmd

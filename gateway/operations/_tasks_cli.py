@@ -14,15 +14,13 @@ import redis
 import typer
 
 from gateway.config import ConfigError, GatewayConfig, load_config
-from gateway.operations._cliparts import ConfigOpt, config_file, fail
+from gateway.operations._cliparts import ConfigOpt, config_file, fail, sub_app
 from gateway.operations._redis_server import running_embedded_url
 
 if TYPE_CHECKING:
     from gateway.tasks import TaskDesk
 
-tasks_app = typer.Typer(help="scheduled tasks of every chat", add_completion=False,
-                        pretty_exceptions_enable=False, rich_markup_mode=None,
-                        no_args_is_help=True)
+tasks_app = sub_app(help="scheduled tasks of every chat", no_args_is_help=True)
 
 Group = Annotated[str, typer.Argument(help="the chat's group key, e.g. telegram:-100123")]
 Name = Annotated[str, typer.Argument(help="the task's name")]

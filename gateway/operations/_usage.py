@@ -18,7 +18,7 @@ import redis.asyncio as aioredis
 from gateway.config import Settings
 from gateway.queue import Budget, Counter, Keys, Spent, counters, period_ids
 from gateway.queue.budget import NO_CAP
-from gateway.queue.scripts import Scripts, as_str
+from gateway.queue.scripts import Scripts
 
 
 def usd(micro: int) -> str:
@@ -122,14 +122,10 @@ class UsageDesk:
         self._s = Scripts(client)
 
     async def _spent(self, c: Counter) -> Spent:
-        raw: Any = await self._r.hmget(self._keys.budget(c.scope, c.period_id),  # type: ignore[misc]
-                                       ["spent", "reserved"])
-        override: Any = await self._r.hget(self._keys.budget_caps, c.cap_field)  # type: ignore[misc]
-        cap = c.hard
-        if override is not None:
-            cap = None if as_str(override) == NO_CAP else int(as_str(override))
-        return Spent(c.scope, c.period, int(raw[0] or 0), int(raw[1] or 0), cap,
-                     override is not None)
+        amounts = await self._r.hmget(self._keys.budget(c.scope, c.period_id),  # type: ignore[misc]
+                                      ["spent", "reserved"])
+        override = await self._r.hget(self._keys.budget_caps, c.cap_field)  # type: ignore[misc]
+        return Spent.read(c, amounts, override)
 
     async def summary(self, group: str, person: str) -> str:
         now = datetime.now(self._settings.usage.zone)

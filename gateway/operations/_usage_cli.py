@@ -11,13 +11,11 @@ from typing import Annotated
 
 import typer
 
-from gateway.operations._cliparts import ConfigOpt, fail, running_client
+from gateway.operations._cliparts import ConfigOpt, fail, running_client, sub_app
 from gateway.operations._usage import parse_usd, render_report, usage_report, usd
 from gateway.queue import Budget, Keys
 
-usage_app = typer.Typer(help="model usage and spending caps", add_completion=False,
-                        pretty_exceptions_enable=False, rich_markup_mode=None,
-                        invoke_without_command=True)
+usage_app = sub_app(help="model usage and spending caps", invoke_without_command=True)
 
 #: what ``cap`` accepts besides an amount: back to the config's cap
 DEFAULT_WORD = "default"

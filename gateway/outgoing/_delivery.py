@@ -17,13 +17,20 @@ import time
 import redis.asyncio as aioredis
 
 from channels.base import DeliveryReport
-from channels.models import group_key
+from channels.models import Outbound, group_key
 from gateway.queue import GatewayQueue, Keys
 
 log = logging.getLogger(__name__)
 
 #: how long an outcome is kept (as long as the outbox's sent marks)
 OUTCOME_TTL = 7 * 24 * 3600
+
+
+def chunk_report(msg: Outbound, index: int, delivered: bool, detail: str) -> DeliveryReport:
+    """The outcome of chunk ``index`` of ``msg`` (a file is chunk 0)."""
+    return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
+                          reply_id=msg.reply_id, index=index, delivered=delivered,
+                          detail=detail)
 
 
 class DeliveryRecorder:

@@ -27,11 +27,11 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from channels.base import Channel, DeliveryReport
+from channels.base import Channel
 from channels.errors import MaybeSent, PermanentError, TransientError
 from channels.models import Outbound, group_key
 from gateway.intake._groupfiles import GroupFiles
-from gateway.outgoing._delivery import DeliveryRecorder
+from gateway.outgoing._delivery import DeliveryRecorder, chunk_report
 from gateway.outgoing._ratelimit import RateLimiter
 from gateway.queue import Keys, events
 from memory_store.files import outboxfiles
@@ -71,7 +71,7 @@ class FileSender:
             await self._limiter.acquire(channel.name, msg.chat_id, channel.limits)
             platform_id = await channel.send_file(msg, blob, name, msg.text)
         except PermanentError as err:
-            await self._outcomes.record(self._report(msg, False, err.reason), mark_sent=True)
+            await self._outcomes.record(chunk_report(msg, 0, False, err.reason), mark_sent=True)
             return await self._note(channel, msg, name, err.reason)
         except MaybeSent as err:
             log.warning("outbox: %s file of reply %s may have been delivered (%s); "
@@ -84,7 +84,7 @@ class FileSender:
             log.warning("outbox: %s file of reply %s failed (%s); will retry", channel.name,
                         msg.reply_id, err)
             return False
-        await self._outcomes.record(self._report(msg, True, platform_id or "sent"),
+        await self._outcomes.record(chunk_report(msg, 0, True, platform_id or "sent"),
                                     mark_sent=True)
         return True
 
@@ -108,12 +108,6 @@ class FileSender:
         note = msg.model_copy(update={"text": f"(I could not send the file {name}: {why}.)",
                                       "reply_id": f"{msg.reply_id}.note"})
         return await self._send_text(channel, note)
-
-    @staticmethod
-    def _report(msg: Outbound, delivered: bool, detail: str) -> DeliveryReport:
-        return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
-                              reply_id=msg.reply_id, index=0, delivered=delivered,
-                              detail=detail)
 
 
 async def prune_sent_files(client: aioredis.Redis, keys: Keys, files: GroupFiles,

@@ -40,7 +40,7 @@ import logging
 import os
 import socket
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -52,7 +52,7 @@ from channels.models import Outbound
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.intake._groupfiles import GroupFiles
 from gateway.outgoing._chunksend import ChunkSender, Retryable
-from gateway.outgoing._delivery import DeliveryRecorder
+from gateway.outgoing._delivery import DeliveryRecorder, chunk_report
 from gateway.outgoing._filesend import FileSender
 from gateway.outgoing._ratelimit import RateLimiter
 from gateway.queue import (
@@ -78,17 +78,10 @@ REDIS_WAIT = 60.0
 class OutboxStats:
     sent: int = 0
     skipped: int = 0
-    dropped: int = 0
     failed: int = 0
     #: sends that failed after they may have reached the platform (``MaybeSent``)
     ambiguous: int = 0
     handled: int = 0
-    errors: list[str] = field(default_factory=list)
-
-
-def default_consumer_name() -> str:
-    """Stable across restarts of the same gateway, so its pending entries come back."""
-    return os.environ.get(GATEWAY_NAME_ENV) or socket.gethostname()
 
 
 class Outbox:
@@ -109,7 +102,8 @@ class Outbox:
         self._r = client
         self._channels = dict(channels)
         self._keys = keys or Keys()
-        self.consumer = consumer or default_consumer_name()
+        # stable across restarts of the same gateway, so its pending entries come back
+        self.consumer = consumer or os.environ.get(GATEWAY_NAME_ENV) or socket.gethostname()
         self._block_ms = block_ms
         self._claim_idle_ms = claim_idle_ms
         self._queues: dict[tuple[str, str, str], asyncio.Queue[tuple[str, OutboxEvent]]] = {}
@@ -209,10 +203,10 @@ class Outbox:
             )
             entries = resp[0][1] if resp else []
             for entry_id, fields in entries:
-                self._dispatch(_s(entry_id), fields)
+                self._dispatch(as_str(entry_id), fields)
             if not pending or not entries:
                 return
-            start = _s(entries[-1][0])
+            start = as_str(entries[-1][0])
 
     async def _claim(self) -> None:
         """Take over entries another (dead) gateway left unacked for too long."""
@@ -221,10 +215,10 @@ class Outbox:
             resp: Any = await self._r.xautoclaim(self._keys.outbox, OUTBOX_GROUP, self.consumer,
                                             min_idle_time=self._claim_idle_ms, start_id=start,
                                             count=100)
-            nxt, entries = _s(resp[0]), resp[1]
+            nxt, entries = as_str(resp[0]), resp[1]
             for entry_id, fields in entries:
                 if fields:  # a deleted entry comes back as None
-                    self._dispatch(_s(entry_id), fields)
+                    self._dispatch(as_str(entry_id), fields)
             if nxt == "0-0" or not entries:
                 return
             start = nxt
@@ -325,10 +319,7 @@ class Outbox:
 
     async def _ack(self, entry_id: str) -> None:
         try:
-            async with self._r.pipeline(transaction=True) as pipe:
-                pipe.xack(self._keys.outbox, OUTBOX_GROUP, entry_id)
-                pipe.xdel(self._keys.outbox, entry_id)
-                await pipe.execute()
+            await self._q.outbox_ack([entry_id])
         finally:
             self._inflight.discard(entry_id)
         self.stats.handled += 1
@@ -382,17 +373,15 @@ class Outbox:
             try:
                 platform_id = await self._sender.send(channel, msg, chunk, index)
             except PermanentError as err:
-                self.stats.dropped += 1
-                self.stats.errors.append(err.reason)
                 # logged by the recorder; the sent mark is set with the outcome
-                await self._record(self._report(msg, index, False, err.reason))
+                await self._record(chunk_report(msg, index, False, err.reason))
                 continue
             except (TransientError, Retryable) as err:
                 log.warning("outbox: %s chunk %d of reply %s still failing (%s); will retry",
                             channel.name, index, msg.reply_id, err)
                 self.stats.failed += 1
                 return False
-            await self._record(self._report(msg, index, True, platform_id or "sent"))
+            await self._record(chunk_report(msg, index, True, platform_id or "sent"))
             self.stats.sent += 1
         return True
 
@@ -425,12 +414,3 @@ class Outbox:
             except (redis.RedisError, OSError):
                 return  # still refused: try again later, in order
             self.unrecorded.pop(key, None)
-
-    @staticmethod
-    def _report(msg: Outbound, index: int, delivered: bool, detail: str) -> DeliveryReport:
-        return DeliveryReport(channel=msg.channel, account=msg.account, chat_id=msg.chat_id,
-                              reply_id=msg.reply_id, index=index, delivered=delivered,
-                              detail=detail)
-
-
-_s = as_str  # the gateway's client decodes; a caller's bytes client works too

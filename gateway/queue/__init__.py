@@ -73,7 +73,7 @@ from __future__ import annotations
 
 from gateway.queue import events
 from gateway.queue.budget import Budget, Counter, Reservation, Spent, counters, period_ids
-from gateway.queue.dead import DeadLetters, DeadRecord, Retrying
+from gateway.queue.dead import DeadLetters, DeadRecord
 from gateway.queue.events import MalformedEvent, OutboxEvent, read_event
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
@@ -85,7 +85,6 @@ from gateway.queue.jobs import (
     background_queue,
     enqueue_drain,
     enqueue_group_job,
-    enqueue_job,
     job_queue,
     worker_queues,
 )
@@ -107,7 +106,7 @@ from gateway.queue.scripts import (
     encode_entry,
     parse_entry,
 )
-from gateway.queue.transcribe import TRANSCRIBE_JOB, enqueue_transcribe, transcribe_queue
+from gateway.queue.transcribe import enqueue_transcribe, transcribe_queue
 
 __all__ = [
     "BEHIND_HOLD",
@@ -121,7 +120,6 @@ __all__ = [
     "LOCK_LOST",
     "OUTBOX_GROUP",
     "REDACT_JOB",
-    "TRANSCRIBE_JOB",
     "TURN_STATE_TTL",
     "Budget",
     "Counter",
@@ -136,7 +134,6 @@ __all__ = [
     "MalformedEvent",
     "OutboxEvent",
     "Reservation",
-    "Retrying",
     "Spent",
     "TurnRecord",
     "as_str",
@@ -145,7 +142,6 @@ __all__ = [
     "encode_entry",
     "enqueue_drain",
     "enqueue_group_job",
-    "enqueue_job",
     "enqueue_transcribe",
     "events",
     "job_queue",

@@ -264,7 +264,7 @@ class ApprovalStore:
         at = time.time() if now is None else now
         expired: list[Approval] = []
         for raw in self.r.zrangebyscore(due_key(self.keys), "-inf", at, start=0, num=limit):
-            aid = raw.decode() if isinstance(raw, bytes) else str(raw)
+            aid = as_str(raw)
 
             def change(a: Approval | None) -> tuple[Approval | None, str | None]:
                 if a is None or a.state != "pending":

@@ -111,6 +111,16 @@ class Spent:
     #: the cap was set at run time (else it is the config's)
     overridden: bool
 
+    @classmethod
+    def read(cls, counter: Counter, amounts: Any, override: Any) -> Spent:
+        """From the counter's ``spent``/``reserved`` fields and its run-time cap field
+        (None: the config's cap holds)."""
+        cap = counter.hard
+        if override is not None:
+            cap = None if as_str(override) == NO_CAP else int(as_str(override))
+        return cls(counter.scope, counter.period, int(amounts[0] or 0),
+                   int(amounts[1] or 0), cap, override is not None)
+
 
 class Budget:
     """Typed wrappers of the budget scripts on a sync client."""
@@ -189,15 +199,9 @@ class Budget:
 
     def spent(self, counter: Counter) -> Spent:
         """What ``counter`` shows now, with the cap in force."""
-        raw: Any = self.r.hmget(self.keys.budget(counter.scope, counter.period_id),
-                                ["spent", "reserved"])
-        override: Any = self.r.hget(self.keys.budget_caps, counter.cap_field)
-        cap = counter.hard
-        if override is not None:
-            value = as_str(override)
-            cap = None if value == NO_CAP else int(value)
-        return Spent(counter.scope, counter.period, int(raw[0] or 0), int(raw[1] or 0), cap,
-                     override is not None)
+        key = self.keys.budget(counter.scope, counter.period_id)
+        return Spent.read(counter, self.r.hmget(key, ["spent", "reserved"]),
+                          self.r.hget(self.keys.budget_caps, counter.cap_field))
 
     def soft_crossed(self) -> dict[str, float]:
         """``scope:period`` -> when its soft budget was crossed (for ``status``)."""

@@ -22,6 +22,7 @@ from collections.abc import Callable
 import redis
 
 from gateway.queue.keys import Keys
+from gateway.queue.scripts import as_str
 
 #: the config's links (``Settings.person_of``): user key -> person, or None
 Configured = Callable[[str], "str | None"]
@@ -30,16 +31,10 @@ Configured = Callable[[str], "str | None"]
 SHARE_PROFILE = "profile"
 
 
-def _s(value: object) -> str | None:
-    if value is None:
-        return None
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def resolve(configured: Configured, user: str, linked: object) -> str | None:
     """The person ``user`` is: the config's identity, else the ``/link`` one
     (``linked``, the raw Redis value, may be None)."""
-    return configured(user) or _s(linked)
+    return configured(user) or (None if linked is None else as_str(linked))
 
 
 class Identities:
@@ -54,5 +49,5 @@ class Identities:
         return resolve(self._configured, user, self._r.hget(self._keys.identity_links, user))
 
     def shares_profile(self, person: str) -> bool:
-        value = _s(self._r.hget(self._keys.identity_share, person))
-        return value == SHARE_PROFILE
+        value = self._r.hget(self._keys.identity_share, person)
+        return value is not None and as_str(value) == SHARE_PROFILE

@@ -50,9 +50,6 @@ class DrainOptions:
     retries: int = 3
     prefix: str = "pnc:"
 
-    def job_kwargs(self) -> dict[str, Any]:
-        return asdict(self)
-
 
 def background_queue(name: str = DEFAULT_QUEUE) -> str:
     """The name of the queue a group's background jobs go to, for drain queue ``name``."""
@@ -79,7 +76,6 @@ def enqueue_job(
     description: str,
     job_id: str | None = None,
     delay: timedelta | None = None,
-    pipeline: redis.client.Pipeline | None = None,
 ) -> str:
     """Enqueue ``func`` (an import path) with the one set of options; after ``delay``
     (RQ's scheduler) when given. Returns the job id."""
@@ -91,29 +87,24 @@ def enqueue_job(
         "result_ttl": RESULT_TTL,
         "failure_ttl": FAILURE_TTL,
         "description": description,
-        "pipeline": pipeline,
     }
     if delay is not None:
         options["job_timeout"] = options.pop("timeout")
-        options.pop("pipeline")
         return str(queue.enqueue_in(delay, func, **options).id)
-    if pipeline is not None:
-        return str(queue.enqueue_call(func, **options).id)
     # RQ registers the queue and saves and pushes the job in two transactions of its
     # own; on one pipeline of ours they are one (MULTI ... EXEC: two commands fewer)
     with queue.connection.pipeline() as pipe:
-        options["pipeline"] = pipe
-        job_id = str(queue.enqueue_call(func, **options).id)
+        job_id = str(queue.enqueue_call(func, pipeline=pipe, **options).id)
         pipe.execute()
     return job_id
 
 
-def enqueue_drain(queue: Queue, group: str, options: DrainOptions, job_id: str | None = None,
-                  pipeline: redis.client.Pipeline | None = None) -> str:
+def enqueue_drain(queue: Queue, group: str, options: DrainOptions, job_id: str | None = None
+                  ) -> str:
     """Enqueue the drain job of ``group`` (its id is the one the lease holds)."""
-    return enqueue_job(queue, DRAIN_JOB, {"group": group, **options.job_kwargs()},
+    return enqueue_job(queue, DRAIN_JOB, {"group": group, **asdict(options)},
                        timeout=options.job_timeout, retries=options.retries,
-                       description=f"drain {group}", job_id=job_id, pipeline=pipeline)
+                       description=f"drain {group}", job_id=job_id)
 
 
 #: what each background job of a group does, for its RQ description

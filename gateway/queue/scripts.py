@@ -99,11 +99,7 @@ class GatewayQueue:
                 oldest = await self.r.lindex(name, 0)  # type: ignore[misc]
                 if oldest is not None and _recorded_at(oldest) < now - older_than:
                     groups.add(group)
-        out = []
-        for group in sorted(groups):
-            if not await self.r.exists(k.redacting(group)):
-                out.append(group)
-        return out
+        return [g for g in sorted(groups) if not await self.r.exists(k.redacting(g))]
 
     async def sweep(self, group: str, lease_ttl_ms: int, job_id: str) -> bool:
         """Take the lease of ``group`` for ``job_id`` if work waits and no job holds it
@@ -232,7 +228,7 @@ def encode_entry(msg_json: str, engaged: bool) -> str:
 def parse_entry(raw: str | bytes) -> Entry:
     """Decode ``"<seq> <json>"`` (or an older ``{"seq": .., ...}`` entry). Raises
     ``ValueError`` for anything else."""
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    text = as_str(raw)
     head, sep, body = text.partition(" ")
     if sep and head.isdigit():
         seq, env = int(head), json.loads(body)
@@ -343,9 +339,8 @@ class GroupQueue:
     def held_entries(self) -> list[str]:
         """Every entry the group's lists hold now (context, mailbox, processing, dead):
         where a deleted or forgotten message's words may still be."""
-        k, g = self.keys, self.group
         with self.r.pipeline(transaction=False) as pipe:
-            for key in (k.context(g), k.mailbox(g), k.processing(g), k.dead(g)):
+            for key in self._held_lists():
                 pipe.lrange(key, 0, -1)
             lists = pipe.execute()
         return [as_str(x) for items in lists for x in items]
@@ -357,10 +352,12 @@ class GroupQueue:
         many were found and changed."""
         if not pairs:
             return 0
-        k, g = self.keys, self.group
         args = [x for old, new in pairs for x in (old, new or "")]
-        keys = lists or [k.context(g), k.mailbox(g), k.processing(g), k.dead(g)]
-        return int(self._s["scrub"](keys=keys, args=args))
+        return int(self._s["scrub"](keys=lists or self._held_lists(), args=args))
+
+    def _held_lists(self) -> list[str]:
+        k, g = self.keys, self.group
+        return [k.context(g), k.mailbox(g), k.processing(g), k.dead(g)]
 
     def local_reply_streams(self) -> list[str]:
         """The local channel's reply streams of this group, one per account

@@ -90,11 +90,7 @@ class TaskTimes:
         return bool(added) or not only_new
 
     def unschedule(self, group: str, task_id: str) -> None:
-        m = member(group, task_id)
-        with self.r.pipeline(transaction=True) as pipe:
-            pipe.zrem(due_key(self.keys), m)
-            pipe.hdel(claimed_key(self.keys), m)
-            pipe.execute()
+        self.release(group, task_id, None)
 
     def next_at(self, group: str, task_id: str) -> float | None:
         score = self.r.zscore(due_key(self.keys), member(group, task_id))

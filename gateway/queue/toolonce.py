@@ -32,6 +32,7 @@ import redis
 
 from gateway.queue.approvals import canonical_args
 from gateway.queue.keys import Keys
+from gateway.queue.scripts import as_str
 from gateway.queue.toolcalls import ToolCall, ToolResult
 
 #: the tools that may simply rerun on a retry: no record is kept for them
@@ -71,7 +72,7 @@ def claim(client: redis.Redis, keys: Keys, call: ToolCall) -> ToolResult | None:
     claimed, _, earlier = pipe.execute()
     if claimed or earlier is None:
         return None
-    raw = earlier.decode() if isinstance(earlier, bytes) else str(earlier)
+    raw = as_str(earlier)
     if raw == _STARTED:
         return ToolResult(call.call_id, False, error=UNKNOWN)
     stored = ToolResult.from_json(raw)

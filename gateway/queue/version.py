@@ -14,6 +14,7 @@ from __future__ import annotations
 import redis
 
 from gateway.queue.keys import Keys
+from gateway.queue.scripts import as_str
 
 REDIS_SCHEMA_VERSION = 1
 
@@ -27,7 +28,7 @@ def check_redis_schema(client: redis.Redis, keys: Keys) -> int:
     found; raise :class:`RedisSchemaTooNew` for a newer one."""
     client.set(keys.schema, REDIS_SCHEMA_VERSION, nx=True)
     raw = client.get(keys.schema)
-    text = raw.decode() if isinstance(raw, bytes) else str(raw)
+    text = as_str(raw)
     if not text.isdigit():
         raise RedisSchemaTooNew(f"Redis key {keys.schema} holds {text[:40]!r}, not a schema "
                                 f"version; set it to {REDIS_SCHEMA_VERSION} if this is "

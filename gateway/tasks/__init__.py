@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.tasks._command import tasks_command
 from gateway.tasks._desk import TaskDesk
-from gateway.tasks._fire import push_run, run_message
+from gateway.tasks._fire import push_run
 from gateway.tasks._scheduler import Scheduler
 
-__all__ = ["Scheduler", "TaskDesk", "push_run", "run_message", "tasks_command"]
+__all__ = ["Scheduler", "TaskDesk", "push_run", "tasks_command"]

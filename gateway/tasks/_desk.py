@@ -32,11 +32,8 @@ class TaskDesk:
         self._files = GroupFiles.of(config)
         self._times = TaskTimes(sync, keys or Keys()) if sync is not None else None
 
-    def _store(self, group: str) -> TaskStore:
-        return self._files.tasks(group)
-
     def list(self, group: str) -> str:
-        tasks = self._store(group).all()
+        tasks = self._files.tasks(group).all()
         if not tasks:
             return "No scheduled tasks in this chat."
         return "Scheduled tasks:\n" + "\n".join(f"- {t.describe()}" for t in tasks)
@@ -48,7 +45,7 @@ class TaskDesk:
             tid = task_id(name)
         except ValueError as err:
             return str(err)
-        store = self._store(group)
+        store = self._files.tasks(group)
         task = store.get(tid)
         if task is None:
             return f"No task named {tid!r} in this chat (/tasks lists them)."

@@ -74,7 +74,6 @@ class Scheduler:
         self._q = GatewayQueue(client, self._keys)
         self._enqueuer = enqueuer
         self._rescanned = float("-inf")
-        self.fired = 0
 
     def rescan(self) -> int:
         """Give every active task without a fire time its next one (from the files);
@@ -152,7 +151,6 @@ class Scheduler:
                       for msg in plan.fire]
             fired += sum(1 for _, new in pushed if new)
             await asyncio.to_thread(self.finish, plan, pushed)
-        self.fired += fired
         return fired
 
     async def run(self, stop: asyncio.Event) -> None:

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from gateway.config import REDIS_URL_ENV, ConfigError, config_path, load_config
+from gateway.operations._cliparts import sub_app
 from gateway.operations._redis_server import running_embedded_url
 from gateway.toolhost.process import serve, tools_env
 from gateway.toolhost.process import tools_command as command
@@ -35,8 +36,7 @@ def run_tools(config: str | None, redis_url: str | None, log_level: str) -> int:
     return 0
 
 
-host_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
-                       rich_markup_mode=None)
+host_app = sub_app()
 
 
 @host_app.command()

@@ -202,7 +202,7 @@ class ToolHost:
         try:
             mounts = resolve_mounts(policy.mounts, self.settings.tools.mount_roots)
             workspace = await asyncio.to_thread(workspace_dir, self.settings.data_dir,
-                                                call.group, self.sandbox.owner())
+                                                call.group, self.sandbox.host_uid)
             spec = SandboxSpec(workspace, limits, network=policy.network,
                                mounts=(*mounts, *skill_mounts(self.settings.data_dir,
                                                               call.group)))

@@ -106,7 +106,8 @@ class Sandbox:
 
     def __init__(self, *, host_uid: int = 59999) -> None:
         self.as_root = os.geteuid() == 0
-        #: the uid bwrap runs as outside (None: this process's own)
+        #: the uid bwrap runs as outside, which workspaces must belong to (None: this
+        #: process's own; workspaces are left as they are)
         self.host_uid = host_uid if self.as_root else None
         self._etc = Path(tempfile.mkdtemp(prefix="pnc-sandbox-etc-"))
         self._etc.chmod(0o755)
@@ -118,10 +119,6 @@ class Sandbox:
 
     def close(self) -> None:
         shutil.rmtree(self._etc, ignore_errors=True)
-
-    def owner(self) -> int | None:
-        """The host uid workspaces must belong to (None: leave them as they are)."""
-        return self.host_uid
 
     def unavailable(self) -> str | None:
         """One line saying why sandboxed tools are off here, or None when they work.

@@ -76,9 +76,6 @@ class ToolRegistry:
             raise ValueError(f"tool {name!r} is registered twice")
         self._tools[name] = handler
 
-    def names(self) -> frozenset[str]:
-        return frozenset(self._tools)
-
     def get(self, name: str) -> Handler | None:
         return self._tools.get(name)
 
@@ -90,8 +87,9 @@ def _text(args: dict[str, Any], key: str, *, default: str | None = None) -> str:
     return value
 
 
-def _path(args: dict[str, Any], *, default: str | None = None) -> str:
-    """A path inside the workspace, as the sandbox sees it."""
+def workspace_path(args: dict[str, Any], *, default: str | None = None) -> str:
+    """A path inside the workspace, as the sandbox sees it: the check every workspace
+    tool uses."""
     raw = _text(args, "path", default=default).strip()
     if not raw or "\0" in raw:
         raise ToolFailed("'path' must be a file name in the workspace")
@@ -99,10 +97,6 @@ def _path(args: dict[str, Any], *, default: str | None = None) -> str:
     if full != INSIDE and not full.startswith(INSIDE + "/"):
         raise ToolFailed(f"'{raw}' is outside the workspace ({INSIDE})")
     return full
-
-
-#: the path check every workspace tool uses, for tools in modules of their own
-workspace_path = _path
 
 
 def _render(result: RunResult) -> str:
@@ -123,7 +117,7 @@ async def run_command(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 
 
 async def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    path = _path(args)
+    path = workspace_path(args)
     cap = ctx.spec.limits.output_bytes
     result = await ctx.sandbox.run(ctx.spec, ["head", "-c", str(cap), "--", path],
                                    timeout=ctx.timeout)
@@ -134,7 +128,7 @@ async def read_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 
 
 async def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    path = _path(args)
+    path = workspace_path(args)
     content = _text(args, "content").encode()
     if len(content) > WRITE_MAX_BYTES:
         raise ToolFailed(f"content is over {WRITE_MAX_BYTES} bytes")
@@ -146,7 +140,7 @@ async def write_file(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
 
 
 async def list_files(ctx: ToolContext, args: dict[str, Any]) -> ToolOutput:
-    path = _path(args, default=".")
+    path = workspace_path(args, default=".")
     result = await ctx.sandbox.run(
         ctx.spec, ["find", path, "-mindepth", "1", "-maxdepth", str(LIST_MAX_DEPTH),
                    "-printf", "%y %s %P\\n"], timeout=ctx.timeout)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ async def test_inbox_enqueues_the_job_rq_would(valkey: Valkey) -> None:
         job = Job.fetch(queue.job_ids[0], connection=sync, serializer="json")
         assert job.func_name == "workers.drain.drain_group"
         assert job.kwargs["group"] == "local:c1" and job.kwargs == {
-            "group": "local:c1", **enq.job_kwargs()}
+            "group": "local:c1", **asdict(enq.options)}
         assert job.timeout == cfg.job_timeout and job.retries_left == cfg.queue.retries
         assert job.get_status() == "queued"
         assert sync.sismember("rq:queues", queue.key)

@@ -36,7 +36,7 @@ class Box:
     def __init__(self, sb: Sandbox, data: Path) -> None:
         self.sb = sb
         self.data = data
-        self.workspace = workspace_dir(data, GROUP, sb.owner())
+        self.workspace = workspace_dir(data, GROUP, sb.host_uid)
         self.other = group_dir(data, OTHER)
         self.other.mkdir(parents=True)
         (self.other / "CLAUDE.md").write_text(OTHER_SECRET + "\n", encoding="utf-8")

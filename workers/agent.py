@@ -167,7 +167,7 @@ class TurnAgent:
 
     async def run(self, req: TurnRequest) -> TurnReply:
         """Run one turn. Raises ``TurnError`` (scrubbed of the key) when it fails."""
-        secret = self._config.api_key.get_secret_value() if self._config.api_key else None
+        secret = self._config.secret
         try:
             return await self._run(req, secret)
         except BudgetSpent:
@@ -268,7 +268,7 @@ def build_model(config: ModelConfig, state_dir: Path | None = None) -> Model:
             else LOCAL_REPLY_TOKENS
         return local_model(config.name, max_tokens=min(wanted, 512),
                            temperature=config.temperature, state_dir=state_dir)
-    key = config.api_key.get_secret_value() if config.api_key else None
+    key = config.secret
     settings: ModelSettings = {"max_tokens": config.max_tokens, "timeout": config.request_timeout}
     if config.temperature is not None:
         settings["temperature"] = config.temperature
@@ -316,7 +316,7 @@ _cache_lock = threading.Lock()
 
 def _cache_key(settings: WorkerSettings) -> tuple[Any, ...]:
     model = settings.model
-    key = model.api_key.get_secret_value().encode() if model.api_key else b""
+    key = (model.secret or "").encode()
     return (
         model.model_dump_json(),  # api_key is excluded from dumps
         hashlib.sha256(key).hexdigest(),

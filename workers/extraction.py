@@ -167,7 +167,7 @@ def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
                 now: datetime) -> list[str]:
     """Write and reconcile ``result``'s facts (call under the group lock). Idempotent for
     one turn and result. Returns the ids of the facts (and correction lessons) written."""
-    secret = settings.model.api_key.get_secret_value() if settings.model.api_key else None
+    secret = settings.model.secret
     tid, written, replaced = batch.turn_id, [], []
     entities: set[str] = set()
     for f in result.facts[:FACTS_MAX]:
@@ -268,7 +268,7 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
         """The memory the batch's turn opened: a linked person's DM writes to theirs."""
         return ctx.group_memory(memory_key(identities, group, batch.messages))[1]
 
-    secret = settings.model.api_key.get_secret_value() if settings.model.api_key else None
+    secret = settings.model.secret
     ready: list[tuple[str, Batch, ExtractedFacts, dict[str, tuple[str, str, float]]]] = []
     for raw, batch in _queued(client, keys, group):
         state = keys.extraction(batch.turn_id)

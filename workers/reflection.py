@@ -146,7 +146,7 @@ async def reflect_on_failure(
     for it do nothing, and ``memory_store`` dedupes the write by id besides. Never
     raises.
     """
-    secret = settings.model.api_key.get_secret_value() if settings.model.api_key else None
+    secret = settings.model.secret
     turns = GroupQueue(client, Keys(prefix), group)
     try:
         if error is not None:

@@ -129,8 +129,6 @@ def to_plain(markdown: str) -> str:
     return _Walker(tags=False).render(_PARSER.parse(markdown))
 
 
-
-
 def _render(piece: str) -> Rendered:
     formatted, plain = to_html(piece), to_plain(piece)
     # Telegram rejects empty messages; whitespace-only pieces go

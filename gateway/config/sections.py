@@ -192,6 +192,11 @@ class ModelConfig(Section):
     api_key: SecretStr | None = Field(default=None, exclude=True)
 
     @property
+    def secret(self) -> str | None:
+        """The API key's value, for a client that sends it (or a redactor that hides it)."""
+        return self.api_key.get_secret_value() if self.api_key else None
+
+    @property
     def takes_images(self) -> bool:
         """Whether images go to the model as images (``images``, else by provider)."""
         if self.images is not None:

@@ -24,9 +24,10 @@ from typing import Any
 
 import redis
 
+from gateway.queue.events import as_str
 from gateway.queue.jobs import DrainOptions, enqueue_drain, job_queue
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import Entry, Scripts, as_str, parse_entry
+from gateway.queue.scripts import Entry, Scripts, parse_entry
 
 
 @dataclass(frozen=True)

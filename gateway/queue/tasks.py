@@ -26,9 +26,9 @@ from typing import Any
 
 import redis
 
-from gateway.queue.events import ReplyModel, reply
+from gateway.queue.events import ReplyModel, as_str, reply
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import Scripts, as_str
+from gateway.queue.scripts import Scripts
 
 #: the sender id prefix of a message a task fires; such a sender is never more than a
 #: member (``workers.prompt.role_of``), whatever the chat

@@ -94,13 +94,10 @@ class DeadLetters:
 
     def records(self, group: str) -> list[DeadRecord]:
         """Why each batch of ``group`` was moved aside, oldest first."""
-        out = []
-        for raw in self.r.lrange(self.keys.dead_log(group), 0, -1):  # type: ignore[union-attr]
-            d = _load(raw)
-            out.append(DeadRecord(turn_id=str(d.get("turn_id", "")),
-                                  at=float(d.get("at", 0.0)), why=str(d.get("why", "")),
-                                  count=int(d.get("count", 0))))
-        return out
+        raw = self.r.lrange(self.keys.dead_log(group), 0, -1)
+        return [DeadRecord(turn_id=str(d.get("turn_id", "")), at=float(d.get("at", 0.0)),
+                           why=str(d.get("why", "")), count=int(d.get("count", 0)))
+                for d in map(_load, raw)]  # type: ignore[arg-type]
 
     def retrying(self) -> list[Retrying]:
         """Turns being retried now (attempt 2 or later), by group."""

@@ -186,11 +186,8 @@ def worker(
 
 def _gateway_alive(url: str) -> bool:
     try:
-        client = redis.Redis.from_url(url, socket_timeout=2)
-        try:
+        with redis.Redis.from_url(url, socket_timeout=2) as client:
             return bool(client.exists(Keys().gateway_alive))
-        finally:
-            client.close()
     except (redis.RedisError, OSError):
         return False
 

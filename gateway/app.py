@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 import gateway.operations._redispool as redispool
 from channels.base import Channel, ChannelContext
+from gateway import wait_any
 from gateway.config import ConfigError, GatewayConfig, describe, voice_can_arrive
 from gateway.intake._commands import registry_entries
 from gateway.intake._filedrop import FileDrop
@@ -301,8 +302,7 @@ class Gateway:
         while not self._stop.is_set():
             with contextlib.suppress(redis.RedisError, OSError):
                 await self.r.set(self.keys.gateway_alive, str(os.getpid()), ex=HEARTBEAT_TTL)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), timeout=HEARTBEAT_TTL / 3)
+            await wait_any(HEARTBEAT_TTL / 3, self._stop)
 
     async def stop(self) -> None:
         """Stop taking webhooks, then the gateway's own tasks (the outbox finishes the

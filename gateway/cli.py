@@ -25,6 +25,7 @@ import typer
 
 import gateway.operations._opscli as opscli
 from channels.redact import setup_logging
+from gateway import wait_any
 from gateway.config import (
     ConfigError,
     GatewayConfig,
@@ -95,8 +96,7 @@ async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | Non
                 sup.poll()
             if tools is not None:  # the tool host, restarted like a worker
                 tools.poll()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            await wait_any(1.0, stop)
     finally:
         log.info("stopping")
         await gw.stop()
@@ -186,11 +186,8 @@ def worker(
 
 def _gateway_alive(url: str) -> bool:
     try:
-        client = redis.Redis.from_url(url, socket_timeout=2)
-        try:
+        with redis.Redis.from_url(url, socket_timeout=2) as client:
             return bool(client.exists(Keys().gateway_alive))
-        finally:
-            client.close()
     except (redis.RedisError, OSError):
         return False
 

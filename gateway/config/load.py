@@ -66,9 +66,8 @@ class ConfigError(Exception):
     def render(self) -> str:
         """What every process prints (``error: <file>: <key>: <problem>``), no traceback."""
         text = str(self)
-        if self.path is None or text.startswith(str(self.path)):
-            return "\n".join(f"error: {line}" for line in text.splitlines())
-        return "\n".join(f"error: {self.path}: {line}" for line in text.splitlines())
+        head = "" if self.path is None or text.startswith(str(self.path)) else f"{self.path}: "
+        return "\n".join(f"error: {head}{line}" for line in text.splitlines())
 
 
 def config_path(path: str | Path | None = None, env: Mapping[str, str] | None = None) -> Path:

@@ -23,11 +23,6 @@ ENV_REF = re.compile(r"\$\{([^}]*)\}")
 SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 
 
-def header_refs(value: str) -> list[str]:
-    """The variable names a header's value refers to."""
-    return ENV_REF.findall(value)
-
-
 class McpServer(Section):
     """One server's transport, secrets (by name) and call timeout."""
 
@@ -68,7 +63,7 @@ class McpServer(Section):
         if self.command is not None and self.headers:
             raise ValueError("headers are for url servers; a command server gets env")
         for header, value in self.headers.items():
-            missing = [n for n in header_refs(value) if n not in self.env]
+            missing = [n for n in ENV_REF.findall(value) if n not in self.env]
             if missing:
                 raise ValueError(f"header {header!r} uses ${{{missing[0]}}}, which is not "
                                  "named in env")

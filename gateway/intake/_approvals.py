@@ -12,7 +12,6 @@ ensured), and the worker that takes it runs exactly the recorded call
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING
 import redis
 
 from channels.models import Inbound, Outbound
+from gateway import wait_any
 from gateway.config import GatewayConfig
 from gateway.queue import GatewayQueue
 from gateway.queue.approvals import APPROVAL_SENDER_PREFIX, Approval, ApprovalStore
@@ -93,5 +93,4 @@ class ApprovalDesk:
                 await asyncio.to_thread(self.expire)
             except (redis.RedisError, OSError) as err:
                 log.warning("approvals: Redis: %s", err)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), EXPIRE_EVERY)
+            await wait_any(EXPIRE_EVERY, stop)

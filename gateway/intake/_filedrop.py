@@ -37,6 +37,7 @@ from pathlib import Path
 import redis
 
 from channels.models import Inbound
+from gateway import wait_any
 from gateway.intake._groupfiles import GroupFiles
 from memory_store.files import fsync_dir
 
@@ -197,5 +198,4 @@ class FileDrop:
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await self.scan_once()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), SCAN_INTERVAL)
+            await wait_any(SCAN_INTERVAL, stop)

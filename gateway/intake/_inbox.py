@@ -20,7 +20,6 @@ the enqueue).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import uuid
@@ -32,6 +31,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 
 from channels.models import Inbound
+from gateway import wait_any
 from gateway.config import GatewayConfig
 from gateway.intake._approvals import ApprovalDesk
 from gateway.intake._changes import apply_change
@@ -310,5 +310,4 @@ class Sweeper:
                 log.warning("sweeper: Redis unavailable (%s); retrying", err)
             except Exception:
                 log.exception("sweeper: unexpected error; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=self._cfg.queue.sweep_interval)
+            await wait_any(self._cfg.queue.sweep_interval, stop)

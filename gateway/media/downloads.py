@@ -28,6 +28,7 @@ from pydantic import ValidationError
 import gateway.outgoing._filesend as filesend
 from channels.base import Channel
 from channels.models import Attachment, Inbound, Outbound
+from gateway import wait_any
 from gateway.config import GatewayConfig
 from gateway.intake._groupfiles import GroupFiles
 from gateway.media.fetch import DOWNLOAD_FAILED, fetch_one
@@ -92,14 +93,7 @@ class MediaJob:
                                                         self._cfg.media.retention_days)
                 except (redis.RedisError, OSError) as err:
                     log.warning("media job: %s; retrying", err)
-                waits = [asyncio.ensure_future(stop.wait()),
-                         asyncio.ensure_future(self.wake.wait())]
-                try:
-                    await asyncio.wait(waits, timeout=IDLE_POLL,
-                                       return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for w in waits:
-                        w.cancel()
+                await wait_any(IDLE_POLL, stop, self.wake)
         finally:
             for task in self._running.values():
                 task.cancel()  # its entry stays at the head: the next start redoes it

@@ -32,11 +32,8 @@ def _with_store(config: Path | None, action: Callable[[PairingStore], Awaitable[
     _, cfg = load(config)
 
     async def go(url: str) -> T:
-        client = aioredis.Redis.from_url(url)
-        try:
+        async with aioredis.Redis.from_url(url) as client:
             return await action(PairingStore(client, Keys().prefix))
-        finally:
-            await client.aclose()
 
     with any_redis(cfg) as url:
         try:

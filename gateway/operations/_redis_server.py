@@ -67,16 +67,15 @@ def probe(url: str, timeout: float = 1.0) -> str | Literal[False] | None:
     """``None``: the server answers PING; a string: it answers with this error (alive,
     refusing writes: ``MISCONF`` while it cannot write its append-only file); ``False``:
     no answer."""
-    client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
-    try:
-        client.ping()
-        return None
-    except redis.ResponseError as err:
-        return " ".join(str(err).split())[:300]
-    except (redis.RedisError, OSError):
-        return False
-    finally:
-        client.close()
+    with redis.Redis.from_url(url, socket_timeout=timeout,
+                              socket_connect_timeout=timeout) as client:
+        try:
+            client.ping()
+            return None
+        except redis.ResponseError as err:
+            return " ".join(str(err).split())[:300]
+        except (redis.RedisError, OSError):
+            return False
 
 
 class EmbeddedRedis:
@@ -143,10 +142,9 @@ class EmbeddedRedis:
         if url is None:
             return
         log.warning("embedded Redis at %s outlived its owner; restarting it", url)
-        client = redis.Redis.from_url(url, socket_timeout=5)
-        with contextlib.suppress(redis.RedisError, OSError):
+        with (redis.Redis.from_url(url, socket_timeout=5) as client,
+              contextlib.suppress(redis.RedisError, OSError)):
             client.shutdown(nosave=False)
-        client.close()
         for _ in range(50):
             if not ping(url):
                 break

@@ -103,12 +103,10 @@ def status_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
     if isinstance(client, Check):
         yield client
     else:
-        try:
+        with client:
             yield from _queue_checks(client, cfg)
             if (tools := tools_line(client, cfg)) is not None:
                 yield Check("tools", *tools)
-        finally:
-            client.close()
     if why_not := transcribe_workers(cfg)[1]:  # voice notes could come, untranscribed
         yield Check("voice", False, why_not, warning=True)
     if model:

@@ -49,6 +49,7 @@ import redis.asyncio as aioredis
 from channels.base import Channel, DeliveryReport
 from channels.errors import PermanentError, TransientError
 from channels.models import Outbound
+from gateway import wait_any
 from gateway.config.env import GATEWAY_NAME_ENV
 from gateway.intake._groupfiles import GroupFiles
 from gateway.outgoing._chunksend import ChunkSender, Retryable
@@ -168,8 +169,7 @@ class Outbox:
             except Exception:
                 # a dead consumer would silently stop every reply: log and keep going
                 log.exception("outbox: unexpected error; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=1.0)
+            await wait_any(1.0, stop)
         await self.drain()
 
     def _refusal(self, err: BaseException | None) -> None:

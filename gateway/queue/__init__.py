@@ -74,7 +74,7 @@ from __future__ import annotations
 from gateway.queue import events
 from gateway.queue.budget import Budget, Counter, Reservation, Spent, counters, period_ids
 from gateway.queue.dead import DeadLetters, DeadRecord
-from gateway.queue.events import MalformedEvent, OutboxEvent, read_event
+from gateway.queue.events import MalformedEvent, OutboxEvent, as_str, read_event
 from gateway.queue.jobs import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
@@ -102,7 +102,6 @@ from gateway.queue.scripts import (
     GroupQueue,
     LockOps,
     TurnRecord,
-    as_str,
     encode_entry,
     parse_entry,
 )

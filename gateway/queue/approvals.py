@@ -41,8 +41,8 @@ from typing import Any
 
 import redis
 
+from gateway.queue.events import as_str
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import as_str
 
 #: sender id prefix of the message that runs an approved call (``approval:<id>``)
 APPROVAL_SENDER_PREFIX = "approval:"

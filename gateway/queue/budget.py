@@ -33,9 +33,9 @@ from typing import Any
 
 import redis
 
-from gateway.queue.events import OutboxEvent
+from gateway.queue.events import OutboxEvent, as_str
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import Scripts, as_str
+from gateway.queue.scripts import Scripts
 
 #: a counter outlives its period by this much (so a report of last month still reads it)
 COUNTER_TTL = {"day": 3 * 24 * 3600, "month": 62 * 24 * 3600}

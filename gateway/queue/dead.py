@@ -24,9 +24,10 @@ from typing import Any
 
 import redis
 
+from gateway.queue.events import as_str
 from gateway.queue.jobs import DrainOptions, enqueue_drain, job_queue
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import Entry, Scripts, as_str, parse_entry
+from gateway.queue.scripts import Entry, Scripts, parse_entry
 
 
 @dataclass(frozen=True)
@@ -93,13 +94,10 @@ class DeadLetters:
 
     def records(self, group: str) -> list[DeadRecord]:
         """Why each batch of ``group`` was moved aside, oldest first."""
-        out = []
-        for raw in self.r.lrange(self.keys.dead_log(group), 0, -1):  # type: ignore[union-attr]
-            d = _load(raw)
-            out.append(DeadRecord(turn_id=str(d.get("turn_id", "")),
-                                  at=float(d.get("at", 0.0)), why=str(d.get("why", "")),
-                                  count=int(d.get("count", 0))))
-        return out
+        raw = self.r.lrange(self.keys.dead_log(group), 0, -1)
+        return [DeadRecord(turn_id=str(d.get("turn_id", "")), at=float(d.get("at", 0.0)),
+                           why=str(d.get("why", "")), count=int(d.get("count", 0)))
+                for d in map(_load, raw)]  # type: ignore[arg-type]
 
     def retrying(self) -> list[Retrying]:
         """Turns being retried now (attempt 2 or later), by group."""

@@ -94,6 +94,11 @@ class OutboxEvent:
         return str(d["channel"]), str(d.get("account", "default")), str(d["chat_id"])
 
 
+def as_str(value: Any) -> str:
+    """A Redis reply as ``str`` whether the client decodes responses or not."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def address(chat: ChatAddress) -> dict[str, Any]:
     return {"channel": chat.channel, "account": chat.account, "chat_id": chat.chat_id,
             "thread_id": chat.thread_id}
@@ -128,7 +133,7 @@ def read_event(fields: Mapping[Any, Any]) -> OutboxEvent:
     """An entry's fields (``str`` or ``bytes``) as an event. Raises ``MalformedEvent``
     when the type, the data or the chat it names is missing (an unknown kind is read:
     the outbox logs and drops it)."""
-    event = {_s(k): _s(v) for k, v in fields.items()}
+    event = {as_str(k): as_str(v) for k, v in fields.items()}
     if FIELD_TYPE not in event or FIELD_DATA not in event:
         raise MalformedEvent("an outbox entry needs 'type' and 'data'")
     out = OutboxEvent(event[FIELD_TYPE], event[FIELD_DATA])
@@ -137,7 +142,3 @@ def read_event(fields: Mapping[Any, Any]) -> OutboxEvent:
     except (ValueError, KeyError, TypeError) as err:
         raise MalformedEvent(f"event data does not name its chat: {err}") from None
     return out
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import redis
 
+from gateway.queue.events import as_str
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import as_str
 
 #: the config's links (``Settings.person_of``): user key -> person, or None
 Configured = Callable[[str], "str | None"]

@@ -23,8 +23,9 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
+from gateway.queue.events import as_str
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import Scripts, as_str
+from gateway.queue.scripts import Scripts
 
 #: ``hold`` results
 HELD_DUPLICATE = -1

@@ -21,7 +21,7 @@ from typing import Any
 import redis
 import redis.asyncio as aioredis
 
-from gateway.queue.events import OutboxEvent
+from gateway.queue.events import OutboxEvent, as_str
 from gateway.queue.keys import OUTBOX_GROUP, Keys
 
 LUA_DIR = Path(__file__).with_name("lua")
@@ -191,11 +191,6 @@ class GatewayQueue:
         return int(await self._s["amend"](
             keys=[k.dedupe(dedupe_id), k.mailbox(group), k.context(group), k.changes(group)],
             args=[dedupe_ttl, old or "", new or "", change, cap, "1" if final else "0"]))
-
-
-def as_str(value: Any) -> str:
-    """A reply as ``str`` whether the client decodes responses or not."""
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 #: how long a turn's progress record outlives the turn (a retry comes much sooner)

@@ -26,9 +26,9 @@ from typing import Any
 
 import redis
 
-from gateway.queue.events import ReplyModel, reply
+from gateway.queue.events import ReplyModel, as_str, reply
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import Scripts, as_str
+from gateway.queue.scripts import Scripts
 
 #: the sender id prefix of a message a task fires; such a sender is never more than a
 #: member (``workers.prompt.role_of``), whatever the chat
@@ -66,11 +66,8 @@ class TaskTimes:
         """The runs due at ``now``, claimed for ``lease`` seconds: (group, task id, due)."""
         raw = self._s["task_claim"](keys=[due_key(self.keys), claimed_key(self.keys)],
                                     args=[now, lease, limit])
-        out = []
-        for i in range(0, len(raw), 2):
-            group, tid = split_member(raw[i])
-            out.append((group, tid, float(as_str(raw[i + 1]))))
-        return out
+        return [(*split_member(m), float(as_str(due)))
+                for m, due in zip(raw[::2], raw[1::2], strict=True)]
 
     def release(self, group: str, task_id: str, next_at: float | None) -> None:
         """End a claim: the task runs next at ``next_at`` (None: not again)."""

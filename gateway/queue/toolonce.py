@@ -31,8 +31,8 @@ import json
 import redis
 
 from gateway.queue.approvals import canonical_args
+from gateway.queue.events import as_str
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import as_str
 from gateway.queue.toolcalls import ToolCall, ToolResult
 
 #: the tools that may simply rerun on a retry: no record is kept for them

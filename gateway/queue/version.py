@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import redis
 
+from gateway.queue.events import as_str
 from gateway.queue.keys import Keys
-from gateway.queue.scripts import as_str
 
 REDIS_SCHEMA_VERSION = 1
 

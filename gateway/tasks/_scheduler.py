@@ -20,7 +20,6 @@ ones, and all of them after Redis lost its data.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ import redis
 import redis.asyncio as aioredis
 
 from channels.models import Inbound
+from gateway import wait_any
 from gateway.config import GatewayConfig
 from gateway.intake._groupfiles import GroupFiles
 from gateway.queue import GatewayQueue, Keys
@@ -166,5 +166,4 @@ class Scheduler:
                 log.warning("scheduler: Redis or the data dir unavailable (%s); retrying", err)
             except Exception:
                 log.exception("scheduler: unexpected error; retrying")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), timeout=cfg.tick)
+            await wait_any(cfg.tick, stop)

@@ -39,6 +39,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from channels.redact import redact
+from gateway import wait_any
 from gateway.config.mcp import ENV_REF, McpServer, allows
 from gateway.config.tools import GroupPolicy
 from gateway.queue.toolcalls import ToolCall, ToolResult
@@ -163,8 +164,7 @@ class McpLink:
                 return
             if time.monotonic() - started > BACKOFF_MAX:
                 backoff = BACKOFF_MIN  # it ran a while: a fresh failure, not a loop
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), backoff)
+            await wait_any(backoff, stop)
             backoff = min(backoff * 2, BACKOFF_MAX)
 
     async def _session(self, stop: asyncio.Event) -> None:
@@ -182,11 +182,8 @@ class McpLink:
                     await asyncio.wait_for(self._list(session), CONNECT_TIMEOUT)
                     log.info("MCP server %s: now %d tool(s)", self.name, len(self.tools))
                     continue
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(_first(stop, self._dead, self._changed),
-                                           PING_EVERY)
-                    continue
-                await asyncio.wait_for(session.send_ping(), PING_TIMEOUT)
+                if not await wait_any(PING_EVERY, stop, self._dead, self._changed):
+                    await asyncio.wait_for(session.send_ping(), PING_TIMEOUT)
             if self._dead.is_set():
                 raise ConnectionError("the connection was lost")
 
@@ -241,16 +238,6 @@ def _reason(err: BaseException) -> str:
     while isinstance(err, BaseExceptionGroup) and err.exceptions:
         err = err.exceptions[0]
     return f"{type(err).__name__}: {err}"
-
-
-async def _first(*events: asyncio.Event) -> None:
-    """Return when any of ``events`` is set."""
-    waits = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
 
 
 class McpHub:

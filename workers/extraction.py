@@ -154,12 +154,10 @@ def _in_entity_file(memory: BaseMemory, about: str, record_id: str, text: str) -
         current_file = memory.read_sync(f"entity-{entity_slug(about)}")
     except MemoryNotFound:
         return False
-    for e in current_file.metadata.get("facts") or []:
-        if isinstance(e, dict) and not e.get("superseded_by") and (
-                e.get("id") == record_id
-                or normalized_words(str(e.get("text", ""))) == normalized_words(text)):
-            return True
-    return False
+    return any(isinstance(e, dict) and not e.get("superseded_by") and (
+        e.get("id") == record_id
+        or normalized_words(str(e.get("text", ""))) == normalized_words(text))
+        for e in current_file.metadata.get("facts") or [])
 
 
 def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,

@@ -261,11 +261,6 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
     if run.busy():
         return run.reschedule()
     identities = Identities(settings.person_of, client, keys)
-
-    def memory_of(batch: Batch) -> BaseMemory:
-        """The memory the batch's turn opened: a linked person's DM writes to theirs."""
-        return ctx.group_memory(memory_key(identities, group, batch.messages))[1]
-
     secret = settings.model.secret
     ready: list[tuple[str, Batch, ExtractedFacts, dict[str, tuple[str, str, float]]]] = []
     for raw, batch in _queued(client, keys, group):
@@ -273,7 +268,9 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
         if client.hexists(state, "done"):
             client.lrem(keys.extractions(group), 1, raw)
             continue
-        known = find_known(memory_of(batch), batch)
+        # the memory the batch's turn opened: a linked person's DM writes to theirs
+        memory = ctx.group_memory(memory_key(identities, group, batch.messages))[1]
+        known = find_known(memory, batch)
         result = _stored(client, state)
         if result is None:
             if run.busy():

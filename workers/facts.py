@@ -136,15 +136,12 @@ def render_request(batch: Batch, known: dict[str, tuple[str, str, float]],
     return "\n".join(lines)
 
 
-def _search_text(batch: Batch) -> str:
-    names = " ".join(sorted({m.sender_name for m in batch.messages}))
-    return f"{names} {' '.join(m.text for m in batch.messages)}"[:500]
-
-
 def find_known(memory: BaseMemory, batch: Batch) -> dict[str, tuple[str, str, float]]:
     """The known facts the batch's words (and senders' names) find in memory."""
+    names = " ".join(sorted({m.sender_name for m in batch.messages}))
+    query = f"{names} {' '.join(m.text for m in batch.messages)}"[:500]
     try:
-        return known_facts(memory.search_sync(_search_text(batch), k=KNOWN_K,
+        return known_facts(memory.search_sync(query, k=KNOWN_K,
                                               filters={"kind": ["entity", "fact"]}))
     except Exception as exc:  # a broken index: extract without what is known
         log.warning("extraction: memory search in %s failed: %r", batch.group, exc)

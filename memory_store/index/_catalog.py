@@ -234,9 +234,6 @@ class Catalog(CatalogQueries):
             out.extend(self._rel(d) for d in sorted(subdirs(top)))
         return out
 
-    def _rows_in(self, rel_dir: str) -> dict[str, Row]:
-        return {r[2]: Row(*r) for r in self.conn.execute(f"{_ROW} WHERE dir=?", (rel_dir,))}
-
     def _full_scan(self, progress: Progress | None) -> int:
         """Compare every folder with its rows, one folder (and transaction) at a time."""
         dirs = self._dirs()
@@ -251,7 +248,7 @@ class Catalog(CatalogQueries):
         return changed
 
     def _scan_dir(self, rel_dir: str, progress: Progress | None) -> int:
-        rows = self._rows_in(rel_dir)
+        rows = {r[2]: Row(*r) for r in self.conn.execute(f"{_ROW} WHERE dir=?", (rel_dir,))}
         seen: set[str] = set()
         candidates: list[tuple[str, os.stat_result]] = []
         try:

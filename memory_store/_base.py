@@ -127,8 +127,8 @@ class BaseMemory:
 
     # -- synchronous implementations -------------------------------------------------
 
-    def write_sync(self, content: str, *, kind: str, metadata: dict[str, Any] | None = None,
-                   progress: Progress | None = None) -> str:
+    def write_sync(self, content: str, *, kind: str,
+                   metadata: dict[str, Any] | None = None) -> str:
         meta = dict(metadata or {})
         validate_kind(kind)
         if not isinstance(content, str):

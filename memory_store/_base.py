@@ -27,6 +27,7 @@ from memory_store.files._fileformat import (
     now_utc,
     parse_memory_file,
     render_memory_file,
+    tags_of,
     to_datetime,
 )
 from memory_store.files._group import GroupDirectory
@@ -127,8 +128,8 @@ class BaseMemory:
 
     # -- synchronous implementations -------------------------------------------------
 
-    def write_sync(self, content: str, *, kind: str, metadata: dict[str, Any] | None = None,
-                   progress: Progress | None = None) -> str:
+    def write_sync(self, content: str, *, kind: str,
+                   metadata: dict[str, Any] | None = None) -> str:
         meta = dict(metadata or {})
         validate_kind(kind)
         if not isinstance(content, str):
@@ -264,8 +265,6 @@ class BaseMemory:
             valid_to = to_datetime(meta.get("valid_to"))
         except ValueError as exc:
             raise ValueError(f"bad date in memory metadata: {exc}") from exc
-        tags_raw = meta.get("tags") or ()
-        tags = (tags_raw,) if isinstance(tags_raw, str) else tuple(str(t) for t in tags_raw)
         trust_raw = meta.get("trust", DEFAULT_TRUST)
         try:
             trust = float(trust_raw)
@@ -277,7 +276,8 @@ class BaseMemory:
         return MemoryRecord(
             id=memory_id, kind=kind, content=content,
             source=str(meta.get("source") or self.actor), created=created, updated=now,
-            trust=trust, valid_from=valid_from, valid_to=valid_to, tags=tags, metadata=extra,
+            trust=trust, valid_from=valid_from, valid_to=valid_to,
+            tags=tags_of(meta.get("tags")), metadata=extra,
         )
 
 

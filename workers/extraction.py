@@ -154,12 +154,10 @@ def _in_entity_file(memory: BaseMemory, about: str, record_id: str, text: str) -
         current_file = memory.read_sync(f"entity-{entity_slug(about)}")
     except MemoryNotFound:
         return False
-    for e in current_file.metadata.get("facts") or []:
-        if isinstance(e, dict) and not e.get("superseded_by") and (
-                e.get("id") == record_id
-                or normalized_words(str(e.get("text", ""))) == normalized_words(text)):
-            return True
-    return False
+    return any(isinstance(e, dict) and not e.get("superseded_by") and (
+        e.get("id") == record_id
+        or normalized_words(str(e.get("text", ""))) == normalized_words(text))
+        for e in current_file.metadata.get("facts") or [])
 
 
 def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
@@ -263,11 +261,6 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
     if run.busy():
         return run.reschedule()
     identities = Identities(settings.person_of, client, keys)
-
-    def memory_of(batch: Batch) -> BaseMemory:
-        """The memory the batch's turn opened: a linked person's DM writes to theirs."""
-        return ctx.group_memory(memory_key(identities, group, batch.messages))[1]
-
     secret = settings.model.secret
     ready: list[tuple[str, Batch, ExtractedFacts, dict[str, tuple[str, str, float]]]] = []
     for raw, batch in _queued(client, keys, group):
@@ -275,7 +268,9 @@ def extract_group(group: str, **job: Any) -> dict[str, Any]:
         if client.hexists(state, "done"):
             client.lrem(keys.extractions(group), 1, raw)
             continue
-        known = find_known(memory_of(batch), batch)
+        # the memory the batch's turn opened: a linked person's DM writes to theirs
+        memory = ctx.group_memory(memory_key(identities, group, batch.messages))[1]
+        known = find_known(memory, batch)
         result = _stored(client, state)
         if result is None:
             if run.busy():

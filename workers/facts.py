@@ -9,6 +9,7 @@ uses them is ``workers.extraction``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Collection, Sequence
 from html import escape
@@ -90,14 +91,11 @@ def fact_attribution(group: str, turn_id: str, messages: Sequence[Inbound], fact
     """Where ``fact`` came from and its trust (``workers.attribution``): the first cited
     message whose own words hold it, else the whole batch. Nobody asked for an extracted
     fact, so no asker joins the pool."""
-    att = attribute(group=group, turn_id=turn_id, messages=messages, fact=fact, cited=None,
-                    about=about, engaged=(), admins=admins)
-    for mid in cited:
-        hit = attribute(group=group, turn_id=turn_id, messages=messages, fact=fact,
-                        cited=mid, about=about, engaged=(), admins=admins)
-        if hit.proven:
-            return hit
-    return att
+    attributed = functools.partial(attribute, group=group, turn_id=turn_id,
+                                   messages=messages, fact=fact, about=about, engaged=(),
+                                   admins=admins)
+    hits = (attributed(cited=mid) for mid in cited)
+    return next((hit for hit in hits if hit.proven), None) or attributed(cited=None)
 
 
 def known_facts(records: Sequence[MemoryRecord]) -> dict[str, tuple[str, str, float]]:
@@ -138,15 +136,12 @@ def render_request(batch: Batch, known: dict[str, tuple[str, str, float]],
     return "\n".join(lines)
 
 
-def _search_text(batch: Batch) -> str:
-    names = " ".join(sorted({m.sender_name for m in batch.messages}))
-    return f"{names} {' '.join(m.text for m in batch.messages)}"[:500]
-
-
 def find_known(memory: BaseMemory, batch: Batch) -> dict[str, tuple[str, str, float]]:
     """The known facts the batch's words (and senders' names) find in memory."""
+    names = " ".join(sorted({m.sender_name for m in batch.messages}))
+    query = f"{names} {' '.join(m.text for m in batch.messages)}"[:500]
     try:
-        return known_facts(memory.search_sync(_search_text(batch), k=KNOWN_K,
+        return known_facts(memory.search_sync(query, k=KNOWN_K,
                                               filters={"kind": ["entity", "fact"]}))
     except Exception as exc:  # a broken index: extract without what is known
         log.warning("extraction: memory search in %s failed: %r", batch.group, exc)

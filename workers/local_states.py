@@ -98,14 +98,11 @@ class PromptStates:
         """Restores the saved state that starts most like ``text`` if it beats the slot's
         own by ``MIN_GAIN`` characters; the characters the slot now shares with it."""
         have = _shared(self.held, text)
-        best: tuple[int, Path, str] | None = None
-        for meta, saved in self._texts():
-            shared = _shared(saved, text)
-            if shared >= have + MIN_GAIN and (best is None or shared > best[0]):
-                best = (shared, meta, saved)
-        if best is None:
+        better = [(shared, meta, saved) for meta, saved in self._texts()
+                  if (shared := _shared(saved, text)) >= have + MIN_GAIN]
+        if not better:
             return have
-        shared, meta, saved = best
+        shared, meta, saved = max(better, key=lambda b: b[0])
         if self._slot("restore", meta.with_suffix(".bin").name):
             self.held = saved
             with contextlib.suppress(OSError):

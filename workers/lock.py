@@ -108,7 +108,6 @@ class GroupLock:
         ttl: float,
         lease_ttl: float,
     ) -> None:
-        self._r = client
         self.lock_key = lock_key
         self.lease_key = lease_key
         self.ttl_ms = max(int(ttl * 1000), 100)
@@ -131,8 +130,7 @@ class GroupLock:
         )(self._ops.lock_acquire, self.lock_key, self.lease_key, self.token, self.ttl_ms,
           self.lease_ttl_ms)
         if took:
-            self.held = True
-            self.start_renewal()
+            self.adopt()
         return took
 
     def adopt(self) -> None:

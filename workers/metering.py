@@ -138,15 +138,13 @@ class MeteredModel(WrapperModel):
     async def request(self, messages: list[ModelMessage], model_settings: ModelSettings | None,
                       model_request_parameters: ModelRequestParameters) -> ModelResponse:
         charge = _current.get()
-        if charge is None:
-            log.warning("unmetered model request: no charge set (wrap it in charging())")
+        if charge is None or not charge.usage.enabled:
+            if charge is None:
+                log.warning("unmetered model request: no charge set (wrap it in charging())")
             return await self.wrapped.request(messages, model_settings,
                                               model_request_parameters)
-        if not charge.usage.enabled:
-            return await self.wrapped.request(messages, model_settings,
-                                              model_request_parameters)
-        merged = self.wrapped.settings or {}
-        limit = output_limit(model_settings, output_limit(merged, self.max_tokens))
+        limit = output_limit(model_settings,
+                             output_limit(self.wrapped.settings, self.max_tokens))
         est_in = prompt_tokens(messages, tool_schemas(model_request_parameters.function_tools))
         price = charge.usage.price(self.price_name)
         estimate = cost(price, est_in, limit)

@@ -94,11 +94,6 @@ def content_trust(msg: Inbound, admins: Collection[str] = ()) -> float:
     return trust_of(msg, admins)
 
 
-def forward_source(msg: Inbound) -> str:
-    """The ``source`` shown for a forwarded message's text: origin and forwarder."""
-    return f"forwarded from {msg.forwarded_from}; posted here by {msg.sender_name}, not their words"
-
-
 def engaged_ids(messages: Sequence[Inbound], explicit: Collection[str] | None = None) -> set[str]:
     """Message ids that addressed the bot: ``explicit`` when the router said so; else
     every DM message and every group message that mentions the bot; else the last one
@@ -395,19 +390,17 @@ def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> s
         ]
     )
     lines = [f"<message {attrs}>"]
+    quoted: list[tuple[str, str]] = []  # (source, text)
     if msg.reply_to_text:
         about = f"message {msg.reply_to_id}" if msg.reply_to_id else "an earlier message"
-        source = f"quoted/forwarded text ({about}), not written by {msg.sender_name}"
-        lines.append(
-            f'<quoted kind="data" source={attr_value(source)} trust="{QUOTED_TRUST:.2f}">\n'
-            f"{escape(msg.reply_to_text)}\n</quoted>"
-        )
+        quoted.append((f"quoted/forwarded text ({about}), not written by {msg.sender_name}",
+                       msg.reply_to_text))
     if forwarded:
-        lines.append(
-            f'<quoted kind="data" source={attr_value(forward_source(msg))} '
-            f'trust="{QUOTED_TRUST:.2f}">\n{escape(msg.text)}\n</quoted>'
-        )
-    elif msg.text:
+        quoted.append((f"forwarded from {msg.forwarded_from}; posted here by "
+                       f"{msg.sender_name}, not their words", msg.text))
+    lines += [f'<quoted kind="data" source={attr_value(source)} trust="{QUOTED_TRUST:.2f}">'
+              f"\n{escape(text)}\n</quoted>" for source, text in quoted]
+    if msg.text and not forwarded:
         lines.append(escape(msg.text))
     for att in msg.attachments:
         lines.append(f"[attachment: {escape(describe(att))}]")

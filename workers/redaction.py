@@ -223,16 +223,14 @@ def rewrite_persistence(client: redis.Redis) -> list[str]:
     so removed words are not kept in its history. Returns what was started."""
     started: list[str] = []
     try:
-        conf: Any = client.config_get("appendonly")
-        saves: Any = client.config_get("save")
+        raw: Any = {**client.config_get("appendonly"), **client.config_get("save")}
     except redis.ResponseError as err:
         log.warning("redaction: cannot read the server's persistence settings (%s); its "
                     "files may keep removed words until they are rewritten", err)
         return started
-    aof = {as_str(k): as_str(v) for k, v in conf.items()}.get("appendonly")
-    save = {as_str(k): as_str(v) for k, v in saves.items()}.get("save", "")
-    for wanted, name, call in ((aof == "yes", "aof", client.bgrewriteaof),
-                               (bool(save.strip()), "rdb", client.bgsave)):
+    conf = {as_str(k): as_str(v) for k, v in raw.items()}
+    for wanted, name, call in ((conf.get("appendonly") == "yes", "aof", client.bgrewriteaof),
+                               (bool(conf.get("save", "").strip()), "rdb", client.bgsave)):
         if not wanted:
             continue
         try:

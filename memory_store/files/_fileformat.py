@@ -83,6 +83,12 @@ def clamp_trust(value: Any, default: float = 0.5) -> float:
     return min(1.0, max(0.0, trust))
 
 
+def tags_of(value: Any) -> tuple[str, ...]:
+    """A ``tags`` value (a list, one tag as a string, or nothing) as a tuple of tags."""
+    value = value or ()
+    return (value,) if isinstance(value, str) else tuple(str(t) for t in value)
+
+
 def _iso(dt: datetime | None) -> str | None:
     return None if dt is None else dt.astimezone(UTC).isoformat()
 
@@ -129,8 +135,7 @@ def render_memory_file(record: MemoryRecord) -> str:
 
 def split_front_matter(text: str) -> tuple[dict[str, Any] | None, str]:
     """(front matter mapping or None, body). Broken YAML yields (None, whole text)."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
+    text = text.removeprefix("\ufeff")
     if not text.startswith(DELIM + "\n") and not text.startswith(DELIM + "\r\n"):
         return None, text
     lines = text.splitlines(keepends=True)
@@ -171,8 +176,6 @@ def parse_memory_file(text: str, *, fallback_id: str, fallback_kind: str,
     memory_id = str(raw_id) if raw_id not in (None, "") else fallback_id
     raw_kind = head.get("kind")
     kind = str(raw_kind) if raw_kind else fallback_kind
-    tags_raw = head.get("tags") or ()
-    tags = (tags_raw,) if isinstance(tags_raw, str) else tuple(str(t) for t in tags_raw)
     metadata = {k: v for k, v in head.items() if k not in CORE_KEYS}
     version = head.get("schema")
     if isinstance(version, int) and version > SCHEMA_VERSION:
@@ -189,7 +192,7 @@ def parse_memory_file(text: str, *, fallback_id: str, fallback_kind: str,
         trust=clamp_trust(head.get("trust"), default=0.5),
         valid_from=_dt("valid_from", None),
         valid_to=_dt("valid_to", None),
-        tags=tags,
+        tags=tags_of(head.get("tags")),
         metadata=_jsonable(metadata),
     )
 

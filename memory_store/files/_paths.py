@@ -146,11 +146,6 @@ def validate_kind(kind: str) -> str:
     return kind
 
 
-def kind_dir(kind: str) -> str:
-    """The sub-directory (relative to the group dir) where memories of ``kind`` live."""
-    return KIND_DIRS.get(validate_kind(kind), DEFAULT_KIND_DIR)
-
-
 def validate_memory_id(memory_id: str) -> str:
     """Return ``memory_id`` if it is a safe id; raise ``InvalidMemoryId`` otherwise.
 
@@ -206,7 +201,7 @@ def memory_path(group_path: Path, kind: str, memory_id: str,
     resolve inside the group directory (defence in depth on top of the id validation).
     """
     root = Path(group_path).resolve()
-    sub = kind_dir(kind)
+    sub = KIND_DIRS.get(validate_kind(kind), DEFAULT_KIND_DIR)
     if sub in SHARDED_DIRS:
         sub = f"{sub}/{shard_name(created or datetime.now(UTC))}"
     path = (root / sub / memory_filename(memory_id)).resolve()

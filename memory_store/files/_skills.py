@@ -19,7 +19,6 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,12 +58,6 @@ class Skill:
     folder: Path
     #: "global" (``<data>/skills``) or "group" (the group's own ``skills/``)
     scope: str
-
-
-def skill_roots(data_dir: Path, group: str) -> list[tuple[str, Path]]:
-    """(scope, root) of ``group``'s skills, the global root first (the group's wins)."""
-    return [("global", global_skills_dir(data_dir)),
-            ("group", group_dir(data_dir, group) / "skills")]
 
 
 def _one_line(value: object, key: str, path: Path) -> str:
@@ -129,11 +122,13 @@ def _load(folder: Path, scope: str) -> Skill | None:
     return skill
 
 
-def load_skills(roots: Sequence[tuple[str, Path]]) -> list[Skill]:
-    """The skills under ``roots`` ((scope, folder), later roots winning on a name),
-    sorted by name. Never raises: a missing root has none, a bad skill is skipped."""
+def skills_for(data_dir: Path, group: str) -> list[Skill]:
+    """``group``'s skills: the global ones (``<data>/skills``) and its own (its own win on
+    a name), sorted by name. Never raises: a missing root has none, a bad skill is
+    skipped."""
     found: dict[str, Skill] = {}
-    for scope, root in roots:
+    for scope, root in (("global", global_skills_dir(data_dir)),
+                        ("group", group_dir(data_dir, group) / "skills")):
         try:
             with os.scandir(root) as entries:
                 names = sorted(e.name for e in entries if e.is_dir())
@@ -163,11 +158,6 @@ def _first(path: Path) -> bool:
         seen = path in _named
         _named.add(path)
     return not seen
-
-
-def skills_for(data_dir: Path, group: str) -> list[Skill]:
-    """``group``'s skills: the global ones and its own (its own win on a name)."""
-    return load_skills(skill_roots(data_dir, group))
 
 
 def skill_file(skill: Skill, file: str | None = None) -> Path:

@@ -76,6 +76,19 @@ class Row:
     size: int
     hash: str
 
+    def stale(self, st: os.stat_result) -> bool:
+        """Whether the file's mtime or size moved since this row was written."""
+        return self.mtime_ns != st.st_mtime_ns or self.size != st.st_size
+
+
+#: the columns a :class:`Row` is built from
+_ROW = "SELECT rowid, id, path, mtime_ns, size, hash FROM docs"
+
+
+def _delete(conn: sqlite3.Connection, rowid: int) -> None:
+    conn.execute("DELETE FROM docs WHERE rowid=?", (rowid,))
+    conn.execute("DELETE FROM fts WHERE rowid=?", (rowid,))
+
 
 class Catalog(CatalogQueries):
     """The SQLite index of one group directory. Thread-safe within a process."""
@@ -221,10 +234,6 @@ class Catalog(CatalogQueries):
             out.extend(self._rel(d) for d in sorted(subdirs(top)))
         return out
 
-    def _rows_in(self, rel_dir: str) -> dict[str, Row]:
-        return {r[2]: Row(*r) for r in self.conn.execute(
-            "SELECT rowid, id, path, mtime_ns, size, hash FROM docs WHERE dir=?", (rel_dir,))}
-
     def _full_scan(self, progress: Progress | None) -> int:
         """Compare every folder with its rows, one folder (and transaction) at a time."""
         dirs = self._dirs()
@@ -239,7 +248,7 @@ class Catalog(CatalogQueries):
         return changed
 
     def _scan_dir(self, rel_dir: str, progress: Progress | None) -> int:
-        rows = self._rows_in(rel_dir)
+        rows = {r[2]: Row(*r) for r in self.conn.execute(f"{_ROW} WHERE dir=?", (rel_dir,))}
         seen: set[str] = set()
         candidates: list[tuple[str, os.stat_result]] = []
         try:
@@ -256,7 +265,7 @@ class Catalog(CatalogQueries):
             seen.add(rel)
             st = entry.stat(follow_symlinks=False)
             row = rows.get(rel)
-            if row is None or row.mtime_ns != st.st_mtime_ns or row.size != st.st_size:
+            if row is None or row.stale(st):
                 candidates.append((rel, st))
         deletes = [row for rel, row in rows.items() if rel not in seen]
         return self._apply(candidates, deletes, rows, progress)
@@ -271,9 +280,7 @@ class Catalog(CatalogQueries):
             if not rel.endswith(".md"):  # a folder (new, moved or touched shard)
                 changed += self._scan_dir(rel, None)
                 continue
-            r = self.conn.execute(
-                "SELECT rowid, id, path, mtime_ns, size, hash FROM docs WHERE path=?", (rel,)
-            ).fetchone()
+            r = self.conn.execute(f"{_ROW} WHERE path=?", (rel,)).fetchone()
             row = Row(*r) if r else None
             if row is not None:
                 rows[rel] = row
@@ -285,7 +292,7 @@ class Catalog(CatalogQueries):
                 if row is not None:
                     deletes.append(row)
                 continue
-            if row is None or row.mtime_ns != st.st_mtime_ns or row.size != st.st_size:
+            if row is None or row.stale(st):
                 candidates.append((rel, st))
         return changed + self._apply(candidates, deletes, rows, progress)
 
@@ -293,31 +300,24 @@ class Catalog(CatalogQueries):
                rows: dict[str, Row], progress: Progress | None) -> int:
         if not candidates and not deletes:
             return 0
-        changed = 0
         upserts: list[tuple[int, MemoryRecord]] = []
-        dropped: list[int] = []
+        dropped = [row.rowid for row in deletes]
         total = len(candidates) + len(deletes)
         with self._write_txn() as conn:
-            for row in deletes:
-                conn.execute("DELETE FROM docs WHERE rowid=?", (row.rowid,))
-                conn.execute("DELETE FROM fts WHERE rowid=?", (row.rowid,))
-                dropped.append(row.rowid)
-                changed += 1
+            for gone in dropped:
+                _delete(conn, gone)
             for i, (rel, st) in enumerate(candidates):
                 if progress is not None and i % 256 == 0:
                     progress(len(deletes) + i, total)
+                old = rows.get(rel)
                 try:
                     data = read_regular(self.group.path / rel)
                 except FileNotFoundError:
-                    old = rows.get(rel)
                     if old is not None:
-                        conn.execute("DELETE FROM docs WHERE rowid=?", (old.rowid,))
-                        conn.execute("DELETE FROM fts WHERE rowid=?", (old.rowid,))
+                        _delete(conn, old.rowid)
                         dropped.append(old.rowid)
-                        changed += 1
                     continue
                 digest = content_hash(data)
-                old = rows.get(rel)
                 if old is not None and old.hash == digest:
                     conn.execute("UPDATE docs SET mtime_ns=?, size=? WHERE rowid=?",
                                  (st.st_mtime_ns, st.st_size, old.rowid))
@@ -326,12 +326,11 @@ class Catalog(CatalogQueries):
                 rowid = self._upsert(rel, record, digest, st.st_mtime_ns, st.st_size)
                 if rowid is not None:
                     upserts.append((rowid, record))
-                    changed += 1
             for hook in self.hooks:
                 hook.apply(conn, upserts, dropped, progress)
         if progress is not None:
             progress(total, total)
-        return changed
+        return len(upserts) + len(dropped)
 
     @contextlib.contextmanager
     def _write_txn(self) -> Iterator[sqlite3.Connection]:
@@ -374,8 +373,7 @@ class Catalog(CatalogQueries):
                 log.warning("memory id %r in %s already used by %s; skipping the copy",
                             record.id, rel, other[1])
                 return None
-            conn.execute("DELETE FROM docs WHERE rowid=?", (other[0],))
-            conn.execute("DELETE FROM fts WHERE rowid=?", (other[0],))
+            _delete(conn, other[0])
         values = (
             record.id, rel, rel.rsplit("/", 1)[0], record.kind, record.source,
             record.created.timestamp(), record.updated.timestamp(), record.trust,
@@ -422,7 +420,6 @@ class Catalog(CatalogQueries):
             if r is None:
                 return
             with self._write_txn() as conn:
-                conn.execute("DELETE FROM docs WHERE rowid=?", (r[0],))
-                conn.execute("DELETE FROM fts WHERE rowid=?", (r[0],))
+                _delete(conn, r[0])
                 for hook in self.hooks:
                     hook.apply(conn, [], [int(r[0])], None)

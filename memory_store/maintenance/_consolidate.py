@@ -55,10 +55,6 @@ def normalized_words(text: str) -> str:
     return " ".join(_WORDS.findall(text.lower()))
 
 
-def _word_set(text: str) -> frozenset[str]:
-    return frozenset(_WORDS.findall(text.lower()))
-
-
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     if not a and not b:
         return 1.0
@@ -160,7 +156,7 @@ class _Run:
             groups[(rec.kind, (entity_of(rec) or "").lower())].append(rec)
         for recs in groups.values():
             recs.sort(key=lambda r: (-r.trust, r.created, r.id))
-            words = [_word_set(r.content) for r in recs]
+            words = [frozenset(_WORDS.findall(r.content.lower())) for r in recs]
             norms = [normalized_words(r.content) for r in recs]
             for i, keeper in enumerate(recs):
                 if keeper.id in self.superseded:

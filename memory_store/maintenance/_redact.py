@@ -195,26 +195,27 @@ class _Run:
                 self.rewrite(rec, REDACTED_MARKER, pat, supersede=retire)
             else:
                 self.rewrite(rec, content, pat, repl=repl)
-        for name in _CORE_FILES:
-            self.core(self.mem.group, name, pat, repl)
+        self.core_files(pat, repl)
 
-    def core(self, gd: GroupDirectory, name: str, pat: WordFinder,
-             repl: str = REDACTED_MARKER) -> None:
-        path = gd.path / name
-        try:
-            old = read_regular(path).decode("utf-8")
-        except FileNotFoundError:
-            return
-        new = _core_words(old, pat, repl) if isinstance(pat, WordsMatcher) else \
-            scrub_value(old, pat, repl)
-        if new == old:
-            return
-        record_edits(gd, self.mem.audit)  # a hand edit just before stays noticed
-        atomic_write_text(path, new, durable=self.mem.durable)
-        self.mem.audit.append(actor=self.actor, op="update", memory_id=name, path=name,
-                              old_hash=content_hash(old.encode()),
-                              new_hash=content_hash(new.encode()))
-        self.out.paths.append(name)
+    def core_files(self, pat: WordFinder, repl: str = REDACTED_MARKER) -> None:
+        """Replace ``pat`` by ``repl`` in the group's core files."""
+        gd = self.mem.group
+        for name in _CORE_FILES:
+            path = gd.path / name
+            try:
+                old = read_regular(path).decode("utf-8")
+            except FileNotFoundError:
+                continue
+            new = _core_words(old, pat, repl) if isinstance(pat, WordsMatcher) else \
+                scrub_value(old, pat, repl)
+            if new == old:
+                continue
+            record_edits(gd, self.mem.audit)  # a hand edit just before stays noticed
+            atomic_write_text(path, new, durable=self.mem.durable)
+            self.mem.audit.append(actor=self.actor, op="update", memory_id=name, path=name,
+                                  old_hash=content_hash(old.encode()),
+                                  new_hash=content_hash(new.encode()))
+            self.out.paths.append(name)
 
     def entity_files(self, gone: set[str], pat: WordFinder | None = None) -> None:
         """Mark facts redacted in the entity files that folded them: those of ``gone``
@@ -398,8 +399,7 @@ def redact_phrase(mem: BaseMemory, phrase: str, *, request: str,
             if content == rec.content and scrub_value(rec.metadata, pat) == rec.metadata:
                 continue
             run.rewrite(rec, content, pat, supersede="forgotten" if _is_fact(rec) else None)
-        for name in _CORE_FILES:
-            run.core(mem.group, name, pat)
+        run.core_files(pat)
         if run.out.changed:
             run.out.removed.append(phrase)
         return run.finish({"reason": "forget"}, scrub, pat)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memory_store.files._fileformat import now_utc, to_datetime
+from memory_store.files._fileformat import now_utc, tags_of, to_datetime
 
 KNOWN_KEYS = ("kind", "since", "until", "source", "min_trust", "tags", "include_superseded",
               "now")
@@ -48,8 +48,7 @@ class SearchFilters:
             kinds = (kind,)
         else:
             kinds = tuple(str(k) for k in kind)
-        tags_raw = raw.get("tags") or ()
-        tags = (tags_raw,) if isinstance(tags_raw, str) else tuple(str(t) for t in tags_raw)
+        tags = tags_of(raw.get("tags"))
         min_trust = raw.get("min_trust")
         if min_trust is not None:
             try:

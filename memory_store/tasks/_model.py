@@ -149,8 +149,7 @@ class Task:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Task:
-        known = {f for f in cls.__dataclass_fields__}
-        values = {k: v for k, v in data.items() if k in known}
+        values = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
         for key in ("created", "updated"):
             v = values.get(key)
             values[key] = v if isinstance(v, datetime) else datetime.fromisoformat(str(v))

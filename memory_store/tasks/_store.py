@@ -77,17 +77,13 @@ class TaskStore:
 
     def all(self) -> list[Task]:
         """Every task of the group (done ones included), by name."""
-        out = []
         try:
             names = sorted(os.listdir(self.dir))
         except (FileNotFoundError, NotADirectoryError):
             return []
-        for name in names:
-            if name.endswith(".md") and not name.startswith("."):
-                task = self.get(name[:-3])
-                if task is not None:
-                    out.append(task)
-        return out
+        tasks = (self.get(name[:-3]) for name in names
+                 if name.endswith(".md") and not name.startswith("."))
+        return [task for task in tasks if task is not None]
 
     def live(self) -> list[Task]:
         """Tasks that count against the cap: active and paused."""
@@ -127,9 +123,8 @@ class TaskStore:
         with self.gd.lock():
             task = self.get(tid)
             path = self._path(tid)
-            try:
-                old = content_hash(read_regular(path))
-            except FileNotFoundError:
+            old = _hash(path)
+            if old is None:
                 return None
             path.unlink()
             self._audit.append(actor=actor, op="task_delete", memory_id=f"task:{tid}",
@@ -140,10 +135,7 @@ class TaskStore:
 
     def _write(self, task: Task, *, actor: str, op: str) -> None:
         path = self._path(task.id)
-        try:
-            old: str | None = content_hash(read_regular(path))
-        except FileNotFoundError:
-            old = None
+        old = _hash(path)
         data = task.to_dict()
         text = data.pop("text")
         # ``kind`` is the memory file's kind ("task"); the task's own is ``schedule_kind``
@@ -187,6 +179,14 @@ class TaskStore:
         except FileNotFoundError:
             return []
         return [item for line in lines[-last:] if (item := json_line(line)) is not None]
+
+
+def _hash(path: Path) -> str | None:
+    """The content hash of the file at ``path`` (for the audit log); None: no file."""
+    try:
+        return content_hash(read_regular(path))
+    except FileNotFoundError:
+        return None
 
 
 def groups_with_tasks(data_dir: Path) -> Iterator[GroupDirectory]:

@@ -212,7 +212,7 @@ def _status(item: dict[str, Any]) -> StatusEvent:
         code = err.get("code")
         if isinstance(code, int):
             codes.append(code)
-        data = err.get("error_data") if isinstance(err.get("error_data"), dict) else {}
+        data = err.get("error_data")
         details = data.get("details", "") if isinstance(data, dict) else ""
         errors.append(f"{code} {err.get('title', '')}: {details}".strip().rstrip(":"))
     tracker = item.get("biz_opaque_callback_data")

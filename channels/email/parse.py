@@ -45,7 +45,6 @@ class ParsedMail:
     from_address: str
     to: list[str]
     cc: list[str]
-    reply_to: list[str]
     in_reply_to: str | None
     references: list[str]
     text: str
@@ -250,7 +249,6 @@ def parse(raw: bytes, fallback_id: str, max_text: int = MAX_TEXT,
         from_address=from_address,
         to=addresses(msg, "To"),
         cc=addresses(msg, "Cc"),
-        reply_to=addresses(msg, "Reply-To"),
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=message_ids(str(msg.get("References", ""))),
         text=text,

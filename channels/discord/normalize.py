@@ -143,11 +143,10 @@ def forwarded_text(message: discord.Message) -> str:
 def _text(message: discord.Message) -> str:
     # clean_content shows mentions as the client does (@name, #channel) and defuses
     # @everyone, so the model reads what people read. A forward's own content is
-    # empty on Discord today; were it not, it stays in front of the snapshot's.
-    own = message.clean_content
-    if not _is_forward(message):
-        return own
-    return "\n\n".join(part for part in (own, forwarded_text(message)) if part)
+    # empty on Discord today; were it not, it stays in front of the snapshot's (a
+    # message that is no forward has none).
+    return "\n\n".join(part for part in (message.clean_content, forwarded_text(message))
+                       if part)
 
 
 def reply_to_id(message: discord.Message) -> str | None:

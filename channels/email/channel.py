@@ -99,12 +99,10 @@ class EmailChannel(Channel):
                                "app password), or set auth = 'oauth2'")
         return cls(settings, password=password, account=account)
 
-    def _secret(self) -> str | None:
-        return self._password.get_secret_value() if self._password is not None else None
-
     def _session(self) -> ImapSession:
+        password = self._password.get_secret_value() if self._password is not None else None
         token = self._oauth.token if self._oauth is not None else None
-        return ImapSession(self.settings, password=self._secret(), token=token)
+        return ImapSession(self.settings, password=password, token=token)
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """The part of the mail on the IMAP server, over a connection of its own."""

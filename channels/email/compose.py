@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import re
 from email.message import EmailMessage, Message
-from email.utils import formataddr, formatdate, getaddresses
+from email.utils import formataddr, formatdate
 
 from channels.base import Chunk
 from channels.email.normalize import bare_subject
-from channels.email.parse import message_ids
+from channels.email.parse import addresses, message_ids
 from channels.email.settings import EmailSettings
 from channels.outfiles import mime_of
 
@@ -46,16 +46,10 @@ def envelope(mail: EmailMessage, settings: EmailSettings, *, self_copy: bool) ->
     recipients at once (one answer to the DATA, RFC 5321 section 4.1.1.4), so the copy
     that reaches the bot's mailbox proves the others' was accepted too. Empty when the
     mail has no recipient but the bot."""
-    values = [str(v) for name in ("To", "Cc") for v in mail.get_all(name, [])]
-    others = [a for _, a in getaddresses(values) if "@" in a]
+    others = addresses(mail, "To", "Cc")
     if not others:
         return []
     return [*others, settings.address] if self_copy else others
-
-
-def _addresses(original: Message, *names: str) -> list[str]:
-    values = [str(v) for name in names for v in original.get_all(name, [])]
-    return [a.lower() for _, a in getaddresses(values) if "@" in a]
 
 
 def recipients(
@@ -67,12 +61,12 @@ def recipients(
     are the sender's claims (a forger Cc'ing itself on someone else's name), and the
     From is the one address the answer may go to without leaking to the forger."""
     if not verified:
-        return [a for a in _addresses(original, "From") if a not in own][:1], []
-    to = [a for a in _addresses(original, "Reply-To") or _addresses(original, "From")
+        return [a for a in addresses(original, "From") if a not in own][:1], []
+    to = [a for a in addresses(original, "Reply-To") or addresses(original, "From")
           if a not in own]
     if not to:  # the bot wrote the original itself: answer its recipients
-        to = [a for a in _addresses(original, "To") if a not in own]
-    cc = dict.fromkeys(a for a in _addresses(original, "To", "Cc") if a not in own and a not in to)
+        to = [a for a in addresses(original, "To") if a not in own]
+    cc = dict.fromkeys(a for a in addresses(original, "To", "Cc") if a not in own and a not in to)
     return to, list(cc)
 
 

@@ -29,7 +29,6 @@ from collections.abc import AsyncIterator, Callable
 from email.message import EmailMessage, Message
 from email.parser import BytesHeaderParser, BytesParser
 from email.policy import default as default_policy
-from email.utils import getaddresses
 
 from pydantic import SecretStr
 
@@ -38,7 +37,7 @@ from channels.email.authresults import verdict
 from channels.email.compose import compose, envelope, reply_message_id
 from channels.email.imap import ImapSession, TokenSource
 from channels.email.normalize import unverified_thread
-from channels.email.parse import stand_in_uid
+from channels.email.parse import addresses, stand_in_uid
 from channels.email.settings import EmailSettings
 from channels.email.smtp import send_mail
 from channels.errors import NetworkError, PermanentError
@@ -181,12 +180,11 @@ class Outgoing:
         """The receiving server's verdict on the original's From, judged again from its
         headers as the receiver judged it (``authresults``): an unverified mail is
         answered to its From alone (``compose.recipients``)."""
-        senders = [a for _, a in getaddresses([str(v) for v in original.get_all("From", [])])]
+        senders = addresses(original, "From")
         if not senders:
             return False
         results = [str(v) for v in original.get_all("Authentication-Results", [])]
-        return verdict(results, senders[0].lower(),
-                       self._settings.trusted_authserv_ids).verified
+        return verdict(results, senders[0], self._settings.trusted_authserv_ids).verified
 
     async def send(self, message: Outbound, chunk: Chunk, index: int,
                    attachment: tuple[bytes, str] | None = None) -> str:

@@ -45,7 +45,6 @@ class ParsedMail:
     from_address: str
     to: list[str]
     cc: list[str]
-    reply_to: list[str]
     in_reply_to: str | None
     references: list[str]
     text: str
@@ -78,9 +77,15 @@ def message_ids(value: str | None) -> list[str]:
     return _MSGID.findall(value or "")
 
 
-def _addresses(msg: Message, name: str) -> list[tuple[str, str]]:
-    values = [str(v) for v in msg.get_all(name, [])]
+def named_addresses(msg: Message, *names: str) -> list[tuple[str, str]]:
+    """(display name, lower-cased address) of each mail address in the ``names`` headers."""
+    values = [str(v) for name in names for v in msg.get_all(name, [])]
     return [(n, a.lower()) for n, a in getaddresses(values) if "@" in a]
+
+
+def addresses(msg: Message, *names: str) -> list[str]:
+    """The mail addresses in the ``names`` headers, lower-cased."""
+    return [a for _, a in named_addresses(msg, *names)]
 
 
 def imap_sections(msg: Message, number: str = "") -> list[tuple[str, Message]]:
@@ -227,7 +232,7 @@ def parse(raw: bytes, fallback_id: str, max_text: int = MAX_TEXT,
     except Exception as err:  # the parser is lenient; anything it raises is bad mail
         raise BadMail(f"unparseable message: {type(err).__name__}") from err
     assert isinstance(msg, EmailMessage)
-    senders = _addresses(msg, "From")
+    senders = named_addresses(msg, "From")
     if not senders:
         raise BadMail("no sender address in From")
     from_name, from_address = senders[0]
@@ -242,9 +247,8 @@ def parse(raw: bytes, fallback_id: str, max_text: int = MAX_TEXT,
         subject=str(msg.get("Subject", "")).strip(),
         from_name=from_name,
         from_address=from_address,
-        to=[a for _, a in _addresses(msg, "To")],
-        cc=[a for _, a in _addresses(msg, "Cc")],
-        reply_to=[a for _, a in _addresses(msg, "Reply-To")],
+        to=addresses(msg, "To"),
+        cc=addresses(msg, "Cc"),
         in_reply_to=in_reply_to[0] if in_reply_to else None,
         references=message_ids(str(msg.get("References", ""))),
         text=text,

@@ -148,9 +148,6 @@ class MatrixChannel(Channel):
             raise TransientError("matrix: not logged in yet")
         return await download(self.settings.homeserver, token, attachment, max_bytes)
 
-    def _secrets(self) -> list[str]:
-        return [s.get_secret_value() for s in (self._access_token, self._password) if s]
-
     async def start(self, sink: InboundSink) -> None:
         """Log in (or restore the stored device), then run the sync loop; returns after
         the first sync. Raises PermanentError when the homeserver refuses the

@@ -33,7 +33,7 @@ from nio import AsyncClient, MegolmEvent, RoomMessagesResponse, SyncError, SyncR
 from channels.base import CursorStore, InboundSink
 from channels.errors import PermanentError, RateLimited
 from channels.matrix.errors import map_error
-from channels.matrix.normalize import ADMIN_POWER, BotIdentity, RoomView, normalize_event
+from channels.matrix.normalize import BotIdentity, RoomView, normalize_event
 from channels.matrix.settings import MatrixSettings
 from channels.pull import Batch, Item, PullLoop
 
@@ -60,11 +60,7 @@ def room_view(client: AsyncClient, room_id: str) -> RoomView:
     if room is None:
         return RoomView(room_id, None, 0)
     names = {uid: user.display_name or uid for uid, user in room.users.items()}
-    power = {
-        uid: room.power_levels.get_user_level(uid)
-        for uid in room.users
-        if room.power_levels.get_user_level(uid) >= ADMIN_POWER
-    }
+    power = {uid: room.power_levels.get_user_level(uid) for uid in room.users}
     return RoomView(room_id, room.display_name, room.member_count, names, power)
 
 

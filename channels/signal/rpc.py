@@ -43,7 +43,7 @@ class SignalRpc:
         session: aiohttp.ClientSession,
         base_url: str,
         *,
-        account: str | None,
+        account: str,
         timeout: float,
     ) -> None:
         self._session = session
@@ -55,7 +55,7 @@ class SignalRpc:
     def __repr__(self) -> str:
         return f"SignalRpc(url={self._url!r})"
 
-    async def call(self, method: str, params: dict[str, Any] | None = None, *,
+    async def call(self, method: str, params: dict[str, Any], *,
                    max_answer: int | None = None) -> Any:
         """Call ``method``; return its ``result``. Raises ``RpcError`` for a JSON-RPC
         error, ``NetworkError`` when the daemon cannot be reached, ``MaybeSent`` when it
@@ -63,12 +63,8 @@ class SignalRpc:
         ``PermanentError`` when it refuses the request itself (4xx: wrong Host, path).
         With ``max_answer``, an answer longer than that many bytes is not read to its
         end: ``AttachmentTooLarge`` (the only such call fetches a file)."""
-        body: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "id": str(next(self._ids))}
-        merged = dict(params or {})
-        if self._account is not None:
-            merged.setdefault("account", self._account)
-        if merged:
-            body["params"] = merged
+        body = {"jsonrpc": "2.0", "method": method, "id": str(next(self._ids)),
+                "params": {"account": self._account, **params}}
         try:
             async with self._session.post(self._url, json=body, timeout=self._timeout) as resp:
                 if resp.status >= 500:

@@ -1,10 +1,10 @@
 """A server-sent events parser, as the WHATWG spec reads the ``text/event-stream``
-format, fed raw bytes; comment lines (signal-cli's ``:`` keep-alives) are reported
-too, because they are what proves an idle stream alive.
+format, fed raw bytes.
 
 Kept here rather than taken from an SSE client library because the libraries at hand
-(httpx-sse, aiohttp-sse-client) hide comments, and the keep-alives are the liveness
-signal the adapter's gap detection needs.
+(httpx-sse, aiohttp-sse-client) hide comments, and the keep-alives (signal-cli's ``:``
+lines, which the adapter reads as bytes like any others) are the liveness signal its
+gap detection needs. Event ids are not kept: signal-cli sends none.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ MAX_LINE = 8 * 1024 * 1024
 class SseEvent:
     event: str
     data: str
-    id: str | None = None
 
 
 class SseParser:
@@ -29,8 +28,6 @@ class SseParser:
         self._buffer = b""
         self._event = ""
         self._data: list[str] = []
-        self._id: str | None = None
-        self.comments = 0
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
         self._buffer += chunk
@@ -45,8 +42,7 @@ class SseParser:
     def _line(self, line: str) -> SseEvent | None:
         if not line:
             return self._dispatch()
-        if line.startswith(":"):
-            self.comments += 1
+        if line.startswith(":"):  # a comment
             return None
         name, colon, value = line.partition(":")
         if colon and value.startswith(" "):
@@ -55,8 +51,6 @@ class SseParser:
             self._event = value
         elif name == "data":
             self._data.append(value)
-        elif name == "id" and "\0" not in value:
-            self._id = value
         return None
 
     def _dispatch(self) -> SseEvent | None:
@@ -64,4 +58,4 @@ class SseParser:
         self._event, self._data = "", []
         if not data:
             return None
-        return SseEvent(event, "\n".join(data), self._id)
+        return SseEvent(event, "\n".join(data))

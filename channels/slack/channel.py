@@ -15,10 +15,12 @@ from functools import partial
 from typing import Any, Self
 
 from aiohttp import web
+from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.authorization import AuthorizeResult
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+import channels.slack.socket_mode as socket_mode
 from channels.base import NO_CONTEXT, Channel, ChannelContext, ChannelLimits, Chunk, InboundSink
 from channels.download import fetch_capped, host_of
 from channels.errors import FormattingRejected, PermanentError, mapped
@@ -41,7 +43,6 @@ from channels.slack.normalize import (
 from channels.slack.render import SLACK_SECTION_LIMIT, render_chunks
 from channels.slack.sent import chunk_metadata, find_posted
 from channels.slack.settings import SlackSecrets, SlackSettings, load_secrets
-from channels.slack.socket_mode import SocketReceiver
 from channels.slack.webhook import EventsHandler
 
 __all__ = ["SlackChannel"]
@@ -90,7 +91,7 @@ class SlackChannel(Channel):
         self._bot_name: str | None = None
         #: ids from auth.test (no token), for Bolt's authorize
         self._identity: dict[str, Any] | None = None
-        self._socket: SocketReceiver | None = None
+        self._socket: AsyncSocketModeHandler | None = None
         signing_secret = secrets.signing_secret if settings.mode == "http" else None
         self._app = build_app(
             web=self._web,
@@ -131,17 +132,12 @@ class SlackChannel(Channel):
             app_token = self._secrets.app_token
             if app_token is None:
                 raise ValueError(f"set {self.settings.app_token_env}: Socket Mode needs it")
-            self._socket = SocketReceiver(
-                self._app,
-                app_token.get_secret_value(),
-                self._web,
-                account=self.account,
-                ping_interval=self.settings.ping_interval,
-            )
             try:
-                await self._socket.start()
+                self._socket = await socket_mode.connect(
+                    self._app, app_token.get_secret_value(), self._web,
+                    ping_interval=self.settings.ping_interval,
+                )
             except BaseException:
-                self._socket = None
                 self._sink = None
                 raise
         log.info("slack[%s]: started in %s mode as %s", self.account, self.settings.mode,
@@ -151,7 +147,7 @@ class SlackChannel(Channel):
         socket, self._socket = self._socket, None
         self._sink = None
         if socket is not None:
-            await socket.stop()
+            await socket.close_async()  # type: ignore[no-untyped-call]
 
     async def check(self) -> str | None:
         """auth.test: does Slack accept the bot token? (``pynanoclaw status``)"""

@@ -22,53 +22,28 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.errors import map_error
 
-__all__ = ["SocketReceiver"]
+__all__ = ["connect"]
 
 
-class SocketReceiver:
-    """One Socket Mode connection dispatching into ``app``."""
-
-    def __init__(
-        self,
-        app: AsyncApp,
-        app_token: str,
-        web: AsyncWebClient,
-        *,
-        account: str,
-        ping_interval: float,
-    ) -> None:
-        self._app = app
-        self._app_token = app_token
-        self._web = web
-        self._account = account
-        self._ping_interval = ping_interval
-        self._handler: AsyncSocketModeHandler | None = None
-
-    def __repr__(self) -> str:
-        return f"SocketReceiver(account={self._account!r})"
-
-    async def start(self) -> None:
-        """Connect; returns once the websocket is open. Raises PermanentError when the
-        app token is refused, NetworkError when Slack cannot be reached."""
-        handler = AsyncSocketModeHandler(
-            self._app,
-            self._app_token,
-            logger=logging.getLogger("channels.slack.sdk"),
-            web_client=self._web,
-            ping_interval=self._ping_interval,
-        )
-        client = handler.client
-        try:
-            # Fetched here, not inside connect(), so a refused token fails start()
-            # instead of being retried forever by the SDK's connect loop.
-            client.wss_uri = await client.issue_new_wss_url()
-        except Exception as exc:
-            await handler.close_async()  # type: ignore[no-untyped-call]
-            raise map_error("apps.connections.open", exc) from None
-        await handler.connect_async()  # type: ignore[no-untyped-call]
-        self._handler = handler
-
-    async def stop(self) -> None:
-        handler, self._handler = self._handler, None
-        if handler is not None:
-            await handler.close_async()  # type: ignore[no-untyped-call]
+async def connect(app: AsyncApp, app_token: str, web: AsyncWebClient, *,
+                  ping_interval: float) -> AsyncSocketModeHandler:
+    """One Socket Mode connection dispatching into ``app``, open when this returns (close
+    it with ``close_async``). Raises PermanentError when the app token is refused,
+    NetworkError when Slack cannot be reached."""
+    handler = AsyncSocketModeHandler(
+        app,
+        app_token,
+        logger=logging.getLogger("channels.slack.sdk"),
+        web_client=web,
+        ping_interval=ping_interval,
+    )
+    client = handler.client
+    try:
+        # Fetched here, not inside connect(), so a refused token fails start()
+        # instead of being retried forever by the SDK's connect loop.
+        client.wss_uri = await client.issue_new_wss_url()
+    except Exception as exc:
+        await handler.close_async()  # type: ignore[no-untyped-call]
+        raise map_error("apps.connections.open", exc) from None
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+    return handler

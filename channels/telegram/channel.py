@@ -192,10 +192,9 @@ class TelegramChannel(Channel):
         """getMe: does Telegram accept the token? (``pynanoclaw status``; the channel
         need not be started.)"""
         try:
-            await self._bot.initialize()
-            me = self._bot.bot
-        except TelegramError as error:
-            raise map_error(error, self._secrets()) from None
+            with self._errors():
+                await self._bot.initialize()
+                me = self._bot.bot
         finally:
             with contextlib.suppress(TelegramError):
                 await self._bot.shutdown()

@@ -31,6 +31,7 @@ from operator import attrgetter
 
 from telegram import (
     Animation,
+    Audio,
     Chat,
     Document,
     Message,
@@ -40,8 +41,12 @@ from telegram import (
     MessageOriginChat,
     MessageOriginHiddenUser,
     MessageOriginUser,
+    PhotoSize,
+    Sticker,
     Update,
     Video,
+    VideoNote,
+    Voice,
 )
 
 from channels.models import Attachment, Inbound, trim_raw
@@ -195,9 +200,7 @@ def mentions_bot(message: Message, bot: BotIdentity) -> bool:
         if author is not None and author.id == bot.id:
             return True
     handle = "@" + bot.username.lower()
-    entities: dict[MessageEntity, str] = {}
-    entities.update(message.parse_entities())
-    entities.update(message.parse_caption_entities())
+    entities = {**message.parse_entities(), **message.parse_caption_entities()}
     for entity, value in entities.items():
         if entity.type == MessageEntity.MENTION and value.lower() == handle:
             return True
@@ -222,9 +225,11 @@ def command_of(message: Message, bot: BotIdentity) -> str | None:
     return None
 
 
-def _file(media: Animation | Document | Video, kind: str) -> Attachment:
-    return Attachment(id=media.file_id, type=kind, name=media.file_name, size=media.file_size,
-                      mime=media.mime_type)
+def _file(
+    media: PhotoSize | Animation | Document | Video | VideoNote | Voice | Audio | Sticker,
+    kind: str, name: str | None = None, mime: str | None = None,
+) -> Attachment:
+    return Attachment(id=media.file_id, type=kind, name=name, size=media.file_size, mime=mime)
 
 
 def attachments_of(message: Message) -> list[Attachment]:
@@ -232,37 +237,19 @@ def attachments_of(message: Message) -> list[Attachment]:
     found: list[Attachment] = []
     if message.photo:
         largest = max(message.photo, key=lambda p: p.width * p.height)
-        found.append(
-            Attachment(id=largest.file_id, type="image", size=largest.file_size, mime="image/jpeg")
-        )
-    if message.animation is not None:
-        found.append(_file(message.animation, "animation"))
-    elif message.document is not None:  # an animation also arrives as a document
-        found.append(_file(message.document, "document"))
-    if message.video is not None:
-        found.append(_file(message.video, "video"))
+        found.append(_file(largest, "image", mime="image/jpeg"))
+    if (animation := message.animation) is not None:
+        found.append(_file(animation, "animation", animation.file_name, animation.mime_type))
+    elif (document := message.document) is not None:  # an animation is a document too
+        found.append(_file(document, "document", document.file_name, document.mime_type))
+    if (video := message.video) is not None:
+        found.append(_file(video, "video", video.file_name, video.mime_type))
     if message.video_note is not None:
-        n = message.video_note
-        found.append(Attachment(id=n.file_id, type="video", size=n.file_size, mime="video/mp4"))
-    if message.voice is not None:
-        vo = message.voice
-        found.append(
-            Attachment(
-                id=vo.file_id, type="audio", name="voice", size=vo.file_size, mime=vo.mime_type
-            )
-        )
-    if message.audio is not None:
-        au = message.audio
-        found.append(
-            Attachment(
-                id=au.file_id,
-                type="audio",
-                name=au.file_name or au.title,
-                size=au.file_size,
-                mime=au.mime_type,
-            )
-        )
-    if message.sticker is not None:
-        s = message.sticker
-        found.append(Attachment(id=s.file_id, type="sticker", name=s.emoji, size=s.file_size))
+        found.append(_file(message.video_note, "video", mime="video/mp4"))
+    if (voice := message.voice) is not None:
+        found.append(_file(voice, "audio", "voice", voice.mime_type))
+    if (audio := message.audio) is not None:
+        found.append(_file(audio, "audio", audio.file_name or audio.title, audio.mime_type))
+    if (sticker := message.sticker) is not None:
+        found.append(_file(sticker, "sticker", sticker.emoji))
     return found

@@ -153,7 +153,6 @@ _CONTENT: dict[str, Callable[[dict[str, Any]], Content]] = {
 class _Context:
     channel: str
     account: str
-    phone_number_id: str
     display_number: str  # digits only
 
 
@@ -212,7 +211,7 @@ def _status(item: dict[str, Any]) -> StatusEvent:
         code = err.get("code")
         if isinstance(code, int):
             codes.append(code)
-        data = err.get("error_data") if isinstance(err.get("error_data"), dict) else {}
+        data = err.get("error_data")
         details = data.get("details", "") if isinstance(data, dict) else ""
         errors.append(f"{code} {err.get('title', '')}: {details}".strip().rstrip(":"))
     tracker = item.get("biz_opaque_callback_data")
@@ -254,7 +253,7 @@ def parse_delivery(
                       meta.get("phone_number_id"))
             continue
         display = "".join(ch for ch in str(meta.get("display_phone_number", "")) if ch.isdigit())
-        ctx = _Context(channel, account, phone_number_id, display)
+        ctx = _Context(channel, account, display)
         for raw_msg in _list(value.get("messages"), "messages"):
             msg = _obj(raw_msg, "messages[]")
             ts = _timestamp(msg.get("timestamp"), "message.timestamp")

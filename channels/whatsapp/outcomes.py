@@ -76,11 +76,8 @@ class DeliveryLog:
         self.last_failure: str | None = None
 
     def _outcome(self, reply_id: str, chat_id: str) -> DeliveryOutcome:
-        outcome = self._replies.get(reply_id)
-        if outcome is None:
-            outcome = DeliveryOutcome(reply_id=reply_id, chat_id=chat_id)
-            self._replies[reply_id] = outcome
-        self._replies.move_to_end(reply_id)
+        outcome = self._replies.get(reply_id) or DeliveryOutcome(reply_id, chat_id)
+        self._replies[reply_id] = outcome  # now the newest
         return outcome
 
     def get(self, reply_id: str) -> DeliveryOutcome | None:

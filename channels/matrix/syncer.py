@@ -107,6 +107,9 @@ class Syncer:
             backoff=settings.backoff(),
             stall_after=settings.sync_timeout + SYNC_GRACE, log=log, name="matrix",
         )
+        #: room key requests in flight: the loop keeps only a weak reference to a task
+        self._asks: set[asyncio.Task[None]] = set()
+
     def __repr__(self) -> str:
         return f"Syncer(account={self._account!r}, failures={self.loop.failures})"
 
@@ -217,7 +220,9 @@ class Syncer:
             except Exception as error:
                 log.info("matrix: room key request failed (%s)", type(error).__name__)
 
-        asyncio.get_running_loop().create_task(ask())
+        task = asyncio.get_running_loop().create_task(ask())
+        self._asks.add(task)
+        task.add_done_callback(self._asks.discard)
 
     async def _membership(self, response: SyncResponse) -> None:
         for room_id, info in response.rooms.invite.items():

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 import gateway.operations._redispool as redispool
 from channels.base import Channel, ChannelContext
 from gateway import wait_any
-from gateway.config import ConfigError, GatewayConfig, describe, voice_can_arrive
+from gateway.config import ConfigError, Settings, describe, voice_can_arrive
 from gateway.intake._commands import registry_entries
 from gateway.intake._filedrop import FileDrop
 from gateway.intake._groupfiles import GroupFiles
@@ -93,7 +93,7 @@ def load_channel_class(name: str, where: Path | None = None) -> type[Channel]:
 
 
 def build_channels(
-    config: GatewayConfig, env: Mapping[str, str], *, redis_url: str | None = None
+    config: Settings, env: Mapping[str, str], *, redis_url: str | None = None
 ) -> dict[tuple[str, str], Channel]:
     """One adapter per ``[channels.<name>]`` block, keyed by (name, account). Adapters
     read their secrets from ``env`` and learn the data dir and ``redis_url`` (the local
@@ -147,7 +147,7 @@ class Gateway:
 
     def __init__(
         self,
-        config: GatewayConfig,
+        config: Settings,
         redis_url: str,
         *,
         env: Mapping[str, str] | None = None,

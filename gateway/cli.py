@@ -28,7 +28,7 @@ from channels.redact import setup_logging
 from gateway import wait_any
 from gateway.config import (
     ConfigError,
-    GatewayConfig,
+    Settings,
     background_workers,
     load_config,
     transcribe_workers,
@@ -70,7 +70,7 @@ WorkerClassOpt = Annotated[
 ]
 
 
-async def _run_gateway(cfg: GatewayConfig, url: str, sup: WorkerSupervisor | None,
+async def _run_gateway(cfg: Settings, url: str, sup: WorkerSupervisor | None,
                        embedded: EmbeddedRedis | None = None,
                        tools: WorkerSupervisor | None = None) -> None:
     from gateway.app import Gateway
@@ -193,7 +193,7 @@ def _gateway_alive(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def _stack(path: Path, cfg: GatewayConfig, timeout: float = 90.0) -> Iterator[str]:
+def _stack(path: Path, cfg: Settings, timeout: float = 90.0) -> Iterator[str]:
     """The Redis URL of a running gateway; starts `pynanoclaw run` in the background
     (and stops it afterwards) only when no Redis answers."""
     if "local" not in cfg.channels:

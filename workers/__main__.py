@@ -23,8 +23,8 @@ from gateway.config import (
     CONFIG_ENV,
     REDIS_URL_ENV,
     ConfigError,
+    Settings,
     WorkerExit,
-    WorkerSettings,
     load_worker_settings,
 )
 from gateway.queue import DEFAULT_QUEUE, Keys, job_queue, worker_queues
@@ -128,7 +128,7 @@ def work(
         raise typer.Exit(WorkerExit.REDIS) from None
 
 
-def resolve_redis_url(arg: str | None, settings: WorkerSettings) -> str:
+def resolve_redis_url(arg: str | None, settings: Settings) -> str:
     """The first of: ``--redis-url``, ``$PYNANOCLAW_REDIS_URL``, ``[redis] url``, the
     embedded server's URL file. Raises ``ConfigError`` when there is none."""
     url = arg or settings.redis.url

@@ -39,7 +39,7 @@ from pydantic_ai.usage import UsageLimits
 
 from channels.models import Inbound
 from channels.redact import redact
-from gateway.config import ConfigError, ModelConfig, WorkerSettings
+from gateway.config import ConfigError, ModelConfig, Settings
 from gateway.config.tasks import TasksConfig
 from memory_store import BaseMemory, CoreMemory, Memory, MemoryRecord
 from memory_store.files import Skill
@@ -314,7 +314,7 @@ _cache: dict[tuple[Any, ...], TurnAgent] = {}
 _cache_lock = threading.Lock()
 
 
-def _cache_key(settings: WorkerSettings) -> tuple[Any, ...]:
+def _cache_key(settings: Settings) -> tuple[Any, ...]:
     model = settings.model
     key = (model.secret or "").encode()
     return (
@@ -327,7 +327,7 @@ def _cache_key(settings: WorkerSettings) -> tuple[Any, ...]:
     )
 
 
-def build_agent(settings: WorkerSettings) -> TurnAgent:
+def build_agent(settings: Settings) -> TurnAgent:
     """The ``TurnAgent`` for ``settings``, built once per process per configuration.
 
     Raises ``ConfigError`` (e.g. the local model's packages are missing, or
@@ -348,7 +348,7 @@ def clear_agent_cache() -> None:
         _cache.clear()
 
 
-def _make_agent(settings: WorkerSettings) -> TurnAgent:
+def _make_agent(settings: Settings) -> TurnAgent:
     config = settings.model
     # every request of every caller (turn, tool loop, facts, reflection) is metered
     model = MeteredModel(build_model(config, states_dir(settings.data_dir)), config)

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import redis
 
-from gateway.config import REDIS_URL_ENV, WorkerSettings, load_worker_settings
+from gateway.config import REDIS_URL_ENV, Settings, load_worker_settings
 from gateway.config.env import embed_threads as read_embed_threads
 from memory_store import BaseMemory, GroupDirectory, MemoryCache, make_inotify
 
@@ -34,7 +34,7 @@ MEMORY_CACHE_SIZE = 16
 class WorkerContext:
     """Settings, Redis, open memories and the event loop of one worker process."""
 
-    def __init__(self, settings: WorkerSettings, client: redis.Redis, *,
+    def __init__(self, settings: Settings, client: redis.Redis, *,
                  embed_threads: int | None = None) -> None:
         self.settings = settings
         self.redis = client

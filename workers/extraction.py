@@ -46,7 +46,7 @@ from pydantic import ValidationError
 
 from channels.models import Inbound
 from channels.redact import redact
-from gateway.config import WorkerSettings, extraction_enabled
+from gateway.config import Settings, extraction_enabled
 from gateway.queue import (
     DEFAULT_QUEUE,
     EXTRACT_JOB,
@@ -88,7 +88,7 @@ EXTRACTION = JobSpec(EXTRACT_JOB, "extraction", Keys.extracting, PENDING_TTL,
 _told: set[str] = set()
 
 
-def extraction_entry(settings: WorkerSettings, batch: Batch) -> str | None:
+def extraction_entry(settings: Settings, batch: Batch) -> str | None:
     """The ``extractq`` entry of a turn over ``batch`` (None: extraction is off; said
     once per process when it was asked for but the model cannot do it)."""
     on, why = extraction_enabled(settings)
@@ -101,7 +101,7 @@ def extraction_entry(settings: WorkerSettings, batch: Batch) -> str | None:
     return json.dumps({"turn_id": batch.turn_id, "entries": batch.raw, **revision})
 
 
-def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str, Any]
+def edit_extraction_entry(settings: Settings, group: str, change: dict[str, Any]
                           ) -> str | None:
     """The ``extractq`` entry for the new words of an edited message (a recorded edit,
     ``gateway/intake/_changes.py``), so facts the edit states are filed as its old words' are
@@ -129,7 +129,7 @@ def edit_extraction_entry(settings: WorkerSettings, group: str, change: dict[str
 def schedule_extraction(
     client: redis.Redis,
     group: str,
-    settings: WorkerSettings,
+    settings: Settings,
     *,
     queue: str = DEFAULT_QUEUE,
     prefix: str = "pnc:",
@@ -161,7 +161,7 @@ def _in_entity_file(memory: BaseMemory, about: str, record_id: str, text: str) -
 
 
 def apply_facts(memory: BaseMemory, batch: Batch, result: ExtractedFacts,
-                known: dict[str, tuple[str, str, float]], settings: WorkerSettings,
+                known: dict[str, tuple[str, str, float]], settings: Settings,
                 now: datetime) -> list[str]:
     """Write and reconcile ``result``'s facts (call under the group lock). Idempotent for
     one turn and result. Returns the ids of the facts (and correction lessons) written."""

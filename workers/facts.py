@@ -20,7 +20,7 @@ from pydantic_ai import Agent
 from pydantic_ai.usage import UsageLimits
 
 from channels.models import Inbound
-from gateway.config import WorkerSettings
+from gateway.config import Settings
 from memory_store import BaseMemory, MemoryRecord
 from memory_store.maintenance import entity_of
 from workers.agent import build_agent
@@ -148,7 +148,7 @@ def find_known(memory: BaseMemory, batch: Batch) -> dict[str, tuple[str, str, fl
         return {}
 
 
-async def ask_model(settings: WorkerSettings, request: str) -> ExtractedFacts:
+async def ask_model(settings: Settings, request: str) -> ExtractedFacts:
     """One structured-output request to the configured model."""
     agent: Agent[None, ExtractedFacts] = Agent(
         build_agent(settings).model, output_type=ExtractedFacts, instructions=_INSTRUCTIONS,

@@ -24,7 +24,7 @@ from typing import Any
 
 import redis
 
-from gateway.config import WorkerSettings
+from gateway.config import Settings
 from gateway.queue import (
     CONSOLIDATE_JOB,
     DEFAULT_QUEUE,
@@ -83,7 +83,7 @@ def schedule_consolidation(
 def after_episodes(
     client: redis.Redis,
     group: str,
-    settings: WorkerSettings,
+    settings: Settings,
     count: int,
     *,
     queue: str,

@@ -30,7 +30,7 @@ from pydantic_ai.usage import UsageLimits
 
 from channels.models import Inbound
 from channels.redact import redact
-from gateway.config import WorkerSettings
+from gateway.config import Settings
 from gateway.queue import GroupQueue, Keys
 from memory_store import BaseMemory, Summarizer
 from memory_store.maintenance import rule_summarizer
@@ -128,7 +128,7 @@ def model_summarizer(
 async def reflect_on_failure(
     client: redis.Redis,
     memory: BaseMemory,
-    settings: WorkerSettings,
+    settings: Settings,
     *,
     group: str,
     turn_id: str,

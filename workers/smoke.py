@@ -22,7 +22,7 @@ from gateway.config import (
     CONFIG_ENV,
     CommandExit,
     ConfigError,
-    WorkerSettings,
+    Settings,
     load_worker_settings,
 )
 
@@ -33,7 +33,7 @@ SWITCH_HINT = (
 )
 
 
-def smoke(settings: WorkerSettings) -> str:
+def smoke(settings: Settings) -> str:
     """One line describing the model that answered; raises on any failure."""
     if settings.model.provider != "local":
         from workers.agent import build_model

@@ -11,7 +11,7 @@ import logging
 import redis
 
 from channels.models import Outbound
-from gateway.config import WorkerSettings
+from gateway.config import Settings
 from gateway.queue import Keys
 from gateway.queue.tasks import TaskTimes, notice_id, publish_notice
 from memory_store import GroupDirectory
@@ -25,7 +25,7 @@ REMOVED_NOTICE = ("I removed the scheduled task \"{name}\": it held words that w
 REMOVED_UNNAMED = "I removed a scheduled task: it held words that were deleted or forgotten."
 
 
-def forget_tasks(client: redis.Redis, keys: Keys, settings: WorkerSettings, group: str,
+def forget_tasks(client: redis.Redis, keys: Keys, settings: Settings, group: str,
                  pat: WordFinder) -> int:
     """Remove ``group``'s tasks whose words ``pat`` finds; returns how many."""
     store = TaskStore(GroupDirectory(settings.data_dir, group))

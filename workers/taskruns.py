@@ -17,7 +17,7 @@ import logging
 import redis
 
 from channels.models import Inbound, Outbound
-from gateway.config import WorkerSettings
+from gateway.config import Settings
 from gateway.queue import Keys
 from gateway.queue.approvals import APPROVAL_SENDER_PREFIX
 from gateway.queue.tasks import TASK_SENDER_PREFIX, notice_id, publish_notice
@@ -38,7 +38,7 @@ def replies_to(msg: Inbound) -> str | None:
         else msg.message_id
 
 
-def note_runs(client: redis.Redis, keys: Keys, settings: WorkerSettings, group: str,
+def note_runs(client: redis.Redis, keys: Keys, settings: Settings, group: str,
               sender_ids: list[str], outcome: str) -> None:
     """Record ``outcome`` for every task run among the batch's senders."""
     tids = sorted({s[len(TASK_SENDER_PREFIX):] for s in sender_ids
@@ -53,7 +53,7 @@ def note_runs(client: redis.Redis, keys: Keys, settings: WorkerSettings, group: 
             log.warning("task %s in %s: could not record its run (%s)", tid, group, err)
 
 
-def _note(client: redis.Redis, keys: Keys, settings: WorkerSettings, store: TaskStore,
+def _note(client: redis.Redis, keys: Keys, settings: Settings, store: TaskStore,
           tid: str, outcome: str) -> None:
     if outcome == "parked":
         store.log_run(tid, "skipped", detail="the model budget is spent")

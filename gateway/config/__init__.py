@@ -38,10 +38,6 @@ from gateway.config.sections import (
 )
 from gateway.config.usage import Price, UsageConfig
 
-#: the gateway's and the workers' view are the same object
-GatewayConfig = Settings
-WorkerSettings = Settings
-
 
 def load_worker_settings(path: str | Path | None = None, env: Mapping[str, str] | None = None
                          ) -> Settings:
@@ -50,9 +46,9 @@ def load_worker_settings(path: str | Path | None = None, env: Mapping[str, str] 
 
 
 __all__ = [
-    "CONFIG_ENV", "REDIS_URL_ENV", "CommandExit", "ConfigError", "GatewayConfig",
-    "MemoryConfig", "ModelConfig", "PolicyConfig", "Price", "RankingConfig", "Settings",
-    "UsageConfig", "WorkerExit", "WorkerSettings", "background_workers", "config_path",
+    "CONFIG_ENV", "REDIS_URL_ENV", "CommandExit", "ConfigError", "MemoryConfig",
+    "ModelConfig", "PolicyConfig", "Price", "RankingConfig", "Settings", "UsageConfig",
+    "WorkerExit", "background_workers", "config_path",
     "describe", "extraction_enabled", "key_env_name", "load_config", "load_worker_settings",
     "parse_config", "transcribe_workers", "voice_can_arrive", "with_model_key",
 ]

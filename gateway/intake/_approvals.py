@@ -20,7 +20,7 @@ import redis
 
 from channels.models import Inbound, Outbound
 from gateway import wait_any
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.queue import GatewayQueue
 from gateway.queue.approvals import APPROVAL_SENDER_PREFIX, Approval, ApprovalStore
 from gateway.queue.tasks import publish_notice
@@ -55,7 +55,7 @@ def expired_notice(a: Approval) -> Outbound:
 class ApprovalDesk:
     """Decides approvals for the command layer; expires the undecided ones."""
 
-    def __init__(self, config: GatewayConfig, client: redis.Redis, q: GatewayQueue,
+    def __init__(self, config: Settings, client: redis.Redis, q: GatewayQueue,
                  enqueuer: DrainEnqueuer) -> None:
         self._cfg = config
         self._q = q

@@ -36,7 +36,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
 from channels.models import Inbound
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._identity import IdentityStore
 from gateway.operations._usage import UsageDesk, parse_usd
 from gateway.tasks import tasks_command
@@ -83,7 +83,7 @@ class Invocation:
     msg: Inbound
     command: ParsedCommand
     roles: frozenset[SenderRole]
-    config: GatewayConfig
+    config: Settings
     memory: MemoryServices | None = None
     #: the identity links in Redis (the gateway passes it; None: config links only)
     identities: IdentityStore | None = None
@@ -149,7 +149,7 @@ def parse_command(msg: Inbound) -> ParsedCommand | None:
     return ParsedCommand(name, args)  # a name not in COMMANDS: a DM's unknown command
 
 
-def roles_of(msg: Inbound, config: GatewayConfig) -> frozenset[SenderRole]:
+def roles_of(msg: Inbound, config: Settings) -> frozenset[SenderRole]:
     roles = {SenderRole.MEMBER}
     if msg.sender_key in config.policy.admins:
         roles.add(SenderRole.OPERATOR)
@@ -171,7 +171,7 @@ def permitted(spec: CommandSpec, roles: frozenset[SenderRole], where: ChatKind) 
     return f"/{spec.name} needs one of: {needed}."
 
 
-def _dispatch(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None,
+def _dispatch(msg: Inbound, config: Settings, memory: MemoryServices | None,
               identities: IdentityStore | None, usage: UsageDesk | None = None,
               approvals: ApprovalDesk | None = None) -> str | Awaitable[str] | None:
     command = parse_command(msg)
@@ -202,7 +202,7 @@ def unconfirmed_args(command: ParsedCommand) -> str:
     return " ".join(words[:-1] if words[-1:] == [CONFIRM_WORD] else words)
 
 
-def run_command(msg: Inbound, config: GatewayConfig, memory: MemoryServices | None = None
+def run_command(msg: Inbound, config: Settings, memory: MemoryServices | None = None
                 ) -> str | None:
     """The reply to ``msg`` if it is a command (the model never sees it), else None.
     Blocking when ``memory`` is given (it reads files). Without Redis a command that
@@ -215,7 +215,7 @@ def run_command(msg: Inbound, config: GatewayConfig, memory: MemoryServices | No
     raise TypeError("a handler returned a coroutine without an identity store")
 
 
-async def answer(msg: Inbound, config: GatewayConfig, identities: IdentityStore,
+async def answer(msg: Inbound, config: Settings, identities: IdentityStore,
                  memory: MemoryServices | None = None, usage: UsageDesk | None = None,
                  approvals: ApprovalDesk | None = None) -> str | None:
     """``run_command`` with Redis: what the gateway calls. The handler runs in a thread

@@ -23,7 +23,7 @@ import redis.asyncio as aioredis
 
 import gateway.intake._commands as commands
 from channels.models import Inbound, Outbound
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._approvals import ApprovalDesk
 from gateway.intake._identity import IdentityStore
 from gateway.intake._memorydesk import MemoryDesk
@@ -47,7 +47,7 @@ UNGATED_CHANNELS = frozenset({"local"})
 class FrontDesk:
     """The pairing gate and the command layer, in front of the router's mailbox path."""
 
-    def __init__(self, config: GatewayConfig, client: aioredis.Redis, keys: Keys,
+    def __init__(self, config: Settings, client: aioredis.Redis, keys: Keys,
                  router: Router, memory: MemoryDesk | None = None,
                  approvals: ApprovalDesk | None = None) -> None:
         self._cfg = config

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.queue.events import FILES_FOLDER
 from memory_store import GroupDirectory, InvalidGroupKey, is_person_key, person_key
 from memory_store.files import ATTACHMENTS_FOLDER as ATTACHMENTS
@@ -41,7 +41,7 @@ class GroupFiles:
         self.options = dict(options or {})
 
     @classmethod
-    def of(cls, config: GatewayConfig) -> GroupFiles:
+    def of(cls, config: Settings) -> GroupFiles:
         """The directories ``config`` names (``data_dir``, ``[memory]``)."""
         return cls(config.data_dir, config.memory.backend, config.memory.backend_options())
 

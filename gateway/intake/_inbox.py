@@ -32,7 +32,7 @@ from rq.job import Job, JobStatus
 
 from channels.models import Inbound
 from gateway import wait_any
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._approvals import ApprovalDesk
 from gateway.intake._changes import apply_change
 from gateway.intake._frontdesk import FrontDesk
@@ -61,7 +61,7 @@ class InboxRefused(redis.RedisError):
     not ack, let the platform retry."""
 
 
-def drain_options(config: GatewayConfig, keys: Keys) -> DrainOptions:
+def drain_options(config: Settings, keys: Keys) -> DrainOptions:
     """``[queue]`` and ``[worker] job_timeout`` as a drain job's options."""
     q = config.queue
     return DrainOptions(lease_ttl=q.lease_ttl, lock_ttl=q.lock_ttl,
@@ -73,7 +73,7 @@ def drain_options(config: GatewayConfig, keys: Keys) -> DrainOptions:
 class DrainEnqueuer:
     """Enqueues drain jobs (``gateway.queue.enqueue_drain``) on the configured queue."""
 
-    def __init__(self, config: GatewayConfig, sync_redis: redis.Redis, keys: Keys) -> None:
+    def __init__(self, config: Settings, sync_redis: redis.Redis, keys: Keys) -> None:
         self.options = drain_options(config, keys)
         self.queue: Queue = job_queue(sync_redis, config.queue.name)
 
@@ -105,7 +105,7 @@ class Inbox:
 
     def __init__(
         self,
-        config: GatewayConfig,
+        config: Settings,
         redis_client: aioredis.Redis,
         enqueuer: DrainEnqueuer,
         keys: Keys | None = None,
@@ -246,7 +246,7 @@ class Sweeper:
 
     def __init__(
         self,
-        config: GatewayConfig,
+        config: Settings,
         redis_client: aioredis.Redis,
         enqueuer: DrainEnqueuer,
         keys: Keys | None = None,

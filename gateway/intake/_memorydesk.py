@@ -18,7 +18,7 @@ import time
 
 from rq import Queue
 
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._groupfiles import GroupFiles
 from gateway.queue import REDACT_JOB, Keys, as_str, enqueue_group_job
 from gateway.queue.identity import Identities
@@ -74,7 +74,7 @@ def _unquoted(phrase: str) -> str:
 class MemoryDesk:
     """``/memory`` and ``/forget`` for the groups of one gateway."""
 
-    def __init__(self, config: GatewayConfig, queue: Queue, keys: Keys) -> None:
+    def __init__(self, config: Settings, queue: Queue, keys: Keys) -> None:
         self._cfg = config
         self._files = GroupFiles.of(config)
         self._queue = queue

@@ -24,7 +24,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from channels.models import Inbound
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 
 
 class Disposition(StrEnum):
@@ -56,7 +56,7 @@ def _trigger_pattern(words: tuple[str, ...]) -> re.Pattern[str] | None:
 class Router:
     """Decides the ``Route`` of each inbound message from the configuration."""
 
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: Settings) -> None:
         self._cfg = config
         self._allow = frozenset(config.policy.allow)
         self._admins = frozenset(config.policy.admins)

@@ -29,7 +29,7 @@ import gateway.outgoing._filesend as filesend
 from channels.base import Channel
 from channels.models import Attachment, Inbound, Outbound
 from gateway import wait_any
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._groupfiles import GroupFiles
 from gateway.media.fetch import DOWNLOAD_FAILED, fetch_one
 from gateway.media.store import Received
@@ -62,7 +62,7 @@ def refusal_text(refused: list[Attachment]) -> str:
 
 
 class MediaJob:
-    def __init__(self, config: GatewayConfig, client: aioredis.Redis, keys: Keys,
+    def __init__(self, config: Settings, client: aioredis.Redis, keys: Keys,
                  channels: Mapping[tuple[str, str], Channel], push: Push,
                  wake: asyncio.Event | None = None, jobs: redis.Redis | None = None) -> None:
         self._cfg = config

@@ -22,7 +22,7 @@ from pathlib import Path
 import redis
 
 from channels.models import Attachment, Inbound
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.queue.transcribe import enqueue_transcribe, transcribers
 from memory_store.files import Transcript, read_transcript
 
@@ -39,7 +39,7 @@ def is_audio(att: Attachment) -> bool:
     return att.stored is not None and (att.mime or "").startswith("audio/")
 
 
-async def transcribe_all(cfg: GatewayConfig, jobs: redis.Redis, folder: Path,
+async def transcribe_all(cfg: Settings, jobs: redis.Redis, folder: Path,
                          group: str, msg: Inbound) -> Inbound:
     """``msg`` with each stored audio attachment's ``transcript`` filled in; ``folder`` is
     the group's ``attachments/``."""

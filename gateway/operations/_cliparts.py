@@ -28,7 +28,7 @@ from gateway.config import (
     CONFIG_ENV,
     CommandExit,
     ConfigError,
-    GatewayConfig,
+    Settings,
     config_path,
     load_config,
 )
@@ -64,7 +64,7 @@ def config_file(config: Path | None) -> Path:
     return config_path(config).resolve()
 
 
-def load(config: Path | None) -> tuple[Path, GatewayConfig]:
+def load(config: Path | None) -> tuple[Path, Settings]:
     """The config file's path and contents, its channels' classes checked to import."""
     path = config_file(config)
     try:
@@ -79,7 +79,7 @@ def load(config: Path | None) -> tuple[Path, GatewayConfig]:
 
 
 @contextlib.contextmanager
-def started_redis(cfg: GatewayConfig) -> Iterator[tuple[str, EmbeddedRedis | None]]:
+def started_redis(cfg: Settings) -> Iterator[tuple[str, EmbeddedRedis | None]]:
     """The configured Redis URL, or an embedded server started for the block (and its
     handle, to stop it)."""
     if cfg.redis.url:
@@ -98,7 +98,7 @@ def started_redis(cfg: GatewayConfig) -> Iterator[tuple[str, EmbeddedRedis | Non
 
 
 @contextlib.contextmanager
-def any_redis(cfg: GatewayConfig) -> Iterator[str]:
+def any_redis(cfg: Settings) -> Iterator[str]:
     """The configured Redis, else the running embedded one, else one started for the
     block (a command that works whether or not the bot runs)."""
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
@@ -109,7 +109,7 @@ def any_redis(cfg: GatewayConfig) -> Iterator[str]:
         yield started
 
 
-def running_client(config: Path | None) -> tuple[GatewayConfig, redis.Redis]:
+def running_client(config: Path | None) -> tuple[Settings, redis.Redis]:
     """The config and a client of the Redis the bot uses, which must be up (the
     configured one, or the embedded server of a running ``pynanoclaw run``)."""
     try:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import redis
 
 from channels.base import SKIPPED_KEY
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._inbox import drain_options
 from gateway.queue import DeadLetters, DeadRecord, Keys, as_str
 
@@ -88,7 +88,7 @@ def list_skipped(client: redis.Redis, keys: Keys | None = None) -> list[SkippedI
     return sorted(found, key=lambda s: (s.channel, s.account))
 
 
-def retry_dead(client: redis.Redis, config: GatewayConfig, group: str | None = None
+def retry_dead(client: redis.Redis, config: Settings, group: str | None = None
                ) -> dict[str, int]:
     """Put the dead letters of ``group`` (all groups when ``None``) back into their
     mailboxes, in order, once. Returns entries moved per group."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 
-from gateway.config import ConfigError, GatewayConfig
+from gateway.config import ConfigError, Settings
 from gateway.operations._smoke import check_model
 from gateway.operations._status import Check, channel_check
 
@@ -35,7 +35,7 @@ def ollama_models(url: str) -> list[str] | None:
         return None
 
 
-def live_checks(path: Path, cfg: GatewayConfig) -> Iterator[Check]:
+def live_checks(path: Path, cfg: Settings) -> Iterator[Check]:
     """The model's and each channel's credential check for the config at ``path``."""
     yield _model_check(path, cfg)
     from gateway.app import build_channels
@@ -54,7 +54,7 @@ def live_checks(path: Path, cfg: GatewayConfig) -> Iterator[Check]:
             yield asyncio.run(channel_check(f"channel {cname}:{account}", channel))
 
 
-def _model_check(path: Path, cfg: GatewayConfig) -> Check:
+def _model_check(path: Path, cfg: Settings) -> Check:
     model = cfg.model
     if model.provider == "local":
         return Check("model", True, "local: no credential; `pynanoclaw chat` loads it")

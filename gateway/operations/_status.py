@@ -35,7 +35,7 @@ from channels.errors import PermanentError
 from gateway.config import (
     CommandExit,
     ConfigError,
-    GatewayConfig,
+    Settings,
     load_config,
     transcribe_workers,
     voice_can_arrive,
@@ -137,7 +137,7 @@ def _redis(url: str | None) -> redis.Redis | Check:
     return client
 
 
-def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
+def _queue_checks(client: redis.Redis, cfg: Settings) -> Iterator[Check]:
     conf = {**client.config_get("appendonly"), **client.config_get("save")}
     aof, save = conf.get("appendonly") == "yes", bool(conf.get("save"))
     yield Check("redis", aof or save,
@@ -183,7 +183,7 @@ def _queue_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
     yield from _budget_checks(client, cfg)
 
 
-def _budget_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
+def _budget_checks(client: redis.Redis, cfg: Settings) -> Iterator[Check]:
     """Soft budgets crossed this day/month (told once, here and in the workers' log) and
     groups a hard cap stopped (their messages wait)."""
     budget = Budget(client, Keys())
@@ -200,7 +200,7 @@ def _budget_checks(client: redis.Redis, cfg: GatewayConfig) -> Iterator[Check]:
                     "`pynanoclaw usage cap`")
 
 
-def transcription_workers(client: redis.Redis, cfg: GatewayConfig) -> tuple[int, int]:
+def transcription_workers(client: redis.Redis, cfg: Settings) -> tuple[int, int]:
     """(live workers on the transcription queue, registrations of dead ones on this
     host), from RQ's registry as for the turn workers."""
     stale: set[str] = set()
@@ -208,7 +208,7 @@ def transcription_workers(client: redis.Redis, cfg: GatewayConfig) -> tuple[int,
     return len(live), len(stale)
 
 
-def _transcription_check(client: redis.Redis, cfg: GatewayConfig) -> Check:
+def _transcription_check(client: redis.Redis, cfg: Settings) -> Check:
     queue = transcribe_queue(cfg.queue.name)
     if not voice_can_arrive(cfg):  # a worker must run: on this host or another
         return Check("transcription workers", True,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import redis
 import typer
 
-from gateway.config import ConfigError, GatewayConfig, load_config
+from gateway.config import ConfigError, Settings, load_config
 from gateway.operations._cliparts import ConfigOpt, config_file, fail, sub_app
 from gateway.operations._redis_server import running_embedded_url
 
@@ -28,7 +28,7 @@ Name = Annotated[str, typer.Argument(help="the task's name")]
 OPERATOR = "operator:cli"
 
 
-def _desk(config: Path | None) -> tuple[GatewayConfig, TaskDesk]:
+def _desk(config: Path | None) -> tuple[Settings, TaskDesk]:
     # imported here, as in every command below: the task desk loads the group files and
     # their schedules (yaml, croniter), which the CLI's other commands never need
     from gateway.tasks import TaskDesk

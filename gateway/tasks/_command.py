@@ -8,14 +8,14 @@ checked the same way whoever asks.
 
 from __future__ import annotations
 
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.tasks._desk import ACTIONS, TaskDesk
 
 USAGE = ("Usage: /tasks [list] | /tasks show|log|pause|resume|cancel <name>. To create one, "
          "ask me, e.g. \"remind us every Monday at 9 to post the plan\".")
 
 
-def tasks_command(config: GatewayConfig, group: str, args: str, *, by: str,
+def tasks_command(config: Settings, group: str, args: str, *, by: str,
                   may_any: bool) -> str:
     """The answer to ``/tasks <args>`` from ``by`` (``channel:sender_id``) in ``group``."""
     words = args.split(maxsplit=1)

@@ -15,7 +15,7 @@ import logging
 import redis
 
 from channels.models import Inbound, Outbound
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._router import Router
 from gateway.queue import Keys
 from gateway.queue.tasks import notice_id, publish_notice
@@ -27,7 +27,7 @@ NOTICE = ("I paused the scheduled task \"{name}\": the person who created it is 
           "allowed here. /tasks cancel {id} removes it.")
 
 
-def creator_allowed(config: GatewayConfig, task: Task) -> bool:
+def creator_allowed(config: Settings, task: Task) -> bool:
     channel, _, sender = task.creator.partition(":")
     if channel != task.channel or not sender:
         return False  # a creator from another channel: a hand-edited file

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import redis
 
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._groupfiles import GroupFiles
 from gateway.queue import Keys
 from gateway.queue.tasks import TaskTimes
@@ -26,7 +26,7 @@ ACTIONS = ("list", "show", "pause", "resume", "cancel", "log")
 
 
 class TaskDesk:
-    def __init__(self, config: GatewayConfig, sync: redis.Redis | None = None,
+    def __init__(self, config: Settings, sync: redis.Redis | None = None,
                  keys: Keys | None = None) -> None:
         self._cfg = config
         self._files = GroupFiles.of(config)

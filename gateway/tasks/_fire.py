@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from channels.models import Inbound
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.queue import DUPLICATE, KEPT_ENQUEUE, GatewayQueue, encode_entry
 from gateway.queue.tasks import TASK_SENDER_PREFIX
 from memory_store.tasks import Task
@@ -42,7 +42,7 @@ def run_message(task: Task, due: datetime) -> Inbound:
                    text=task.text, mentions_bot=True, received_at=datetime.now(UTC))
 
 
-async def push_run(q: GatewayQueue, enqueuer: DrainEnqueuer, config: GatewayConfig,
+async def push_run(q: GatewayQueue, enqueuer: DrainEnqueuer, config: Settings,
                    msg: Inbound) -> bool:
     """Make the run durable in its group's mailbox; False when it was there already."""
     job_id = uuid.uuid4().hex

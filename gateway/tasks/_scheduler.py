@@ -31,7 +31,7 @@ import redis.asyncio as aioredis
 
 from channels.models import Inbound
 from gateway import wait_any
-from gateway.config import GatewayConfig
+from gateway.config import Settings
 from gateway.intake._groupfiles import GroupFiles
 from gateway.queue import GatewayQueue, Keys
 from gateway.queue.tasks import TaskTimes
@@ -65,7 +65,7 @@ def _utc(ts: float) -> datetime:
 
 
 class Scheduler:
-    def __init__(self, config: GatewayConfig, sync: redis.Redis, client: aioredis.Redis,
+    def __init__(self, config: Settings, sync: redis.Redis, client: aioredis.Redis,
                  enqueuer: DrainEnqueuer, keys: Keys | None = None) -> None:
         self._cfg = config
         self._files = GroupFiles.of(config)

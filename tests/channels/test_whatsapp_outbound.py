@@ -17,7 +17,7 @@ from channels.whatsapp import WhatsAppChannel
 from channels.whatsapp.errors import OutsideWindow
 from channels.whatsapp.render import render_chunks, to_whatsapp
 from gateway.app import build_channels
-from gateway.config import ConfigError, GatewayConfig
+from gateway.config import ConfigError, Settings
 from tests.channels.harness_whatsapp import ALICE, WhatsAppHarness, channel_env, started
 from tests.channels.kit import load_fixture
 from tests.fakes.whatsapp_api import Failure
@@ -205,7 +205,7 @@ def test_config_errors_name_the_key_or_variable() -> None:
             "default", {"phone_number_id": "1",
                         "outside_window_template": {"name": "t", "language": "xx_YY"}},
             channel_env())
-    config = GatewayConfig.model_validate({"channels": {"whatsapp": {"phone_number": "1"}}})
+    config = Settings.model_validate({"channels": {"whatsapp": {"phone_number": "1"}}})
     with pytest.raises(ConfigError, match=r"channels\.whatsapp\.phone_number"):
         build_channels(config, channel_env())
 

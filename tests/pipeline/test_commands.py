@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 
 from channels.models import Inbound
-from gateway.config import GatewayConfig, parse_config
+from gateway.config import Settings, parse_config
 from gateway.intake import COMMANDS, ChatKind, SenderRole, commands, parse_command, roles_of
 
 OPERATOR = "telegram:1"
 
 
-def cfg(**policy: Any) -> GatewayConfig:
+def cfg(**policy: Any) -> Settings:
     return parse_config({"policy": {"admins": [OPERATOR], **policy}}, env={})
 
 
@@ -147,7 +147,7 @@ def test_a_dm_owner_previews_forget_of_their_own_memory(tmp_path: Any) -> None:
     assert "- 3 episodes, 1 fact\n" in listing  # episodes counted, not parsed
 
 
-def _desk(tmp_path: Any) -> tuple[GatewayConfig, Any]:
+def _desk(tmp_path: Any) -> tuple[Settings, Any]:
     from gateway.intake import MemoryDesk
     from gateway.queue import Keys
 

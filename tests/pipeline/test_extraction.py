@@ -17,7 +17,7 @@ from rq import Queue, SimpleWorker
 from rq.registry import ScheduledJobRegistry
 
 from channels.models import Inbound
-from gateway.config import WorkerSettings, load_worker_settings
+from gateway.config import Settings, load_worker_settings
 from gateway.queue import EXTRACT_JOB, Keys
 from memory_store import BaseMemory, open_memory
 from tests.configs import settings_from_mapping
@@ -47,7 +47,7 @@ class Env:
     config: Path
     data_dir: Path
 
-    def settings(self) -> WorkerSettings:
+    def settings(self) -> Settings:
         return load_worker_settings(self.config)
 
     def memory(self) -> BaseMemory:

@@ -17,7 +17,7 @@ from rq.registry import ScheduledJobRegistry
 from channels.models import Inbound
 from gateway.config import (
     ConfigError,
-    WorkerSettings,
+    Settings,
     load_worker_settings,
 )
 from gateway.queue import CONSOLIDATE_JOB, Keys
@@ -50,7 +50,7 @@ class Env:
     config: Path
     data_dir: Path
 
-    def settings(self) -> WorkerSettings:
+    def settings(self) -> Settings:
         return load_worker_settings(self.config)
 
     def memory(self) -> BaseMemory:
@@ -350,7 +350,7 @@ class _Failing:
         return FunctionModel(fail, model_name="down")
 
 
-def _broken_agent(_settings: WorkerSettings) -> _Failing:
+def _broken_agent(_settings: Settings) -> _Failing:
     return _Failing()
 
 

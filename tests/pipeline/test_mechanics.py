@@ -19,7 +19,7 @@ from rq import Queue
 
 from channels.base import Channel, Chunk, InboundSink
 from channels.models import Inbound, Outbound
-from gateway.config import GatewayConfig, parse_config
+from gateway.config import Settings, parse_config
 from gateway.intake import DrainEnqueuer, Inbox, Sweeper, WebServer, build_app
 from gateway.operations import EmbeddedRedis, embedded_url_file, running_embedded_url
 from gateway.queue import Keys, parse_entry
@@ -35,12 +35,12 @@ def inbound(mid: str, chat: str = "c1", *, group: bool = False, mention: bool = 
 
 
 @pytest.fixture
-def cfg() -> GatewayConfig:
+def cfg() -> Settings:
     return parse_config({"queue": {"lease_ttl": 0.3, "lock_ttl": 0.3}}, env={})
 
 
 @pytest.fixture
-async def parts(valkey: Valkey, cfg: GatewayConfig
+async def parts(valkey: Valkey, cfg: Settings
                 ) -> AsyncIterator[tuple[aioredis.Redis, redis.Redis, Inbox, Sweeper, Queue]]:
     r = aioredis.Redis.from_url(valkey.url)
     sync = redis.Redis.from_url(valkey.url)

@@ -16,7 +16,7 @@ import pytest
 import redis
 import redis.asyncio as aioredis
 
-from gateway.config import GatewayConfig, load_config
+from gateway.config import Settings, load_config
 from gateway.intake import DrainEnqueuer
 from gateway.queue import Keys, parse_entry
 from gateway.tasks import Scheduler
@@ -40,7 +40,7 @@ WHERE = Where(group=GROUP, channel="local", chat_id="room", is_group=True,
               creator="local:alice", creator_role="member")
 
 
-def make(cfg: GatewayConfig, name: str, *, catchup: str = "once", every: str = "2s",
+def make(cfg: Settings, name: str, *, catchup: str = "once", every: str = "2s",
          now: datetime | None = None) -> Task:
     task = validate(Spec(name=name, text=f"run {name}", every=every, catchup=catchup), WHERE,
                     default_zone="UTC", min_interval=1, now=now or datetime.now(UTC))
@@ -55,7 +55,7 @@ def mailbox(sync: redis.Redis) -> list[str]:
 
 @pytest.fixture
 async def sched(tmp_path: Path, valkey: Valkey
-                ) -> AsyncIterator[tuple[GatewayConfig, redis.Redis, Scheduler]]:
+                ) -> AsyncIterator[tuple[Settings, redis.Redis, Scheduler]]:
     cfg = load_config(write_config(tmp_path / "pynanoclaw.toml", valkey.url, TASKS))
     sync = redis.Redis.from_url(valkey.url)
     client = aioredis.Redis.from_url(valkey.url, decode_responses=True)
@@ -65,7 +65,7 @@ async def sched(tmp_path: Path, valkey: Valkey
 
 
 async def test_catch_up_after_downtime_and_a_redis_wipe(
-        sched: tuple[GatewayConfig, redis.Redis, Scheduler]) -> None:
+        sched: tuple[Settings, redis.Redis, Scheduler]) -> None:
     cfg, sync, scheduler = sched
     t0 = datetime.now(UTC).replace(microsecond=0)
     for policy in ("skip", "once", "all"):
@@ -103,7 +103,7 @@ async def test_catch_up_after_downtime_and_a_redis_wipe(
 
 
 async def test_two_schedulers_claim_each_due_time_once(
-        sched: tuple[GatewayConfig, redis.Redis, Scheduler], valkey: Valkey) -> None:
+        sched: tuple[Settings, redis.Redis, Scheduler], valkey: Valkey) -> None:
     cfg, sync, one = sched
     client = aioredis.Redis.from_url(valkey.url, decode_responses=True)
     two = Scheduler(cfg, sync, client, DrainEnqueuer(cfg, sync, K), K)

@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from memory_store.files._atomic import atomic_write_bytes, atomic_write_text, read_regular
-from memory_store.files._attachments import lock
-
-_SHA = re.compile(r"[0-9a-f]{64}")
+from memory_store.files._attachments import SHA256, lock
 
 
 @dataclass(frozen=True)
@@ -48,7 +45,7 @@ def _refs(folder: Path, sha256: str) -> tuple[str, ...]:
 
 def store(folder: Path, sha256: str, data: bytes, ref: str) -> Path:
     """Keep ``data`` (whose hash is ``sha256``) for the send ``ref``; returns its path."""
-    if not _SHA.fullmatch(sha256):
+    if not SHA256.fullmatch(sha256):
         raise ValueError("a file is named by its sha256, 64 lowercase hex digits")
     target = folder / sha256
     with lock(folder):
@@ -70,7 +67,7 @@ def listing(folder: Path) -> list[Waiting]:
     if not folder.is_dir():
         return out
     for path in sorted(folder.iterdir()):
-        if not _SHA.fullmatch(path.name):
+        if not SHA256.fullmatch(path.name):
             continue
         try:
             stored_at = path.stat().st_mtime

@@ -87,11 +87,14 @@ def message_id(st: os.stat_result, name: str) -> str:
 
 
 def _size(n: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n //= 1024
-    return f"{n} bytes"  # pragma: no cover - the loop always returns
+    if n < 1024:
+        return f"{n} bytes"
+    size = n / 1024
+    for unit in ("KB", "MB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} GB"
 
 
 def _as_text(head: bytes) -> str | None:

@@ -115,3 +115,13 @@ async def test_a_dropped_file_gives_one_turn(stack: Stack) -> None:
     assert gw is not None and gw.inbox is not None
     assert await FileDrop(stack.data_dir, gw.inbox.accept_operator).scan_once() == []
     assert len(stack.turns()) == 1
+
+
+def test_the_message_gives_the_size_with_its_fraction(tmp_path: Path) -> None:
+    sizes = {"small.bin": (100, "100 bytes"), "half.bin": (1536, "1.5 KB"),
+             "big.bin": (5 * 1024 * 1024 + 300 * 1024, "5.3 MB")}
+    for name, (size, shown) in sizes.items():
+        path = tmp_path / name
+        path.write_bytes(b"\0" * size)
+        text = file_message(GROUP, path, path.stat()).text
+        assert f"dropped into the inbox: {shown}, " in text, text

@@ -58,7 +58,8 @@ class IndexHook(Protocol):
     def apply(self, conn: sqlite3.Connection, upserts: Sequence[tuple[int, MemoryRecord]],
               deletes: Sequence[int], progress: Progress | None) -> None:
         """Index ``(rowid, record)`` pairs and drop ``deletes``, inside the open
-        transaction."""
+        transaction. A rowid may be in both (SQLite gave a deleted last rowid again):
+        the delete comes first."""
 
     def committed(self) -> None:
         """The transaction that carried the last ``apply`` committed."""
@@ -323,7 +324,7 @@ class Catalog(CatalogQueries):
                                  (st.st_mtime_ns, st.st_size, old.rowid))
                     continue
                 record = self._parse_file(rel, data, st)
-                rowid = self._upsert(rel, record, digest, st.st_mtime_ns, st.st_size)
+                rowid = self._upsert(rel, record, digest, st.st_mtime_ns, st.st_size, dropped)
                 if rowid is not None:
                     upserts.append((rowid, record))
             for hook in self.hooks:
@@ -363,9 +364,12 @@ class Catalog(CatalogQueries):
                                  fallback_kind=_DIR_KIND.get(sub, "note"), mtime=mtime)
 
     def _upsert(self, rel: str, record: MemoryRecord, digest: str, mtime_ns: int,
-                size: int) -> int | None:
+                size: int, dropped: list[int]) -> int | None:
         """Insert or replace the row for ``rel``; None when the id belongs to another
-        live file (a hand-made copy), which is then left out of the index."""
+        live file (a hand-made copy), which is then left out of the index. The row of a
+        vanished file with the same id (a file moved between folders) is deleted and
+        its rowid added to ``dropped``, for the hooks: its folder may be scanned later
+        or never, and would then find no row to drop."""
         conn = self.conn
         other = conn.execute("SELECT rowid, path FROM docs WHERE id=?", (record.id,)).fetchone()
         if other is not None and other[1] != rel:
@@ -374,6 +378,7 @@ class Catalog(CatalogQueries):
                             record.id, rel, other[1])
                 return None
             _delete(conn, other[0])
+            dropped.append(int(other[0]))
         values = (
             record.id, rel, rel.rsplit("/", 1)[0], record.kind, record.source,
             record.created.timestamp(), record.updated.timestamp(), record.trust,
@@ -405,11 +410,12 @@ class Catalog(CatalogQueries):
         with self._mu:
             self._check_db()
             with self._write_txn() as conn:
+                dropped: list[int] = []
                 rowid = self._upsert(rel, record, content_hash(data), st.st_mtime_ns,
-                                     st.st_size)
+                                     st.st_size, dropped)
                 upserts = [] if rowid is None else [(rowid, record)]
                 for hook in self.hooks:
-                    hook.apply(conn, upserts, [], None)
+                    hook.apply(conn, upserts, dropped, None)
 
     def index_removed(self, rel: str) -> None:
         """Drop the row of a file this process just deleted (caller holds the lock)."""

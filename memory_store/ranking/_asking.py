@@ -82,8 +82,8 @@ class AskIndex:
 
     def apply(self, conn: sqlite3.Connection, upserts: Sequence[tuple[int, MemoryRecord]],
               deletes: Sequence[int], progress: Progress | None) -> None:
-        changed = {rowid: ask_weight(rec.content) for rowid, rec in upserts}
-        changed.update((int(rowid), 0.0) for rowid in deletes)
+        changed = {int(rowid): 0.0 for rowid in deletes}
+        changed.update((rowid, ask_weight(rec.content)) for rowid, rec in upserts)
         conn.executemany("DELETE FROM asks WHERE rowid = ?",
                          [(r,) for r, w in changed.items() if not w])
         conn.executemany("INSERT OR REPLACE INTO asks(rowid, weight) VALUES (?, ?)",

@@ -85,3 +85,26 @@ def test_ask_weights_survive_a_reopen_an_edit_a_delete_and_an_older_index(
     mem.asks.attach(mem.catalog.conn)
     assert mem.asks.of(np.array([r1, r3])).tolist() == [0.0, 1.0]
     mem.close()
+
+
+def test_a_rowid_dropped_and_reused_in_one_scan_keeps_the_new_records_weight(
+        tmp_path: Path) -> None:
+    # A file moved to a folder scanned first: its old row is deleted and, being the
+    # last rowid, given again to the moved file in the same transaction.
+    mem = open_memory(tmp_path, "t:asks", "hybrid", embedder=default_embedder(),
+                      background=False)
+    assert isinstance(mem, HybridMemory)
+    mem.write_sync("Ann: Shall we hike on Sunday?", kind="note", metadata={"id": "q1"})
+    before = rowid(mem, "q1")
+    (mem.group.path / "entities").mkdir(exist_ok=True)
+    (mem.group.path / "notes" / "q1.md").rename(mem.group.path / "entities" / "q1.md")
+    mem.catalog.refresh(full=True)
+    assert rowid(mem, "q1") == before
+    assert mem.asks.of(np.array([before])).tolist() == [1.0]
+    # The same in one folder: a file deleted and another written by hand, one scan.
+    (mem.group.path / "entities" / "q1.md").unlink()
+    (mem.group.path / "entities" / "q2.md").write_text("Bo: Did you swim?\n")
+    mem.catalog.refresh(full=True)
+    assert rowid(mem, "q2") == before
+    assert mem.asks.of(np.array([before])).tolist() == [1.0]
+    mem.close()

@@ -142,3 +142,21 @@ def test_whose_records_follow_edits_deletes_reopens_and_older_indexes(tmp_path: 
     mem.people.attach(mem.catalog.conn)
     assert whose(mem, "ann") == ["f1", "t1", "t2"]
     mem.close()
+
+
+def test_a_file_moved_to_a_folder_scanned_first_leaves_no_stale_row(tmp_path: Path) -> None:
+    # notes/ is scanned after entities/: the move's new path is indexed first and takes
+    # the id from the vanished path's row; the indexes beside the catalog must hear it.
+    mem = open_memory(tmp_path, "t:spoke", "hybrid", embedder=default_embedder(),
+                      background=False)
+    assert isinstance(mem, HybridMemory)
+    mem.write_sync("Ann likes tea.", kind="note", metadata={"id": "n1", "speaker": "Ann"})
+    mem.write_sync("Bo likes coffee.", kind="note", metadata={"id": "n2", "speaker": "Bo"})
+    old = mem.group.path / "notes" / "n1.md"
+    (mem.group.path / "entities").mkdir(exist_ok=True)
+    old.rename(mem.group.path / "entities" / old.name)
+    mem.catalog.refresh(full=True)
+    rows = mem.people.records_of(("ann",)).tolist()
+    assert [r.id for r in mem.catalog.records(rows).values()] == ["n1"]
+    assert len(rows) == 1
+    mem.close()

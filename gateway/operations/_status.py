@@ -28,8 +28,6 @@ from datetime import datetime
 from pathlib import Path
 
 import redis
-from rq import Worker
-from rq.worker import BaseWorker
 
 from channels.errors import PermanentError
 from gateway.config import (
@@ -50,11 +48,10 @@ from gateway.queue import (
     DeadLetters,
     Keys,
     background_queue,
-    job_queue,
     period_ids,
     transcribe_queue,
 )
-from gateway.queue.procs import ended_here
+from gateway.queue.procs import live_workers
 
 #: seconds a platform gets to answer a credential check
 CHECK_TIMEOUT = 15.0
@@ -147,10 +144,10 @@ def _queue_checks(client: redis.Redis, cfg: Settings) -> Iterator[Check]:
     for problem in redis_problems(client):
         yield Check("redis state", False, problem.removeprefix("redis: "))
     stale: set[str] = set()
-    workers = _live(client, cfg.queue.name, stale)
+    workers = live_workers(client, cfg.queue.name, stale)
     # background-only workers (`--background-only`) listen to that queue alone
     names = {w.name for w in workers} | stale
-    background = [w for w in _live(client, background_queue(cfg.queue.name), stale)
+    background = [w for w in live_workers(client, background_queue(cfg.queue.name), stale)
                   if w.name not in names]
     also = f" (+{len(background)} for background jobs only)" if background else ""
     if stale:
@@ -204,7 +201,7 @@ def transcription_workers(client: redis.Redis, cfg: Settings) -> tuple[int, int]
     """(live workers on the transcription queue, registrations of dead ones on this
     host), from RQ's registry as for the turn workers."""
     stale: set[str] = set()
-    live = _live(client, transcribe_queue(cfg.queue.name), stale)
+    live = live_workers(client, transcribe_queue(cfg.queue.name), stale)
     return len(live), len(stale)
 
 
@@ -221,20 +218,6 @@ def _transcription_check(client: redis.Redis, cfg: Settings) -> Check:
                  f"none alive on queue {queue}{also}: voice notes reach the model "
                  "untranscribed; start `pynanoclaw run`, or `python -m workers --queue "
                  f"{queue} --no-preload` beside `pynanoclaw worker`", warning=True)
-
-
-def _live(client: redis.Redis, queue: str, stale: set[str]) -> list[BaseWorker]:
-    """The workers on ``queue`` that run: RQ keeps a killed worker's registration for minutes (its
-    key outlives it by ``worker_ttl`` + 60 s), so one registered from this host whose
-    process is gone is dropped (its name added to ``stale``). Workers on other hosts
-    are taken at their word."""
-    out = []
-    for w in Worker.all(connection=client, queue=job_queue(client, queue)):
-        if ended_here(w.hostname, w.pid):
-            stale.add(w.name)
-        else:
-            out.append(w)
-    return out
 
 
 async def channel_check(name: str, channel: object) -> Check:

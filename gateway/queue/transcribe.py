@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 
 import redis
-from rq import Worker
 
 from gateway.queue.jobs import DEFAULT_QUEUE, enqueue_job, job_queue
+from gateway.queue.procs import live_workers
 
 #: import path of the transcription job, as RQ resolves it inside a worker
 TRANSCRIBE_JOB = "workers.transcribe.transcribe_job"
@@ -36,10 +36,9 @@ def transcribe_queue(name: str = DEFAULT_QUEUE) -> str:
 
 
 def transcribers(connection: redis.Redis, queue: str = DEFAULT_QUEUE) -> int:
-    """How many workers listen on drain queue ``queue``'s transcription queue (RQ's own
-    registry of live workers)."""
-    return Worker.count(connection=connection,
-                        queue=job_queue(connection, transcribe_queue(queue)))
+    """How many workers that run listen on drain queue ``queue``'s transcription queue
+    (RQ's registry, without a killed worker's registration on this host)."""
+    return len(live_workers(connection, transcribe_queue(queue)))
 
 
 def enqueue_transcribe(connection: redis.Redis, group: str, message_id: str, sha256: str, *,

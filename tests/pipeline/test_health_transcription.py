@@ -20,6 +20,7 @@ import pytest
 
 from gateway.operations import status_checks
 from gateway.queue import DEFAULT_QUEUE, transcribe_queue
+from gateway.queue.transcribe import transcribers
 from tests.channels.harness_telegram import env as telegram_env
 from tests.fakes.telegram_api import FakeTelegram
 from tests.pipeline.conftest import ROOT, Stack, Valkey
@@ -83,6 +84,8 @@ async def test_the_transcription_worker_is_counted_and_its_absence_warns(
         ok, detail = (await checks(stack))["transcription workers"]
         assert not ok and "1 registration(s) of dead workers on this host not counted" \
             in detail, detail
+        # the voice-note wait asks the same question: a dead worker transcribes nothing
+        assert transcribers(stack.r, DEFAULT_QUEUE) == 0
         assert NONE_ALIVE in (await gw.health())["warnings"]
     finally:
         await stack.close()

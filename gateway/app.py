@@ -35,9 +35,9 @@ from gateway.media.downloads import MediaJob
 from gateway.operations._channelstart import ChannelStarter
 from gateway.operations._health import degraded, warnings
 from gateway.operations._pressure import disk_problem, redis_problems
-from gateway.operations._status import transcription_workers
 from gateway.outgoing._outbox import Outbox
 from gateway.queue import DeadLetters, Keys, transcribe_queue
+from gateway.queue.transcribe import transcribers
 from gateway.queue.version import RedisSchemaTooNew, check_redis_schema
 from gateway.tasks import Scheduler
 
@@ -280,8 +280,8 @@ class Gateway:
             out.update(await asyncio.to_thread(turn_report, self._sync, self.keys))
             if voice_can_arrive(self.config):  # RQ's registry: workers wherever they run
                 with contextlib.suppress(redis.RedisError, OSError):
-                    alive, _ = await asyncio.to_thread(transcription_workers, self._sync,
-                                                       self.config)
+                    alive = await asyncio.to_thread(transcribers, self._sync,
+                                                    self.config.queue.name)
                     out["transcription"] = {
                         "queue": transcribe_queue(self.config.queue.name), "alive": alive}
             with contextlib.suppress(redis.RedisError, OSError):

@@ -197,21 +197,14 @@ def _budget_checks(client: redis.Redis, cfg: Settings) -> Iterator[Check]:
                     "`pynanoclaw usage cap`")
 
 
-def transcription_workers(client: redis.Redis, cfg: Settings) -> tuple[int, int]:
-    """(live workers on the transcription queue, registrations of dead ones on this
-    host), from RQ's registry as for the turn workers."""
-    stale: set[str] = set()
-    live = live_workers(client, transcribe_queue(cfg.queue.name), stale)
-    return len(live), len(stale)
-
-
 def _transcription_check(client: redis.Redis, cfg: Settings) -> Check:
     queue = transcribe_queue(cfg.queue.name)
     if not voice_can_arrive(cfg):  # a worker must run: on this host or another
         return Check("transcription workers", True,
                      "none needed (transcription or downloads off, or no channel carries files)")
-    alive, stale = transcription_workers(client, cfg)
-    also = (f"; {stale} registration(s) of dead workers on this host not counted"
+    stale: set[str] = set()
+    alive = len(live_workers(client, queue, stale))
+    also = (f"; {len(stale)} registration(s) of dead workers on this host not counted"
             if stale else "")
     return Check("transcription workers", bool(alive),
                  f"{alive} alive on queue {queue}{also}" if alive else

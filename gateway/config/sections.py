@@ -335,17 +335,9 @@ class Settings(Section):
         return None
 
     @property
-    def config_path(self) -> Path | None:
-        return self.source
-
-    @property
     def redis_dir(self) -> Path:
         """Where the embedded server keeps its data (and its ``url`` file)."""
         return self.data_dir / "redis"
-
-    @property
-    def job_timeout(self) -> int:
-        return self.worker.job_timeout
 
     @property
     def admins(self) -> frozenset[str]:

@@ -95,10 +95,10 @@ def dead_drop(
     config: ConfigOpt = None,
 ) -> None:
     """Delete a group's dead letters (asks first)."""
-    from gateway.operations._deadletters import drop_dead
+    from gateway.queue import DeadLetters
 
     _, client = running_client(config)
     with client:
         if not yes and not typer.confirm(f"drop the dead letters of {group} for good?"):
             raise typer.Exit(EXIT_FAILED)
-        typer.echo(f"{group}: {drop_dead(client, group)} message(s) dropped")
+        typer.echo(f"{group}: {DeadLetters(client).drop(group)} message(s) dropped")

@@ -64,15 +64,17 @@ def config_file(config: Path | None) -> Path:
     return config_path(config).resolve()
 
 
-def load(config: Path | None) -> tuple[Path, Settings]:
-    """The config file's path and contents, its channels' classes checked to import."""
+def load(config: Path | None, *, channels: bool = True) -> tuple[Path, Settings]:
+    """The config file's path and contents, its channels' classes checked to import
+    (with ``channels``); a broken file is printed and exits (``fail``)."""
     path = config_file(config)
     try:
         cfg = load_config(path)
-        from gateway.app import load_channel_class
+        if channels:
+            from gateway.app import load_channel_class
 
-        for name in cfg.channels:
-            load_channel_class(name, path)
+            for name in cfg.channels:
+                load_channel_class(name, path)
     except ConfigError as err:
         raise fail(err) from None
     return path, cfg
@@ -112,10 +114,7 @@ def any_redis(cfg: Settings) -> Iterator[str]:
 def running_client(config: Path | None) -> tuple[Settings, redis.Redis]:
     """The config and a client of the Redis the bot uses, which must be up (the
     configured one, or the embedded server of a running ``pynanoclaw run``)."""
-    try:
-        cfg = load_config(config_file(config))
-    except ConfigError as err:
-        raise fail(err) from None
+    _, cfg = load(config, channels=False)
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if not url:
         raise fail("redis: no [redis] url and no embedded server running; start "

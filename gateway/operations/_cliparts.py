@@ -5,9 +5,9 @@ options, reading the config, reaching Redis, and the exit statuses (logging is
 ``gateway/cli.py`` (the app and the bot's commands), ``gateway/operations/_opscli.py``
 (status, dead letters), ``gateway/operations/_pair_cli.py`` and
 ``gateway/operations/_usage_cli.py`` build on these and on nothing of one another.
-Exit statuses: 0 done; ``EXIT_FAILED`` (1) when the command
+Exit statuses: 0 done; ``CommandExit.FAILED`` (1) when the command
 ran but what it was asked did not happen (a check of ``status`` failed, ``pair`` found
-no such code, the operator said no); ``EXIT_USAGE`` (2) for a wrong argument, a broken
+no such code, the operator said no); ``CommandExit.USAGE`` (2) for a wrong argument, a broken
 config or an unreachable Redis, printed as one ``error: ...`` line (a config error as
 its rendered key and fix); 3 (``CommandExit.DEGRADED``) from ``status`` alone, when no
 check failed but one warned (``gateway.operations._status.exit_status``). Their home is
@@ -34,9 +34,6 @@ from gateway.config import (
 )
 from gateway.operations._redis_server import EmbeddedRedis, running_embedded_url
 
-EXIT_FAILED = int(CommandExit.FAILED)
-EXIT_USAGE = int(CommandExit.USAGE)
-
 ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", "-c", help=f"config file [default: ${CONFIG_ENV} or "
@@ -56,7 +53,7 @@ def fail(message: str | ConfigError) -> typer.Exit:
     raise."""
     text = message.render() if isinstance(message, ConfigError) else f"error: {message}"
     typer.echo(text, err=True)
-    return typer.Exit(EXIT_USAGE)
+    return typer.Exit(CommandExit.USAGE)
 
 
 def config_file(config: Path | None) -> Path:

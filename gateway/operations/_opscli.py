@@ -12,14 +12,8 @@ from typing import Annotated
 
 import typer
 
-from gateway.operations._cliparts import (
-    EXIT_FAILED,
-    ConfigOpt,
-    config_file,
-    fail,
-    running_client,
-    sub_app,
-)
+from gateway.config import CommandExit
+from gateway.operations._cliparts import ConfigOpt, config_file, fail, running_client, sub_app
 
 dead_app = sub_app(help="dead letters: turns that failed for good", no_args_is_help=True)
 
@@ -100,5 +94,5 @@ def dead_drop(
     _, client = running_client(config)
     with client:
         if not yes and not typer.confirm(f"drop the dead letters of {group} for good?"):
-            raise typer.Exit(EXIT_FAILED)
+            raise typer.Exit(CommandExit.FAILED)
         typer.echo(f"{group}: {DeadLetters(client).drop(group)} message(s) dropped")

@@ -27,6 +27,7 @@ import gateway.operations._opscli as opscli
 from channels.redact import setup_logging
 from gateway import wait_any
 from gateway.config import (
+    CommandExit,
     ConfigError,
     Settings,
     background_workers,
@@ -34,7 +35,6 @@ from gateway.config import (
     transcribe_workers,
 )
 from gateway.operations._cliparts import (
-    EXIT_USAGE,
     ConfigOpt,
     LogOpt,
     config_file,
@@ -404,7 +404,7 @@ def main() -> None:
         app()
     except ConfigError as err:
         typer.echo(err.render(), err=True)
-        sys.exit(EXIT_USAGE)
+        sys.exit(CommandExit.USAGE)
 
 
 if __name__ == "__main__":

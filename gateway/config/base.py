@@ -37,10 +37,12 @@ def colon_key(item: str) -> bool:
     return bool(sep and channel and rest)
 
 
-def check_group_keys(groups: dict[str, T], example: str) -> dict[str, T]:
-    """``groups`` when every key is a group key ``channel:chat_id``; ``example`` shows
-    the table a key belongs in."""
-    for key in groups:
-        if not colon_key(key):
-            raise ValueError(f"group key {key!r} must be 'channel:chat_id', e.g. {example}")
-    return groups
+def group_keyed(example: str) -> AfterValidator:
+    """The check of a table keyed by group keys ``channel:chat_id``, for its field's
+    ``Annotated`` type; ``example`` shows the table a key belongs in."""
+    def check(groups: dict[str, T]) -> dict[str, T]:
+        for key in groups:
+            if not colon_key(key):
+                raise ValueError(f"group key {key!r} must be 'channel:chat_id', e.g. {example}")
+        return groups
+    return AfterValidator(check)

@@ -16,27 +16,14 @@ import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
 from gateway.config.base import ENV_NAME
 from gateway.config.env import CONFIG_ENV, DEFAULT_CONFIG_PATH, DEFAULT_KEY_ENVS, REDIS_URL_ENV
 from gateway.config.renamed import renamed_error
-from gateway.config.sections import EngageConfig as _Engage
-from gateway.config.sections import (
-    GroupConfig,
-    HttpConfig,
-    IdentityConfig,
-    MemoryConfig,
-    ModelConfig,
-    PolicyConfig,
-    QueueConfig,
-    RedisConfig,
-    Settings,
-    WorkerConfig,
-)
-from gateway.config.usage import UsageConfig
+from gateway.config.sections import ModelConfig, Settings
 
 #: defaults a user gets when ``model.name`` is left out
 DEFAULT_MODEL_NAMES: dict[str, str] = {
@@ -45,13 +32,19 @@ DEFAULT_MODEL_NAMES: dict[str, str] = {
     "local": "smollm2-135m-instruct",  # workers/local_weights.py
 }
 _IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
-_TABLES = ("redis", "policy", "engage", "groups", "channels", "queue", "http", "model",
-           "memory", "worker", "identities", "usage")
-_SECTION_MODELS: dict[str, type[BaseModel]] = {
-    "redis": RedisConfig, "policy": PolicyConfig, "engage": _Engage, "queue": QueueConfig,
-    "http": HttpConfig, "model": ModelConfig, "memory": MemoryConfig, "worker": WorkerConfig,
-    "usage": UsageConfig,
-}
+
+
+def _table_model(kind: Any) -> type[BaseModel] | None:
+    """The model of a table whose field type is ``kind``: a section's own, or the
+    value's of a table of tables (``dict[str, GroupConfig]``); None for anything else."""
+    if get_origin(kind) is dict:
+        kind = get_args(kind)[1]
+    return kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
+
+
+#: the top-level keys that are tables: every key of ``Settings`` but ``data_dir``
+_TABLES = tuple(name for name, f in Settings.model_fields.items()
+                if _table_model(f.annotation) or get_origin(f.annotation) is dict)
 
 
 class ConfigError(Exception):
@@ -220,15 +213,13 @@ def describe(err: ValidationError, prefix: str = "") -> str:
 
 
 def _known_keys(loc: list[str]) -> list[str]:
-    cls: type[BaseModel] | None
-    if not loc:
-        cls = Settings
-    elif loc[0] == "groups" and len(loc) == 2:
-        cls = GroupConfig
-    elif loc[0] == "identities" and len(loc) == 2:
-        cls = IdentityConfig
-    else:
-        cls = _SECTION_MODELS.get(loc[0]) if len(loc) == 1 else None
-    if cls is None:
-        return []
-    return sorted(n for n, f in cls.model_fields.items() if not f.exclude)
+    """The keys of the table at ``loc`` (``[]``: not a table of known keys)."""
+    cls: type[BaseModel] | None = Settings
+    parts = iter(loc)
+    for part in parts:
+        field = cls.model_fields.get(part) if cls else None
+        kind = field.annotation if field else None
+        if get_origin(kind) is dict and next(parts, None) is None:
+            return []  # the table of tables itself: its keys are the operator's
+        cls = _table_model(kind)
+    return sorted(n for n, f in cls.model_fields.items() if not f.exclude) if cls else []

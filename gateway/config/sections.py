@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
-from gateway.config.base import ENV_NAME, Section, check_group_keys, colon_key
+from gateway.config.base import ENV_NAME, Section, colon_key, group_keyed
 from gateway.config.media import MediaConfig
 from gateway.config.tasks import TasksConfig
 from gateway.config.tools import ToolsConfig
@@ -284,7 +284,8 @@ class Settings(Section):
     redis: RedisConfig = RedisConfig()
     policy: PolicyConfig = PolicyConfig()
     engage: EngageConfig = EngageConfig()
-    groups: dict[str, GroupConfig] = Field(default_factory=dict)
+    groups: Annotated[dict[str, GroupConfig], group_keyed(
+        '[groups."telegram:-100123"]')] = Field(default_factory=dict)
     #: raw ``[channels.<name>]`` blocks; each adapter's ``from_config`` validates its own
     channels: dict[str, dict[str, Any]] = Field(default_factory=dict)
     queue: QueueConfig = QueueConfig()
@@ -304,11 +305,6 @@ class Settings(Section):
     identities: dict[str, IdentityConfig] = Field(default_factory=dict)
     #: the file this was loaded from (None: built in code); not a key of the file
     source: Path | None = Field(default=None, exclude=True)
-
-    @field_validator("groups")
-    @classmethod
-    def _group_keys(cls, v: dict[str, GroupConfig]) -> dict[str, GroupConfig]:
-        return check_group_keys(v, '[groups."telegram:-100123"]')
 
     @field_validator("identities")
     @classmethod
@@ -335,17 +331,9 @@ class Settings(Section):
         return None
 
     @property
-    def config_path(self) -> Path | None:
-        return self.source
-
-    @property
     def redis_dir(self) -> Path:
         """Where the embedded server keeps its data (and its ``url`` file)."""
         return self.data_dir / "redis"
-
-    @property
-    def job_timeout(self) -> int:
-        return self.worker.job_timeout
 
     @property
     def admins(self) -> frozenset[str]:

@@ -10,9 +10,11 @@ failures (``pause_after``: consecutive failed runs that pause a task).
 
 from __future__ import annotations
 
-from pydantic import Field, field_validator
+from typing import Annotated
 
-from gateway.config.base import Section, ZoneName, check_group_keys
+from pydantic import Field
+
+from gateway.config.base import Section, ZoneName, group_keyed
 
 
 class TasksConfig(Section):
@@ -26,7 +28,8 @@ class TasksConfig(Section):
     #: the operator's time zone, the default of every group's
     timezone: ZoneName = "UTC"
     #: a group's own default time zone: ``[tasks.zones] "telegram:-100" = "Europe/Rome"``
-    zones: dict[str, ZoneName] = Field(default_factory=dict)
+    zones: Annotated[dict[str, ZoneName], group_keyed(
+        '[tasks.zones] "telegram:-100123" = "Europe/Rome"')] = Field(default_factory=dict)
     #: a run this many seconds late counts as missed (its task's catch-up policy decides)
     grace: float = Field(default=60.0, gt=0)
     #: most missed runs ``catchup = "all"`` fires after downtime
@@ -38,11 +41,6 @@ class TasksConfig(Section):
     #: how often it re-reads every group's task files (new, resumed or edited by hand,
     #: and the sorted set after a Redis loss), seconds
     rescan: float = Field(default=30.0, gt=0)
-
-    @field_validator("zones")
-    @classmethod
-    def _zones(cls, v: dict[str, str]) -> dict[str, str]:
-        return check_group_keys(v, '[tasks.zones] "telegram:-100123" = "Europe/Rome"')
 
     def zone_of(self, group: str) -> str:
         """The default time zone of ``group``'s tasks: the group's, else the operator's."""

@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import AfterValidator, Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
-from gateway.config.base import Section, check_group_keys
+from gateway.config.base import Section, group_keyed
 from gateway.config.mcp import McpServer, check_servers
 
 #: the tools the sandbox offers (one name each in the tool host's registry)
@@ -142,17 +142,14 @@ class ToolsConfig(Section):
     sandbox_uid: int = Field(default=59999, ge=1, le=2**31)
     #: directories under which group mounts may lie
     mount_roots: list[str] = Field(default_factory=list)
-    groups: dict[str, GroupTools] = Field(default_factory=dict)
+    groups: Annotated[dict[str, GroupTools], group_keyed(
+        '[tools.groups."telegram:-100123"]')] = Field(default_factory=dict)
     #: MCP servers the tool host runs (``gateway.config.mcp``)
-    mcp: dict[str, McpServer] = Field(default_factory=dict)
+    mcp: Annotated[dict[str, McpServer], AfterValidator(check_servers)] = \
+        Field(default_factory=dict)
     #: MCP servers and tools every group may use ("server" or "server.tool"); none by
     #: default: a server's tools act with its secrets, so an operator opts each group in
     mcp_allow: list[str] = Field(default_factory=list)
-
-    @field_validator("mcp")
-    @classmethod
-    def _server_names(cls, v: dict[str, McpServer]) -> dict[str, McpServer]:
-        return check_servers(v)
 
     @model_validator(mode="after")
     def _mcp_entries(self) -> ToolsConfig:
@@ -172,11 +169,6 @@ class ToolsConfig(Section):
     approve: Approvable = Field(default_factory=list)
     #: seconds a call waits for ``/approve`` before it is refused (and the chat told)
     approval_timeout: float = Field(default=3600.0, gt=0, le=7 * 86400)
-
-    @field_validator("groups")
-    @classmethod
-    def _group_keys(cls, v: dict[str, GroupTools]) -> dict[str, GroupTools]:
-        return check_group_keys(v, '[tools.groups."telegram:-100123"]')
 
     def for_group(self, group: str) -> GroupPolicy:
         """The resolved policy of ``group``: its override over the defaults."""

@@ -173,7 +173,3 @@ class IdentityStore:
             await self._r.hset(self._keys.identity_share, person, SHARE_PROFILE)
         else:
             await self._r.hdel(self._keys.identity_share, person)
-
-    async def shares_profile(self, person: str) -> bool:
-        value = await self._r.hget(self._keys.identity_share, person)
-        return value is not None and as_str(value) == SHARE_PROFILE

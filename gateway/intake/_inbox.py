@@ -66,7 +66,7 @@ def drain_options(config: Settings, keys: Keys) -> DrainOptions:
     q = config.queue
     return DrainOptions(lease_ttl=q.lease_ttl, lock_ttl=q.lock_ttl,
                         max_turns=q.max_turns_per_job, max_attempts=q.max_attempts,
-                        queue=q.name, job_timeout=config.job_timeout, retries=q.retries,
+                        queue=q.name, job_timeout=config.worker.job_timeout, retries=q.retries,
                         prefix=keys.prefix)
 
 

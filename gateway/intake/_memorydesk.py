@@ -242,5 +242,5 @@ class MemoryDesk:
         return enqueue_group_job(
             self._queue, REDACT_JOB, group,
             {"queue": q.name, "prefix": self._keys.prefix, "lock_ttl": q.lock_ttl,
-             "job_timeout": self._cfg.job_timeout, "retries": q.retries},
-            timeout=self._cfg.job_timeout, retries=q.retries)
+             "job_timeout": self._cfg.worker.job_timeout, "retries": q.retries},
+            timeout=self._cfg.worker.job_timeout, retries=q.retries)

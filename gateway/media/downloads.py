@@ -101,8 +101,7 @@ class MediaJob:
     async def start_groups(self) -> None:
         self._running = {g: t for g, t in self._running.items() if not t.done()}
         for group in await self.hold.groups():
-            task = self._running.get(group)
-            if task is None or task.done():
+            if group not in self._running:  # a group's done task was dropped just above
                 self._running[group] = asyncio.create_task(self._drain_logged(group),
                                                            name=f"media {group}")
 
@@ -151,13 +150,12 @@ class MediaJob:
         """``msg`` with each attachment stored or refused; with ``tell``, tells the
         sender once about the refused ones."""
         channel = self._channels.get((msg.channel, msg.account))
-        came = Received(msg.channel, msg.message_id, None, msg.received_at.timestamp())
         out: list[Attachment] = []
         for att in msg.attachments:
             if att.stored is None and att.refused is None:
-                att = await fetch_one(self._cfg.media, self.files, group, channel, att,
-                                      Received(came.channel, came.message_id, att.name,
-                                               came.received))
+                came = Received(msg.channel, msg.message_id, att.name,
+                                msg.received_at.timestamp())
+                att = await fetch_one(self._cfg.media, self.files, group, channel, att, came)
             out.append(att)
         refused = [a for a in out if a.refused and a.refused != DOWNLOAD_FAILED]
         if refused and tell:

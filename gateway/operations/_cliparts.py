@@ -5,9 +5,9 @@ options, reading the config, reaching Redis, and the exit statuses (logging is
 ``gateway/cli.py`` (the app and the bot's commands), ``gateway/operations/_opscli.py``
 (status, dead letters), ``gateway/operations/_pair_cli.py`` and
 ``gateway/operations/_usage_cli.py`` build on these and on nothing of one another.
-Exit statuses: 0 done; ``EXIT_FAILED`` (1) when the command
+Exit statuses: 0 done; ``CommandExit.FAILED`` (1) when the command
 ran but what it was asked did not happen (a check of ``status`` failed, ``pair`` found
-no such code, the operator said no); ``EXIT_USAGE`` (2) for a wrong argument, a broken
+no such code, the operator said no); ``CommandExit.USAGE`` (2) for a wrong argument, a broken
 config or an unreachable Redis, printed as one ``error: ...`` line (a config error as
 its rendered key and fix); 3 (``CommandExit.DEGRADED``) from ``status`` alone, when no
 check failed but one warned (``gateway.operations._status.exit_status``). Their home is
@@ -34,9 +34,6 @@ from gateway.config import (
 )
 from gateway.operations._redis_server import EmbeddedRedis, running_embedded_url
 
-EXIT_FAILED = int(CommandExit.FAILED)
-EXIT_USAGE = int(CommandExit.USAGE)
-
 ConfigOpt = Annotated[
     Path | None,
     typer.Option("--config", "-c", help=f"config file [default: ${CONFIG_ENV} or "
@@ -56,7 +53,7 @@ def fail(message: str | ConfigError) -> typer.Exit:
     raise."""
     text = message.render() if isinstance(message, ConfigError) else f"error: {message}"
     typer.echo(text, err=True)
-    return typer.Exit(EXIT_USAGE)
+    return typer.Exit(CommandExit.USAGE)
 
 
 def config_file(config: Path | None) -> Path:
@@ -64,15 +61,17 @@ def config_file(config: Path | None) -> Path:
     return config_path(config).resolve()
 
 
-def load(config: Path | None) -> tuple[Path, Settings]:
-    """The config file's path and contents, its channels' classes checked to import."""
+def load(config: Path | None, *, channels: bool = True) -> tuple[Path, Settings]:
+    """The config file's path and contents, its channels' classes checked to import
+    (with ``channels``); a broken file is printed and exits (``fail``)."""
     path = config_file(config)
     try:
         cfg = load_config(path)
-        from gateway.app import load_channel_class
+        if channels:
+            from gateway.app import load_channel_class
 
-        for name in cfg.channels:
-            load_channel_class(name, path)
+            for name in cfg.channels:
+                load_channel_class(name, path)
     except ConfigError as err:
         raise fail(err) from None
     return path, cfg
@@ -112,10 +111,7 @@ def any_redis(cfg: Settings) -> Iterator[str]:
 def running_client(config: Path | None) -> tuple[Settings, redis.Redis]:
     """The config and a client of the Redis the bot uses, which must be up (the
     configured one, or the embedded server of a running ``pynanoclaw run``)."""
-    try:
-        cfg = load_config(config_file(config))
-    except ConfigError as err:
-        raise fail(err) from None
+    _, cfg = load(config, channels=False)
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if not url:
         raise fail("redis: no [redis] url and no embedded server running; start "

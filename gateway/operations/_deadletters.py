@@ -1,6 +1,6 @@
-"""Dead letters for an operator: list, retry, drop. Plain functions over a sync Redis
+"""Dead letters for an operator: list and retry. Plain functions over a sync Redis
 client, so ``pynanoclaw dead`` and the console share them; the queue operations
-themselves are ``gateway.queue.DeadLetters``."""
+themselves (a drop is one) are ``gateway.queue.DeadLetters``."""
 
 from __future__ import annotations
 
@@ -36,10 +36,9 @@ class DeadGroup:
     records: list[DeadRecord]
 
 
-def list_dead(client: redis.Redis, group: str | None = None, keys: Keys | None = None
-              ) -> list[DeadGroup]:
+def list_dead(client: redis.Redis, group: str | None = None) -> list[DeadGroup]:
     """The dead letters of ``group`` (every group with some when ``None``)."""
-    dead = DeadLetters(client, keys)
+    dead = DeadLetters(client)
     out = []
     for g in [group] if group else dead.groups():
         messages = [DeadMessage(seq=e.seq, message_id=str(e.msg.get("message_id", "")),
@@ -67,10 +66,10 @@ class SkippedInbound:
         return f"{record.get('at', '?')}  {where}{record.get('reason', '?')}"
 
 
-def list_skipped(client: redis.Redis, keys: Keys | None = None) -> list[SkippedInbound]:
+def list_skipped(client: redis.Redis) -> list[SkippedInbound]:
     """Every channel account's skipped inbound (``channels.base.SKIPPED_KEY`` in its
     cursor store), by channel and account."""
-    keys = keys or Keys()
+    keys = Keys()
     template = keys.cursor("\0", "\0", SKIPPED_KEY)  # where channel and account stand
     head, tail = template[:template.index("\0")], template[template.rindex("\0") + 1:]
     found = []
@@ -97,11 +96,6 @@ def retry_dead(client: redis.Redis, config: Settings, group: str | None = None
     groups = [group] if group else dead.groups()
     moved = {g: dead.retry(g, options) for g in groups}
     return {g: n for g, n in moved.items() if n}
-
-
-def drop_dead(client: redis.Redis, group: str, keys: Keys | None = None) -> int:
-    """Delete the dead letters of ``group``. Returns how many entries went."""
-    return DeadLetters(client, keys).drop(group)
 
 
 def when(epoch: float) -> str:

@@ -12,14 +12,8 @@ from typing import Annotated
 
 import typer
 
-from gateway.operations._cliparts import (
-    EXIT_FAILED,
-    ConfigOpt,
-    config_file,
-    fail,
-    running_client,
-    sub_app,
-)
+from gateway.config import CommandExit
+from gateway.operations._cliparts import ConfigOpt, config_file, fail, running_client, sub_app
 
 dead_app = sub_app(help="dead letters: turns that failed for good", no_args_is_help=True)
 
@@ -95,10 +89,10 @@ def dead_drop(
     config: ConfigOpt = None,
 ) -> None:
     """Delete a group's dead letters (asks first)."""
-    from gateway.operations._deadletters import drop_dead
+    from gateway.queue import DeadLetters
 
     _, client = running_client(config)
     with client:
         if not yes and not typer.confirm(f"drop the dead letters of {group} for good?"):
-            raise typer.Exit(EXIT_FAILED)
-        typer.echo(f"{group}: {drop_dead(client, group)} message(s) dropped")
+            raise typer.Exit(CommandExit.FAILED)
+        typer.echo(f"{group}: {DeadLetters(client).drop(group)} message(s) dropped")

@@ -17,8 +17,9 @@ import redis
 import redis.asyncio as aioredis
 import typer
 
+from gateway.config import CommandExit
 from gateway.intake._pairing import PairingStore
-from gateway.operations._cliparts import EXIT_FAILED, ConfigOpt, any_redis, fail, load, sub_app
+from gateway.operations._cliparts import ConfigOpt, any_redis, fail, load, sub_app
 from gateway.queue import Keys
 
 T = TypeVar("T")
@@ -65,7 +66,7 @@ def _decide(config: Path | None, code: str, *, approve: bool) -> None:
         config, lambda store: store.approve(code) if approve else store.deny(code))
     if request is None:
         typer.echo(f"error: no pending code {code!r} (wrong or expired)", err=True)
-        raise typer.Exit(EXIT_FAILED)
+        raise typer.Exit(CommandExit.FAILED)
     typer.echo(f"{'approved' if approve else 'denied'} {request.user} ({request.name})")
 
 

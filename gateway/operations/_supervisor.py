@@ -33,7 +33,6 @@ from gateway.config.env import WORKER_ENV_ALLOW, WORKER_ENV_ALLOW_PREFIXES
 
 log = logging.getLogger(__name__)
 
-CONFIG_EXIT = WorkerExit.CONFIG
 #: first and longest wait before restarting a worker that keeps dying, seconds
 BACKOFF_FIRST = 1.0
 BACKOFF_MAX = 60.0
@@ -163,7 +162,7 @@ class WorkerSupervisor:
             code = slot.proc.poll()
             if code is None:
                 continue
-            if code == CONFIG_EXIT:
+            if code == WorkerExit.CONFIG:
                 raise ConfigExit(f"worker {slot.proc.pid} rejected the configuration")
             cause = WorkerExit.describe(code)
             lived = now - slot.started

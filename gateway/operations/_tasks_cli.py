@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Annotated
 import redis
 import typer
 
-from gateway.config import ConfigError, Settings, load_config
-from gateway.operations._cliparts import ConfigOpt, config_file, fail, sub_app
+from gateway.config import Settings
+from gateway.operations._cliparts import ConfigOpt, fail, load, sub_app
 from gateway.operations._redis_server import running_embedded_url
 
 if TYPE_CHECKING:
@@ -33,10 +33,7 @@ def _desk(config: Path | None) -> tuple[Settings, TaskDesk]:
     # their schedules (yaml, croniter), which the CLI's other commands never need
     from gateway.tasks import TaskDesk
 
-    try:
-        cfg = load_config(config_file(config))
-    except ConfigError as err:
-        raise fail(err) from None
+    _, cfg = load(config, channels=False)
     client: redis.Redis | None = None
     url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if url:

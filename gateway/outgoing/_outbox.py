@@ -231,7 +231,7 @@ class Outbox:
         except MalformedEvent as err:
             log.error("outbox: malformed entry %s dropped (%s)", entry_id, err)
             self._inflight.add(entry_id)
-            asyncio.get_running_loop().create_task(self._ack(entry_id))
+            self._ack_soon([entry_id])
             return
         self._inflight.add(entry_id)
         key = event.chat
@@ -316,13 +316,6 @@ class Outbox:
                 log.warning("outbox: could not ack %d entries (%s)", len(ids), err)
             finally:
                 self._inflight.difference_update(ids)
-
-    async def _ack(self, entry_id: str) -> None:
-        try:
-            await self._q.outbox_ack([entry_id])
-        finally:
-            self._inflight.discard(entry_id)
-        self.stats.handled += 1
 
     def _channel(self, name: str, account: str) -> Channel | None:
         ch = self._channels.get((name, account))

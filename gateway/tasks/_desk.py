@@ -26,11 +26,10 @@ ACTIONS = ("list", "show", "pause", "resume", "cancel", "log")
 
 
 class TaskDesk:
-    def __init__(self, config: Settings, sync: redis.Redis | None = None,
-                 keys: Keys | None = None) -> None:
+    def __init__(self, config: Settings, sync: redis.Redis | None = None) -> None:
         self._cfg = config
         self._files = GroupFiles.of(config)
-        self._times = TaskTimes(sync, keys or Keys()) if sync is not None else None
+        self._times = TaskTimes(sync, Keys()) if sync is not None else None
 
     def list(self, group: str) -> str:
         tasks = self._files.tasks(group).all()

@@ -11,8 +11,8 @@ from typing import Annotated
 
 import typer
 
-from gateway.config import REDIS_URL_ENV, ConfigError, config_path, load_config
-from gateway.operations._cliparts import sub_app
+from gateway.config import REDIS_URL_ENV, ConfigError, load_config
+from gateway.operations._cliparts import load, sub_app
 from gateway.operations._redis_server import running_embedded_url
 from gateway.toolhost.process import serve, tools_env
 from gateway.toolhost.process import tools_command as command
@@ -57,12 +57,7 @@ def tools_command(
 ) -> None:
     """The tool host (one per host; `pynanoclaw run` starts it when [tools] turns a tool
     on): runs each group's sandboxed commands and the MCP servers for the workers."""
-    path = config_path(config).resolve()
-    try:
-        cfg = load_config(path)
-    except ConfigError as err:
-        typer.echo(err.render(), err=True)
-        raise typer.Exit(2) from None
+    path, cfg = load(config, channels=False)
     cmd = command(path, log_level=log_level)
     url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir) or ""
     # replaces this process, with the tool host's allowlisted environment

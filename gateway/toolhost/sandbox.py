@@ -315,8 +315,7 @@ async def _stop(proc: asyncio.subprocess.Process, init: int | None) -> None:
     if init is not None:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(proc.wait(), STOP_WAIT)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    _signal(proc, None)  # bwrap's process group
     # to the pipes' end (every writer is dead), so the transport closes with the loop
     with contextlib.suppress(OSError, ValueError):
         await proc.communicate()

@@ -184,7 +184,7 @@ def test_config_path_from_env(tmp_path: Path) -> None:
     path = write(tmp_path, "[worker]\njob_timeout = 42\n")
     s = load_worker_settings(None, env={"PYNANOCLAW_CONFIG": str(path)})
     assert s.worker.job_timeout == 42
-    assert s.config_path == path
+    assert s.source == path
 
 
 def test_key_never_in_repr_str_or_dump(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ def test_defaults_and_relative_data_dir(tmp_path: Path) -> None:
     cfg = load_config(cfg_path, env={})
     assert cfg.data_dir == (tmp_path / "conf" / "state").resolve()
     assert cfg.redis.url == "" and cfg.policy.dm == "open" and cfg.engage.default == "mention"
-    assert cfg.job_timeout == 42 and cfg.queue.workers == 3
+    assert cfg.worker.job_timeout == 42 and cfg.queue.workers == 3
     assert cfg.channels == {"local": {}}
 
 

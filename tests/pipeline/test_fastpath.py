@@ -46,7 +46,7 @@ async def test_inbox_enqueues_the_job_rq_would(valkey: Valkey) -> None:
         assert job.func_name == "workers.drain.drain_group"
         assert job.kwargs["group"] == "local:c1" and job.kwargs == {
             "group": "local:c1", **asdict(enq.options)}
-        assert job.timeout == cfg.job_timeout and job.retries_left == cfg.queue.retries
+        assert job.timeout == cfg.worker.job_timeout and job.retries_left == cfg.queue.retries
         assert job.get_status() == "queued"
         assert sync.sismember("rq:queues", queue.key)
         # the lease names the job, as the sweeper expects

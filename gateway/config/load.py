@@ -208,7 +208,10 @@ def describe(err: ValidationError, prefix: str = "") -> str:
             lines.append(f"{key}: unknown key {loc[-1]!r} {where}{hint}")
         else:
             msg = str(e["msg"]).removeprefix("Value error, ")
-            lines.append(f"{key}: {msg[0].lower()}{msg[1:]}")
+            word = msg.split(" ", 1)[0]
+            if len(word) == 1 or not word.isupper():  # "Input should" but "MCP server"
+                msg = msg[0].lower() + msg[1:]
+            lines.append(f"{key}: {msg}")
     return "\n".join(lines)
 
 

@@ -32,6 +32,9 @@ def test_a_server_is_a_command_or_a_url_and_its_secrets_are_names() -> None:
                                                               "Bearer ${CRM_TOKEN}"}}})
     with pytest.raises(ValidationError, match="letters, digits"):
         tools(mcp={"c.rm": SERVER})
+    with pytest.raises(ConfigError) as err:  # an acronym keeps its capitals
+        parse_config({"tools": {"mcp": {"c.rm": SERVER}}})
+    assert str(err.value).startswith("tools.mcp: MCP server name 'c.rm': "), err.value
 
 
 def test_group_allowlists_name_configured_servers_and_default_to_none() -> None:

@@ -111,6 +111,12 @@ class Inbound(BaseModel):
     def group(self) -> str:
         return group_key(self.channel, self.chat_id)
 
+    def as_edit(self, stamp: int) -> Inbound:
+        """This message as the edit that gave it its text: ``original_id`` is its id,
+        ``message_id`` ``<id>:edit:<stamp>`` (the edit's time), unique per edit."""
+        return self.model_copy(update={"kind": "edit", "original_id": self.message_id,
+                                       "message_id": f"{self.message_id}:edit:{stamp}"})
+
     @property
     def sender_key(self) -> str:
         """``<channel>:<sender id>``: the sender as ``[policy] admins``, allowlists,

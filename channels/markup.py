@@ -13,11 +13,11 @@ from __future__ import annotations
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
 
-__all__ = ["StarMarkup"]
+__all__ = ["MARKDOWN", "StarMarkup"]
 
-_MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(
-    ["strikethrough", "table"]
-)
+#: The model's Markdown as the renderers that read its syntax tree or render HTML parse
+#: it: CommonMark plus strikethrough and tables; raw HTML in it is text, never passed on.
+MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
 
 
 def _prefix_lines(text: str, first: str, rest: str) -> str:
@@ -50,7 +50,7 @@ class StarMarkup:
     def render(self, markdown: str) -> str:
         """CommonMark (plus strikethrough and tables) in this markup; blocks are
         separated by one blank line, no trailing newline."""
-        root = SyntaxTreeNode(_MD.parse(markdown))
+        root = SyntaxTreeNode(MARKDOWN.parse(markdown))
         blocks = [self._block(child) for child in root.children]
         return "\n\n".join(block for block in blocks if block)
 

@@ -1,5 +1,5 @@
-"""The block structure of the model's Markdown as plain lines: one walk over
-markdown-it-py's token stream for the renderers whose output is visible text plus
+"""The block structure of the model's Markdown as plain lines: one parse and one walk
+over markdown-it-py's token stream for the renderers whose output is visible text plus
 formatting kept apart from the layout (Telegram's HTML tags, Signal's style ranges).
 
 ``BlockWalker`` owns the layout both share: blank lines between blocks (one inside
@@ -12,9 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 __all__ = ["BlockWalker"]
+
+#: CommonMark plus strikethrough; raw HTML stays in the tokens, and is written as text
+_PARSER = MarkdownIt("commonmark").enable("strikethrough")
 
 
 class BlockWalker:
@@ -56,8 +60,8 @@ class BlockWalker:
         if have < newlines:
             self.emit("\n" * (newlines - have))
 
-    def walk(self, tokens: Sequence[Token]) -> None:
-        for token in tokens:
+    def walk(self, markdown: str) -> None:
+        for token in _PARSER.parse(markdown):
             self.block(token)
 
     def block(self, t: Token) -> None:

@@ -16,10 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 RAW_LIMIT_BYTES = 4096
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 class Attachment(BaseModel):
     """A file or media item, as metadata only (downloading happens elsewhere)."""
 
@@ -98,7 +94,7 @@ class Inbound(BaseModel):
     #: unauthenticated sender is nobody the gateway knows: no allowlist, pairing or role.
     authenticated: bool = True
     attachments: list[Attachment] = Field(default_factory=list)
-    received_at: datetime = Field(default_factory=_now)
+    received_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     raw: dict[str, Any] = Field(default_factory=dict)
 
     @model_validator(mode="after")
@@ -110,6 +106,12 @@ class Inbound(BaseModel):
     @property
     def group(self) -> str:
         return group_key(self.channel, self.chat_id)
+
+    def as_edit(self, stamp: int) -> Inbound:
+        """This message as the edit that gave it its text: ``original_id`` is its id,
+        ``message_id`` ``<id>:edit:<stamp>`` (the edit's time), unique per edit."""
+        return self.model_copy(update={"kind": "edit", "original_id": self.message_id,
+                                       "message_id": f"{self.message_id}:edit:{stamp}"})
 
     @property
     def sender_key(self) -> str:

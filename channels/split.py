@@ -20,6 +20,7 @@ Promises, for every ``limit`` the text can be split at (see ``split_text``):
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Callable
@@ -158,17 +159,10 @@ def _hard_cut(text: str, lo: int, hi: int) -> int:
 
 
 def _window_end(text: str, pos: int, budget: int, measure: Measure) -> int:
-    """Largest ``e`` with ``measure(text[pos:e]) <= budget`` (prefix measure is monotone)."""
-    lo, hi = pos, len(text)
-    if budget <= 0:
-        return pos
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if measure(text[pos:mid]) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    """Largest ``e`` with ``measure(text[pos:e]) <= budget`` (prefix measure is monotone,
+    so a binary search over the ends after ``pos`` finds it)."""
+    ends = range(pos + 1, len(text) + 1)
+    return pos + bisect.bisect_right(ends, budget, key=lambda e: measure(text[pos:e]))
 
 
 def _best_cut(

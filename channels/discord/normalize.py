@@ -219,12 +219,7 @@ def edit_to_inbound(
     if message.edited_at is None or not is_conversation(message, bot_id):
         return None
     inbound = to_inbound(message, place, bot_id=bot_id, account=account)
-    stamp = int(message.edited_at.timestamp() * 1000)
-    return inbound.model_copy(update={
-        "kind": "edit",
-        "original_id": inbound.message_id,
-        "message_id": f"{inbound.message_id}:edit:{stamp}",
-    })
+    return inbound.as_edit(int(message.edited_at.timestamp() * 1000))
 
 
 def deletion_to_inbound(

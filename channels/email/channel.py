@@ -59,15 +59,9 @@ class EmailChannel(Channel):
         self.settings = settings
         self.account = account
         self._password = password
-        self._oauth = oauth
-        if password is not None:
-            protect(password.get_secret_value())
-        else:
-            protect()
-        self._outgoing = Outgoing(
-            settings, self._session, password=password,
-            token=oauth.token if oauth is not None else None,
-        )
+        self._token = oauth.token if oauth is not None else None
+        protect(*([password.get_secret_value()] if password is not None else []))
+        self._outgoing = Outgoing(settings, self._session, password=password, token=self._token)
         self.receiver: Receiver | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -101,8 +95,7 @@ class EmailChannel(Channel):
 
     def _session(self) -> ImapSession:
         password = self._password.get_secret_value() if self._password is not None else None
-        token = self._oauth.token if self._oauth is not None else None
-        return ImapSession(self.settings, password=password, token=token)
+        return ImapSession(self.settings, password=password, token=self._token)
 
     async def fetch_attachment(self, attachment: Attachment, max_bytes: int) -> bytes:
         """The part of the mail on the IMAP server, over a connection of its own."""

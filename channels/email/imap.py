@@ -27,6 +27,9 @@ _FETCH_UID = re.compile(rb"UID (\d+)")
 _SIZE = re.compile(rb"RFC822\.SIZE (\d+)")
 _GM_THRID = re.compile(rb"X-GM-THRID (\d+)")
 
+#: what a lost or unreachable server raises (aioimaplib's own errors, socket errors, timeouts)
+_UNREACHABLE = (TimeoutError, OSError, aioimaplib.AioImapException)
+
 #: An async callable giving the current OAuth2 access token (refreshed as needed).
 TokenSource = Callable[[], Awaitable[str]]
 
@@ -100,7 +103,7 @@ class ImapSession:
                 response = await client.xoauth2(s.login, await self._token())  # type: ignore[arg-type]
             else:
                 response = await client.login(s.login, self._password or "")
-        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+        except _UNREACHABLE as err:
             raise NetworkError(f"imap: cannot reach {s.imap_host}: {type(err).__name__}") from None
         if response.result != "OK":
             raise PermanentError(
@@ -131,13 +134,13 @@ class ImapSession:
     async def _run(self, what: str, call: Awaitable[aioimaplib.Response]) -> aioimaplib.Response:
         try:
             return await self._ok(what, await call)
-        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+        except _UNREACHABLE as err:
             raise NetworkError(f"imap {what}: {type(err).__name__}") from None
 
     async def select(self, folder: str) -> Selected:
         try:
             response = await self.client.select(_quote(folder))
-        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+        except _UNREACHABLE as err:
             raise NetworkError(f"imap select: {type(err).__name__}") from None
         if response.result == "NO" and _missing(response.lines):
             raise PermanentError(
@@ -224,7 +227,7 @@ class ImapSession:
                     if client.has_pending_idle():
                         client.idle_done()
                     await asyncio.wait_for(idle, self._settings.timeout)
-        except (TimeoutError, OSError, aioimaplib.AioImapException) as err:
+        except _UNREACHABLE as err:
             raise NetworkError(f"imap idle: {type(err).__name__}") from None
 
     async def _push_or_loss(self, client: aioimaplib.IMAP4, timeout: float) -> object:

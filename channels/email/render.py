@@ -8,20 +8,17 @@ longer answer reads better as consecutive mails in the thread than as one wall.
 
 from __future__ import annotations
 
-from markdown_it import MarkdownIt
-
 from channels.base import Chunk
 from channels.chunks import fit_chunks
+from channels.markup import MARKDOWN
 
 EMAIL_TEXT_LIMIT = 10_000
 #: below this budget a piece is sent as plain text instead of shrinking further
 _MIN_BUDGET = 256
-# raw HTML in the model's output is shown as text, never passed through
-_PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
 
 
 def to_html(markdown: str) -> str:
-    return str(_PARSER.render(markdown))
+    return str(MARKDOWN.render(markdown))
 
 
 def render_chunks(text: str, limit: int = EMAIL_TEXT_LIMIT) -> list[Chunk]:

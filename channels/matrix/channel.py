@@ -33,7 +33,7 @@ from channels.base import (
     InboundSink,
 )
 from channels.errors import PermanentError, TransientError, mapped
-from channels.matrix.errors import map_error, network_error
+from channels.matrix.errors import NETWORK_ERRORS, map_error, network_error
 from channels.matrix.media import download
 from channels.matrix.normalize import BotIdentity
 from channels.matrix.render import MATRIX_TEXT_LIMIT, render_chunks
@@ -158,7 +158,7 @@ class MatrixChannel(Channel):
             self._client.restore_login(session.user_id, session.device_id,
                                        session.access_token.get_secret_value())
             profile: Any = await self._client.get_displayname(self.settings.user_id)
-        except (ClientError, TimeoutError, OSError) as error:
+        except NETWORK_ERRORS as error:
             await self._client.close()
             raise network_error(error) from None
         except PermanentError:
@@ -274,7 +274,7 @@ class MatrixChannel(Channel):
         room = self._client.rooms.get(message.chat_id)
         if room is not None and room.encrypted:
             raise PermanentError("encrypted room", "matrix: files are not sent to E2EE rooms")
-        with mapped((ClientError, TimeoutError, OSError), network_error):
+        with mapped(NETWORK_ERRORS, network_error):
             uploaded, _ = await self._client.upload(
                 io.BytesIO(data), content_type="application/octet-stream", filename=name,
                 filesize=len(data))
@@ -297,7 +297,7 @@ class MatrixChannel(Channel):
                 tx_id=transaction_id(message.reply_id, index),
                 ignore_unverified_devices=True,  # a bot cannot verify devices interactively
             )
-        except (ClientError, TimeoutError, OSError) as error:
+        except NETWORK_ERRORS as error:
             raise network_error(error) from None
         except LocalProtocolError as error:
             # nio encrypts only for rooms its sync has shown it (members, encryption
@@ -313,7 +313,7 @@ class MatrixChannel(Channel):
         """Best effort: a failed typing notice is logged, never raised."""
         try:
             answer: Any = await self._client.room_typing(chat_id, True, timeout=30000)
-        except (ClientError, TimeoutError, OSError) as error:
+        except NETWORK_ERRORS as error:
             log.info("matrix: typing notice failed (%s)", type(error).__name__)
             return
         if hasattr(answer, "status_code"):

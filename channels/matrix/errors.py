@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiohttp import ClientConnectorError, ConnectionTimeoutError
+from aiohttp import ClientConnectorError, ClientError, ConnectionTimeoutError
 
 from channels.errors import (
     ChannelError,
@@ -24,6 +24,8 @@ from channels.errors import (
     TransientError,
 )
 
+#: what a request to the homeserver raises when it cannot be reached or drops out
+NETWORK_ERRORS = (ClientError, TimeoutError, OSError)
 #: what to wait when a 429 carries no ``retry_after_ms`` (nio's own default)
 DEFAULT_RETRY_AFTER = 5.0
 

@@ -25,6 +25,7 @@ import aiohttp
 
 from channels.download import read_capped
 from channels.errors import AttachmentTooLarge, NetworkError, PermanentError, TransientError
+from channels.matrix.errors import NETWORK_ERRORS
 from channels.models import Attachment
 
 DOWNLOAD_PATH = "/_matrix/client/v1/media/download"
@@ -81,7 +82,7 @@ async def download(homeserver: str, access_token: str, attachment: Attachment,
                                      f"the homeserver answered HTTP {resp.status}")
             AttachmentTooLarge.check(resp.content_length, max_bytes)  # before a byte is read
             data = await read_capped(resp.content.iter_chunked(64 * 1024), max_bytes)
-    except (aiohttp.ClientError, TimeoutError, OSError) as error:
+    except NETWORK_ERRORS as error:
         raise NetworkError(f"matrix media download failed ({type(error).__name__})") from None
     if not secret:
         return data

@@ -14,20 +14,17 @@ event envelope, and keeps one message readable.
 
 from __future__ import annotations
 
-from markdown_it import MarkdownIt
-
 from channels.base import Chunk
 from channels.chunks import Rendered, resplit_chunks, visible
+from channels.markup import MARKDOWN
 from channels.split import utf8_len
 
 MATRIX_TEXT_LIMIT = 8000
 
-_PARSER = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
-
 
 def to_html(markdown: str) -> str:
     """Matrix HTML for ``markdown`` (``org.matrix.custom.html``)."""
-    rendered: str = _PARSER.render(markdown)
+    rendered: str = MARKDOWN.render(markdown)
     return rendered.strip("\n")
 
 

@@ -27,12 +27,11 @@ import asyncio
 import logging
 from typing import Any
 
-from aiohttp import ClientError
 from nio import AsyncClient, MegolmEvent, RoomMessagesResponse, SyncError, SyncResponse
 
 from channels.base import CursorStore, InboundSink
 from channels.errors import PermanentError, RateLimited
-from channels.matrix.errors import map_error
+from channels.matrix.errors import NETWORK_ERRORS, map_error
 from channels.matrix.normalize import BotIdentity, RoomView, normalize_event
 from channels.matrix.settings import MatrixSettings
 from channels.pull import Batch, Item, PullLoop
@@ -284,6 +283,6 @@ class Syncer:
             if client.should_claim_keys:
                 await client.keys_claim(client.get_users_for_key_claiming())
             await client.send_to_device_messages()
-        except (ClientError, TimeoutError, OSError) as error:
+        except NETWORK_ERRORS as error:
             log.warning("matrix: key exchange failed (%s); retried after the next sync",
                         type(error).__name__)

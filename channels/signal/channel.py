@@ -20,7 +20,7 @@ from channels.base import (
     InboundSink,
 )
 from channels.envsecret import read_secret
-from channels.errors import ChannelError, FormattingRejected
+from channels.errors import FormattingRejected
 from channels.models import Attachment, Outbound
 from channels.pools import aiohttp_connector
 from channels.signal.attachments import fetch as fetch_signal_attachment
@@ -140,19 +140,13 @@ class SignalChannel(Channel):
         """Send one chunk with its text styles, quoting ``reply_to_id`` with the first
         chunk; returns the sent message's timestamp (Signal's message id)."""
         params = {**_target(message.chat_id), "message": chunk.text}
-        styled = isinstance(chunk, SignalChunk) and chunk.formatted and chunk.styles
-        if styled and isinstance(chunk, SignalChunk):
-            params["textStyle"] = list(chunk.styles)
+        styles = chunk.styles if isinstance(chunk, SignalChunk) and chunk.formatted else ()
+        if styles:
+            params["textStyle"] = list(styles)
         quoted = split_message_id(message.reply_to_id) if message.reply_to_id else None
         if quoted is not None and index == 0:
             params["quoteAuthor"], params["quoteTimestamp"] = quoted
-        try:
-            result = await self._call("send", params)
-        except RpcError as error:
-            if styled and error.code == USER_ERROR and "style" in error.message.lower():
-                raise FormattingRejected(error.message) from None
-            raise self._failed(error) from None
-        return self._sent(result)
+        return await self._send(params, styled=bool(styles))
 
     async def send_file(self, message: Outbound, data: bytes, name: str, caption: str = ""
                         ) -> str:
@@ -162,20 +156,21 @@ class SignalChannel(Channel):
         after a lost answer goes twice."""
         params = {**_target(message.chat_id), "message": fit_caption(caption),
                   "attachments": [data_uri(data, name)]}
+        return await self._send(params)
+
+    async def _send(self, params: dict[str, Any], *, styled: bool = False) -> str:
+        """``send``; returns the sent message's timestamp (Signal's message id). A
+        refusal of the text styles is ``FormattingRejected``; an operator problem
+        (``classify``) goes to ``status`` as well as raised."""
         try:
             result = await self._call("send", params)
         except RpcError as error:
-            raise self._failed(error) from None
-        return self._sent(result)
-
-    def _failed(self, error: RpcError) -> ChannelError:
-        mapped, problem = classify(error, self.settings.number)
-        if problem is not None:
-            self.status.report(problem)
-        return mapped
-
-    def _sent(self, result: Any) -> str:
-        """The sent message's timestamp (Signal's message id)."""
+            if styled and error.code == USER_ERROR and "style" in error.message.lower():
+                raise FormattingRejected(error.message) from None
+            mapped, problem = classify(error, self.settings.number)
+            if problem is not None:
+                self.status.report(problem)
+            raise mapped from None
         self.status.sent_ok()
         stamp = result.get("timestamp") if isinstance(result, dict) else None
         return str(stamp) if stamp is not None else ""

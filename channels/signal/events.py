@@ -53,10 +53,6 @@ class StreamRefused(Exception):
     """The daemon answered the events request with something other than a stream."""
 
 
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 def _reason(error: BaseException) -> str:
     if isinstance(error, asyncio.TimeoutError | aiohttp.SocketTimeoutError):
         return "no keep-alive within idle_timeout"
@@ -117,7 +113,7 @@ class EventStream:
                           "(signal-cli had acknowledged it already)",
                           self._account, self.loop.held.message_id)
             if self.connected.is_set():  # open until now: a restart's gap starts here
-                self.alive_at = _now()
+                self.alive_at = datetime.now(UTC)
             self._close()
             await self._save_alive(force=True)
 
@@ -143,7 +139,7 @@ class EventStream:
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError, StreamRefused) as error:
             self._broken(error)
             raise
-        self.alive_at = _now()
+        self.alive_at = datetime.now(UTC)
         inbounds = [self._inbound(event.data) for event in events if event.event == "receive"]
         await self._save_alive()
         return Batch([Item(inbound, inbound.message_id) for inbound in inbounds if inbound])
@@ -158,7 +154,7 @@ class EventStream:
             resp.release()
             raise StreamRefused(f"signal-cli answered HTTP {resp.status} {kind}".strip())
         self._response, self._parser = resp, SseParser()
-        now = _now()
+        now = datetime.now(UTC)
         if self._lost_at is not None and self._settings.receive_mode == "on-start":
             self._health.gap(self._lost_at, now, self._why)
         self.alive_at = now

@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
@@ -29,7 +28,6 @@ from channels.split import utf8_len, utf16_len
 #: signal-cli ServiceConfig.MAX_MESSAGE_SIZE_BYTES
 SIGNAL_TEXT_LIMIT = 2000
 
-_PARSER = MarkdownIt("commonmark").enable("strikethrough")
 _STYLES = {"strong": "BOLD", "em": "ITALIC", "s": "STRIKETHROUGH"}
 
 
@@ -65,8 +63,8 @@ class _Styler(BlockWalker):
                     self.ranges.append((begin, self.pos - begin, style))
                 return
 
-    def render(self, tokens: Sequence[Token]) -> tuple[str, list[str]]:
-        self.walk(tokens)
+    def render(self, markdown: str) -> tuple[str, list[str]]:
+        self.walk(markdown)
         text = "".join(self.out)
         body = text.rstrip("\n")
         size = utf16_len(body)
@@ -117,7 +115,7 @@ class _Styler(BlockWalker):
 
 def to_styled(markdown: str) -> tuple[str, list[str]]:
     """The visible text of ``markdown`` and its Signal style ranges."""
-    return _Styler().render(_PARSER.parse(markdown))
+    return _Styler().render(markdown)
 
 
 def _render(piece: str) -> Rendered:

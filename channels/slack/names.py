@@ -10,6 +10,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.recent import Recent
 from channels.slack.errors import map_error
+from channels.slack.normalize import first_name
 
 __all__ = ["NameCache"]
 
@@ -19,15 +20,8 @@ log = logging.getLogger(__name__)
 def _name_of(user: dict[str, Any]) -> str | None:
     raw = user.get("profile")
     profile: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    for value in (
-        profile.get("display_name"),
-        profile.get("real_name"),
-        user.get("real_name"),
-        user.get("name"),
-    ):
-        if isinstance(value, str) and value.strip():
-            return value.strip()
-    return None
+    return first_name(profile.get("display_name"), profile.get("real_name"),
+                      user.get("real_name"), user.get("name"))
 
 
 class NameCache:

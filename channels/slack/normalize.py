@@ -220,6 +220,11 @@ def _str(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+def first_name(*values: Any) -> str | None:
+    """The first of ``values`` that is a non-blank string, stripped (a display name)."""
+    return next((name for name in map(_str, values) if name), None)
+
+
 def shared_messages(event: dict[str, Any]) -> list[dict[str, Any]]:
     """The attachments that are other messages re-posted (shared or unfurled)."""
     raw = event.get("attachments")
@@ -266,8 +271,7 @@ def profile_name(event: dict[str, Any]) -> str | None:
     profile = event.get("user_profile")
     if not isinstance(profile, dict):
         return None
-    names = (_str(profile.get(key)) for key in ("display_name", "real_name", "name"))
-    return next((name for name in names if name), None)
+    return first_name(*(profile.get(key) for key in ("display_name", "real_name", "name")))
 
 
 def _timestamp(ts: str) -> datetime:

@@ -80,14 +80,8 @@ def normalize_update(update: Update, bot: BotIdentity, account: str = "default")
     inbound = normalize_message(message, bot, account, raw=update.to_dict())
     if inbound is None or kind not in _EDITS:
         return inbound
-    stamp = int(message.edit_date.timestamp()) if message.edit_date else update.update_id
-    return inbound.model_copy(
-        update={
-            "kind": "edit",
-            "original_id": inbound.message_id,
-            "message_id": f"{inbound.message_id}:edit:{stamp}",
-        }
-    )
+    return inbound.as_edit(
+        int(message.edit_date.timestamp()) if message.edit_date else update.update_id)
 
 
 def normalize_message(

@@ -16,7 +16,6 @@ from __future__ import annotations
 import html
 from collections.abc import Sequence
 
-from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from channels.base import Chunk
@@ -30,7 +29,6 @@ from channels.split import utf16_len
 TELEGRAM_TEXT_LIMIT = 4096
 
 _SAFE_SCHEMES = ("http://", "https://", "tg://", "mailto:")
-_PARSER = MarkdownIt("commonmark").enable("strikethrough")
 
 _INLINE_TAGS = {
     "strong_open": "<b>",
@@ -57,8 +55,8 @@ class _Walker(BlockWalker):
         if self.tags:
             self.out.append(markup)
 
-    def render(self, tokens: Sequence[Token]) -> str:
-        self.walk(tokens)
+    def render(self, markdown: str) -> str:
+        self.walk(markdown)
         return "".join(self.out).strip("\n")
 
     def heading(self, opening: bool) -> None:
@@ -121,12 +119,12 @@ class _Walker(BlockWalker):
 
 def to_html(markdown: str) -> str:
     """Telegram HTML for ``markdown``: only Telegram's tags, everything else escaped."""
-    return _Walker(tags=True).render(_PARSER.parse(markdown))
+    return _Walker(tags=True).render(markdown)
 
 
 def to_plain(markdown: str) -> str:
     """What ``to_html`` shows, without markup (link targets in parentheses)."""
-    return _Walker(tags=False).render(_PARSER.parse(markdown))
+    return _Walker(tags=False).render(markdown)
 
 
 def _render(piece: str) -> Rendered:

@@ -353,9 +353,9 @@ class DenseIndex(DenseQueries):
         self.pending.update(rowids)
         self._queue.extend(rowids)
 
-    def mark_window(self, rowid: int) -> None:
-        self.wpending.add(rowid)
-        self._wqueue.append(rowid)
+    def mark_window(self, *rowids: int) -> None:
+        self.wpending.update(rowids)
+        self._wqueue.extend(rowids)
 
     def take_windows(self, n: int) -> list[int]:
         out: list[int] = []

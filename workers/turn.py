@@ -164,7 +164,6 @@ class TurnRunner:
         self._ctx = ctx
         self._gq = gq
         self._settings = ctx.settings
-        self._identities = Identities(ctx.settings.person_of, gq.r, gq.keys)
         #: the turn id whose ``written`` flag the last ``run(mark_written=False)`` left
         self.unmarked_written: str | None = None
         #: the memory the last ``run`` opened: the group's, or a linked person's

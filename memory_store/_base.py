@@ -46,8 +46,6 @@ log = logging.getLogger(__name__)
 #: A summarizer turns a failure context into a short lesson, or None: nothing to learn.
 Summarizer = Callable[[dict[str, Any]], "str | Awaitable[str | None] | None"]
 DEFAULT_TRUST = 0.5
-#: Keys of ``metadata`` that steer the write rather than being stored as metadata.
-_CONTROL_KEYS = ("actor",)
 
 
 class BaseMemory:
@@ -272,7 +270,7 @@ class BaseMemory:
             raise ValueError(f"trust must be a number in 0..1, got {trust_raw!r}") from exc
         if not 0.0 <= trust <= 1.0:
             raise ValueError(f"trust must be in 0..1, got {trust}")
-        extra = {k: v for k, v in meta.items() if k not in CORE_KEYS and k not in _CONTROL_KEYS}
+        extra = {k: v for k, v in meta.items() if k not in CORE_KEYS}
         return MemoryRecord(
             id=memory_id, kind=kind, content=content,
             source=str(meta.get("source") or self.actor), created=created, updated=now,

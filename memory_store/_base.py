@@ -143,7 +143,7 @@ class BaseMemory:
                 return memory_id  # idempotent: a retried turn re-writes the same id
             data = render_memory_file(record).encode("utf-8")
             atomic_write_bytes(path, data, durable=self.durable)
-            rel = self._rel(path)
+            rel = self.group.rel(path)
             self.audit.append(actor=actor, op="write", memory_id=memory_id, path=rel,
                               old_hash=None, new_hash=content_hash(data),
                               turn=meta.get("turn_id"))
@@ -200,7 +200,7 @@ class BaseMemory:
             if data == old:
                 return
             atomic_write_bytes(path, data, durable=self.durable)
-            rel = self._rel(path)
+            rel = self.group.rel(path)
             self.audit.append(actor=actor or self.actor, op="update", memory_id=memory_id,
                               path=rel, old_hash=content_hash(old), new_hash=content_hash(data))
             self.catalog.index_written(rel, new, data)
@@ -214,7 +214,7 @@ class BaseMemory:
             path.unlink()
             if self.durable:
                 fsync_dir(path.parent)
-            rel = self._rel(path)
+            rel = self.group.rel(path)
             self.audit.append(actor=actor or self.actor, op="delete", memory_id=memory_id,
                               path=rel, old_hash=content_hash(old), new_hash=None)
             self.catalog.index_removed(rel)
@@ -232,9 +232,6 @@ class BaseMemory:
 
     def _rank(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
         raise NotImplementedError
-
-    def _rel(self, path: Path) -> str:
-        return path.relative_to(self.group.path).as_posix()
 
     def _load(self, memory_id: str) -> tuple[Path, MemoryRecord]:
         """The file and freshly parsed record of ``memory_id`` (raises MemoryNotFound)."""

@@ -139,10 +139,7 @@ class DenseFiller:
             todo = dense.take_pending(batch)
             if not todo:
                 return 0
-            marks = ",".join("?" * len(todo))
-            rows = self.catalog.conn.execute(
-                f"SELECT rowid, hash, record FROM docs WHERE rowid IN ({marks})",  # noqa: S608
-                todo).fetchall()
+            rows = self.catalog.docs_rows("hash, record", todo)
         items = [(int(r), str(h), record_from_json(j)) for r, h, j in rows]
         texts = [record_texts(rec) for _, _, rec in items]
         vecs = self.dense.embedder.embed([t for ts in texts for t in ts])

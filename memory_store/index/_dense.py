@@ -308,14 +308,11 @@ class DenseIndex(DenseQueries):
                 else:
                     conn.execute("DELETE FROM vecs WHERE rowid=?", (rowid,))
                     self._kill(rowid)
-                    self.pending.add(rowid)
-                    self._queue.append(rowid)
+                    self.requeue([rowid])
+                affected.add(rowid)  # its window changed, or (no longer an episode) goes
                 if rec.kind == "episode":
-                    affected.add(rowid)
                     affected.update(adjacent(conn, rec.created.timestamp(), rowid,
                                              self.session_gap))
-                else:
-                    affected.add(rowid)  # no longer an episode: its window goes
             affected.difference_update(deletes)
             for rowid in affected:
                 conn.execute("UPDATE wvecs SET dirty=1 WHERE rowid=?", (rowid,))

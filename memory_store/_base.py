@@ -46,8 +46,6 @@ log = logging.getLogger(__name__)
 #: A summarizer turns a failure context into a short lesson, or None: nothing to learn.
 Summarizer = Callable[[dict[str, Any]], "str | Awaitable[str | None] | None"]
 DEFAULT_TRUST = 0.5
-#: Keys of ``metadata`` that steer the write rather than being stored as metadata.
-_CONTROL_KEYS = ("actor",)
 
 
 class BaseMemory:
@@ -145,7 +143,7 @@ class BaseMemory:
                 return memory_id  # idempotent: a retried turn re-writes the same id
             data = render_memory_file(record).encode("utf-8")
             atomic_write_bytes(path, data, durable=self.durable)
-            rel = self._rel(path)
+            rel = self.group.rel(path)
             self.audit.append(actor=actor, op="write", memory_id=memory_id, path=rel,
                               old_hash=None, new_hash=content_hash(data),
                               turn=meta.get("turn_id"))
@@ -202,7 +200,7 @@ class BaseMemory:
             if data == old:
                 return
             atomic_write_bytes(path, data, durable=self.durable)
-            rel = self._rel(path)
+            rel = self.group.rel(path)
             self.audit.append(actor=actor or self.actor, op="update", memory_id=memory_id,
                               path=rel, old_hash=content_hash(old), new_hash=content_hash(data))
             self.catalog.index_written(rel, new, data)
@@ -216,7 +214,7 @@ class BaseMemory:
             path.unlink()
             if self.durable:
                 fsync_dir(path.parent)
-            rel = self._rel(path)
+            rel = self.group.rel(path)
             self.audit.append(actor=actor or self.actor, op="delete", memory_id=memory_id,
                               path=rel, old_hash=content_hash(old), new_hash=None)
             self.catalog.index_removed(rel)
@@ -234,9 +232,6 @@ class BaseMemory:
 
     def _rank(self, query: str, k: int, filters: SearchFilters) -> list[tuple[int, float]]:
         raise NotImplementedError
-
-    def _rel(self, path: Path) -> str:
-        return path.relative_to(self.group.path).as_posix()
 
     def _load(self, memory_id: str) -> tuple[Path, MemoryRecord]:
         """The file and freshly parsed record of ``memory_id`` (raises MemoryNotFound)."""
@@ -272,7 +267,7 @@ class BaseMemory:
             raise ValueError(f"trust must be a number in 0..1, got {trust_raw!r}") from exc
         if not 0.0 <= trust <= 1.0:
             raise ValueError(f"trust must be in 0..1, got {trust}")
-        extra = {k: v for k, v in meta.items() if k not in CORE_KEYS and k not in _CONTROL_KEYS}
+        extra = {k: v for k, v in meta.items() if k not in CORE_KEYS}
         return MemoryRecord(
             id=memory_id, kind=kind, content=content,
             source=str(meta.get("source") or self.actor), created=created, updated=now,

@@ -12,7 +12,7 @@ import enum
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import redis
 import typer
@@ -70,13 +70,11 @@ def work(
     try:
         settings = load_worker_settings()
     except ConfigError as err:
-        print(err.render(), file=sys.stderr)
-        raise typer.Exit(WorkerExit.CONFIG) from None
+        _fail(err.render(), WorkerExit.CONFIG)
     try:
         url = resolve_redis_url(redis_url, settings)
     except ConfigError as err:  # no URL file: the embedded server is not running (yet)
-        print(err.render(), file=sys.stderr)
-        raise typer.Exit(WorkerExit.REDIS) from None
+        _fail(err.render(), WorkerExit.REDIS)
     os.environ[REDIS_URL_ENV] = url
     import workers.drain
     import workers.maintenance  # noqa: F401
@@ -88,22 +86,18 @@ def work(
         try:
             build_agent(settings)
         except LocalModelUnavailable as err:
-            print(err.render(), file=sys.stderr)
-            raise typer.Exit(WorkerExit.MODEL) from None
+            _fail(err.render(), WorkerExit.MODEL)
         except ConfigError as err:
-            print(err.render(), file=sys.stderr)
-            raise typer.Exit(WorkerExit.CONFIG) from None
+            _fail(err.render(), WorkerExit.CONFIG)
     conn = redis.Redis.from_url(url)
     try:
         conn.ping()
     except (redis.RedisError, OSError) as err:
-        print(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", file=sys.stderr)
-        raise typer.Exit(WorkerExit.REDIS) from None
+        _fail(f"error: cannot reach Redis at {url.split('@')[-1]}: {err}", WorkerExit.REDIS)
     try:
         check_redis_schema(conn, Keys())
     except RedisSchemaTooNew as err:  # a newer release's data: stop, never misread it
-        print(f"error: {err}", file=sys.stderr)
-        raise typer.Exit(WorkerExit.CONFIG) from None
+        _fail(f"error: {err}", WorkerExit.CONFIG)
     # the jobs' context: built once here, used by every job this process runs (a forked
     # child of the "fork" class builds its own from these settings)
     ctx = WorkerContext(settings, conn)
@@ -124,8 +118,13 @@ def work(
     except (redis.ConnectionError, redis.TimeoutError) as err:
         # Redis went away under us (the embedded server restarting): say so, so the
         # supervisor does not read it as a crash of the worker itself
-        print(f"error: lost Redis: {err}", file=sys.stderr)
-        raise typer.Exit(WorkerExit.REDIS) from None
+        _fail(f"error: lost Redis: {err}", WorkerExit.REDIS)
+
+
+def _fail(message: str, code: WorkerExit) -> NoReturn:
+    """Say why on stderr and exit with ``code`` (the supervisor reads it)."""
+    print(message, file=sys.stderr)
+    raise typer.Exit(code) from None
 
 
 def resolve_redis_url(arg: str | None, settings: Settings) -> str:

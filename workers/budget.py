@@ -16,7 +16,7 @@ model's count (English text comes out within a few percent of BPE tokenizers' co
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,12 +84,9 @@ def fit_memory(
     core: CoreMemory,
     results: Sequence[MemoryRecord],
     budget: int,
-    *,
-    core_share: float = CORE_SHARE,
-    render: Callable[[MemoryRecord], str] = render_record,
 ) -> MemoryContext:
     """Core memory then ``results`` (best first) within ``budget`` tokens."""
-    cap = int(budget * core_share)
+    cap = int(budget * CORE_SHARE)
     room = budget - WRAPPER_TOKENS
     used = 0
     texts: list[str] = []
@@ -107,7 +104,7 @@ def fit_memory(
             continue
         seen_ids.add(rec.id)
         seen_text.add(_key(rec))
-        n = count_tokens(render(rec))
+        n = count_tokens(render_record(rec))
         if used + n > room:
             omitted += 1  # a shorter, lower-ranked record may still fit
             continue

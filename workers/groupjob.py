@@ -105,16 +105,6 @@ def enqueue_once(client: redis.Redis, spec: JobSpec, group: str, *, queue: str, 
     return job_id
 
 
-def turns_waiting(client: redis.Redis, keys: Keys, group: str) -> bool:
-    """Whether ``group`` has a drain queued or running (its lease), messages waiting (in
-    its mailbox, or held while their files download), or a batch in processing: a
-    background job yields then, since taking the group lock would only make that turn
-    wait for it (and a redaction would miss the words of a message still held)."""
-    return bool(int(client.exists(  # type: ignore[arg-type]
-        keys.lease(group), keys.mailbox(group), keys.processing(group),
-        keys.media_hold(group))))
-
-
 class GroupJob:
     """One run of a background job of ``group``; its keyword arguments are the job's
     (as ``enqueue_group_job`` wrote them)."""
@@ -137,7 +127,14 @@ class GroupJob:
                               lease_ttl=spec.lease_ttl)
 
     def busy(self) -> bool:
-        return turns_waiting(self.client, self.keys, self.group)
+        """Whether the group has a drain queued or running (its lease), messages waiting
+        (in its mailbox, or held while their files download), or a batch in processing:
+        the job yields then, since taking the group lock would only make that turn wait
+        for it (and a redaction would miss the words of a message still held)."""
+        keys, group = self.keys, self.group
+        return bool(int(self.client.exists(  # type: ignore[arg-type]
+            keys.lease(group), keys.mailbox(group), keys.processing(group),
+            keys.media_hold(group))))
 
     @contextlib.contextmanager
     def person(self, memory: str) -> Iterator[None]:

@@ -62,7 +62,6 @@ def schedule_consolidation(
     prefix: str = "pnc:",
     lock_ttl: float = 30.0,
     job_timeout: int = 300,
-    retries: int = DEFAULT_RETRIES,
     count: int | None = None,
 ) -> str | None:
     """Enqueue a consolidation of ``group`` if one is due (``count`` episodes since the
@@ -74,7 +73,7 @@ def schedule_consolidation(
     if not consolidation_due(count, every):
         return None
     job_id = enqueue_once(client, CONSOLIDATION, group, queue=queue, prefix=prefix,
-                          lock_ttl=lock_ttl, timeout=job_timeout, retries=retries)
+                          lock_ttl=lock_ttl, timeout=job_timeout, retries=DEFAULT_RETRIES)
     if job_id is not None:
         log.info("consolidation of %s enqueued after %d episodes (%s)", group, count, job_id)
     return job_id

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from memory_store import BaseMemory, GroupDirectory
 from memory_store.files import attachments as files
+from memory_store.maintenance import words_pattern
 
 #: how ``workers.turn.episode_text`` names a message's stored file
 FILE_REF = re.compile(r"\[file ([0-9a-f]{64}\.[a-z0-9]{1,5})\]")
@@ -26,8 +27,7 @@ def forget_files(data_dir: Path, group: str, memories: Sequence[BaseMemory],
     """Remove the files of the ``deleted`` message ids and those ``phrases`` name."""
     gd = GroupDirectory(data_dir, group)
     removed = files.forget_messages(gd, deleted) if deleted else []
-    if phrases:
-        pat = re.compile("|".join(re.escape(p) for p in phrases), re.IGNORECASE)
+    if (pat := words_pattern(phrases)) is not None:  # found anywhere, in any case
         named = {ref for memory in memories
                  for rec in memory.records({"kind": "episode"})
                  for line in rec.content.splitlines() if pat.search(line)

@@ -98,9 +98,7 @@ def render_report(context: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def model_summarizer(
-    model: Model, secret: str | None, *, timeout: float = REFLECT_TIMEOUT
-) -> Summarizer:
+def model_summarizer(model: Model, secret: str | None) -> Summarizer:
     """A ``memory_store`` summarizer backed by ``model``: one request, bounded in time,
     falling back to the plain rule when the model fails; its answer is scrubbed too."""
     agent: Agent[None, str] = Agent(model, output_type=str, instructions=_INSTRUCTIONS,
@@ -111,7 +109,7 @@ def model_summarizer(
             result = await asyncio.wait_for(
                 agent.run(render_report(context), usage_limits=UsageLimits(request_limit=1),
                           model_settings={"max_tokens": LESSON_MAX_TOKENS}),
-                timeout,
+                REFLECT_TIMEOUT,
             )
         except Exception as exc:
             log.warning("reflection model failed (%s); using the plain rule",

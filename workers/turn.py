@@ -109,12 +109,18 @@ def parse_batch(group: str, raw: Sequence[bytes | str], revision: str = "") -> B
                  raw=[e.raw for e in entries], revision=revision)
 
 
-def reply_to(anchor: Inbound, text: str, reply_id: str) -> events.OutboxEvent:
-    """The outbox event of ``text`` answering ``anchor``, in its chat and thread."""
-    return events.reply(Outbound(
+def closing(batch: Batch, text: str | None, reply_id: str
+            ) -> tuple[events.OutboxEvent | None, events.OutboxEvent]:
+    """What a turn publishes: the event of its reply ``text`` (None: no reply), which
+    answers the batch's anchor in its chat and thread, and its ``done``, which names
+    ``reply_id`` when there is a reply."""
+    anchor = batch.anchor
+    reply = None if text is None else events.reply(Outbound(
         channel=anchor.channel, account=anchor.account, chat_id=anchor.chat_id,
         thread_id=anchor.thread_id, text=text, reply_to_id=replies_to(anchor),
         reply_id=reply_id))
+    return reply, events.done(anchor, [m.message_id for m in batch.messages],
+                              reply_id if reply else None, batch.turn_id)
 
 
 def episode_text(batch: Batch, reply: str | None) -> str:
@@ -164,7 +170,6 @@ class TurnRunner:
         self._ctx = ctx
         self._gq = gq
         self._settings = ctx.settings
-        self._identities = Identities(ctx.settings.person_of, gq.r, gq.keys)
         #: the turn id whose ``written`` flag the last ``run(mark_written=False)`` left
         self.unmarked_written: str | None = None
         #: the memory the last ``run`` opened: the group's, or a linked person's
@@ -193,12 +198,8 @@ class TurnRunner:
                   batch.turn_id, batch.group, why, self._gq.keys.dead(batch.group))
         self._gq.dead_letter(batch.raw, turn_id=batch.turn_id, why=why)
         self._gq.clear_retry()
-        anchor = batch.anchor
         notice = FAILURE_NOTICE if batch.engaged_ids else None
-        reply_event = None if notice is None else reply_to(
-            anchor, notice, notice_reply_id(batch.turn_id))
-        done = events.done(anchor, [m.message_id for m in batch.messages],
-                           notice_reply_id(batch.turn_id) if notice else None, batch.turn_id)
+        reply_event, done = closing(batch, notice, notice_reply_id(batch.turn_id))
         self._gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event, done, notice)
 
     def _why_dead(self, batch: Batch, attempts: int) -> str:
@@ -239,24 +240,20 @@ class TurnRunner:
     def payer(self, batch: Batch) -> str:
         """Who pays for the turn besides the group: the sender of the message it answers
         (the last engaged one), as their linked identity when they have one."""
-        anchor = batch.anchor
-        user = anchor.sender_key
+        user = batch.anchor.sender_key
         return self._identities.person_of(user) or user
 
     def park(self, batch: Batch, lock: GroupLock, spent: BudgetSpent) -> str:
         """A cap stopped the turn before a model request: keep the batch in the mailbox,
         park the group until a cap changes, tell the chat once per period."""
         counter = spent.counter
-        anchor = batch.anchor
         whose = {"global": "of this assistant", "group": "of this chat"}.get(
             counter.scope.partition(":")[0], "for you")
         notice = BUDGET_NOTICE.format(whose=whose, period=counter.period)
         # one notice per period: a later period's notice for the same batch is another
         # reply (the outbox dedupes sends by reply id)
-        reply_id = f"{batch.turn_id}.budget.{counter.period_id}"
-        event = reply_to(anchor, notice, reply_id) if batch.engaged_ids else None
-        done = events.done(anchor, [m.message_id for m in batch.messages],
-                           reply_id if event else None, batch.turn_id)
+        event, done = closing(batch, notice if batch.engaged_ids else None,
+                              f"{batch.turn_id}.budget.{counter.period_id}")
         lock.stop_renewal()  # the park script releases the lock itself
         told = Budget(self._gq.r, self._gq.keys).park(
             batch.group, token=lock.token, turn_id=batch.turn_id,
@@ -365,10 +362,7 @@ class TurnRunner:
             if link is not None and link.pending:  # calls waiting for /approve, named
                 reply_text = "\n\n".join([*([reply_text] if reply_text else []), *link.pending])
             read_trust = reply.read_trust
-            reply_event = (None if reply_text is None
-                           else reply_to(anchor, reply_text, batch.turn_id))
-            done = events.done(anchor, ids, batch.turn_id if reply_text else None,
-                               batch.turn_id)
+            reply_event, done = closing(batch, reply_text, batch.turn_id)
             published = gq.turn_publish(batch.turn_id, lock.lock_key, lock.token, reply_event,
                                         done, reply_text)
             if published == -1:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,17 +70,6 @@ def read_transcript(path: Path, sha256: str) -> Transcript | None:
     return None
 
 
-def _remove(path: Path, stored: str, side: Path, removed: list[str]) -> None:
-    """Delete a stored file, its transcript and its sidecar (the sidecar last: it is
-    what finds the others)."""
-    if STORED_NAME.match(stored):
-        sha = stored.partition(".")[0]
-        for name in (stored, sha + TRANSCRIPT_SUFFIX, sha + TRANSCRIPT_FAILED_SUFFIX):
-            (path / name).unlink(missing_ok=True)
-        removed.append(stored)
-    side.unlink(missing_ok=True)
-
-
 def folder(gd: GroupDirectory) -> Path:
     return gd.path / ATTACHMENTS_FOLDER
 
@@ -108,6 +97,27 @@ def write_sidecar(side: Path, data: dict[str, Any]) -> None:
     atomic_write_text(side, json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
+def _sweep(path: Path, drop: Callable[[Path, dict[str, Any]], bool]) -> list[str]:
+    """Under the folder's lock, delete each stored file whose sidecar ``drop`` picks,
+    with its transcript and its sidecar (the sidecar last: it is what finds the
+    others). Returns the removed files' names."""
+    removed: list[str] = []
+    if not path.is_dir():
+        return removed
+    with lock(path):
+        for side, data in sidecars(path):
+            if not drop(side, data):
+                continue
+            stored = str(data.get("stored", ""))
+            if STORED_NAME.match(stored):
+                sha = stored.partition(".")[0]
+                for name in (stored, sha + TRANSCRIPT_SUFFIX, sha + TRANSCRIPT_FAILED_SUFFIX):
+                    (path / name).unlink(missing_ok=True)
+                removed.append(stored)
+            side.unlink(missing_ok=True)
+    return removed
+
+
 def load(gd: GroupDirectory, stored: str) -> bytes:
     """The bytes of the stored file ``stored`` (``<sha256>.<ext>``). Raises
     ``FileNotFoundError`` when it is gone (deleted, expired) or the name is not one."""
@@ -120,38 +130,28 @@ def forget_messages(gd: GroupDirectory, message_ids: Collection[str] | None) -> 
     """Drop ``message_ids`` (platform ids; ``None``: every message) from the group's
     sidecars and delete each file no message refers to any more. Returns the removed
     files' names."""
-    path = folder(gd)
-    if not path.is_dir():
-        return []
     wanted = None if message_ids is None else set(message_ids)
-    removed: list[str] = []
-    with lock(path):
-        for side, data in sidecars(path):
-            refs = [r for r in data.get("messages", []) if isinstance(r, dict)]
-            keep = [] if wanted is None else [r for r in refs
-                                              if r.get("message_id") not in wanted]
-            if len(keep) == len(refs) and wanted is not None:
-                continue
-            if keep:
-                write_sidecar(side, {**data, "messages": keep})
-                continue
-            _remove(path, str(data.get("stored", "")), side, removed)
-    return removed
+
+    def drop(side: Path, data: dict[str, Any]) -> bool:
+        refs = [r for r in data.get("messages", []) if isinstance(r, dict)]
+        keep = [] if wanted is None else [r for r in refs
+                                          if r.get("message_id") not in wanted]
+        if len(keep) == len(refs) and wanted is not None:
+            return False
+        if keep:
+            write_sidecar(side, {**data, "messages": keep})
+        return not keep
+
+    return _sweep(folder(gd), drop)
 
 
 def expire(path: Path, days: float, now: float | None = None) -> list[str]:
     """Delete the files of the ``attachments/`` folder ``path`` last received more than
     ``days`` ago; returns their names."""
-    if not path.is_dir() or days <= 0:
+    if days <= 0:
         return []
     cutoff = (time.time() if now is None else now) - days * 86400
-    removed: list[str] = []
-    with lock(path):
-        for side, data in sidecars(path):
-            if float(data.get("last_received", 0) or 0) >= cutoff:
-                continue
-            _remove(path, str(data.get("stored", "")), side, removed)
-    return removed
+    return _sweep(path, lambda _, data: float(data.get("last_received", 0) or 0) < cutoff)
 
 
 def forget_stored(gd: GroupDirectory, stored: Collection[str],
@@ -159,17 +159,10 @@ def forget_stored(gd: GroupDirectory, stored: Collection[str],
     """Delete the files named in ``stored`` and those whose original name (as any
     message sent it) ``name`` matches, whatever messages refer to them (``/forget``).
     Returns the removed files' names."""
-    path = folder(gd)
-    if not path.is_dir():
-        return []
-    removed: list[str] = []
-    with lock(path):
-        for side, data in sidecars(path):
-            names = [str(r.get("name", "")) for r in data.get("messages", [])
-                     if isinstance(r, dict)] + [str(data.get("name", ""))]
-            hit = data.get("stored") in stored or (
-                name is not None and any(n and name.search(n) for n in names))
-            if not hit:
-                continue
-            _remove(path, str(data.get("stored", "")), side, removed)
-    return removed
+    def drop(_: Path, data: dict[str, Any]) -> bool:
+        names = [str(r.get("name", "")) for r in data.get("messages", [])
+                 if isinstance(r, dict)] + [str(data.get("name", ""))]
+        return data.get("stored") in stored or (
+            name is not None and any(n and name.search(n) for n in names))
+
+    return _sweep(folder(gd), drop)

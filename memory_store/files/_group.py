@@ -144,6 +144,10 @@ class GroupDirectory:
         self._core = (key, core)
         return core
 
+    def rel(self, path: Path) -> str:
+        """``path``, inside this directory, relative to it ("/"-separated)."""
+        return path.relative_to(self.path).as_posix()
+
     def memory_files(self, dirs: Iterable[str] = MEMORY_DIRS) -> Iterator[Path]:
         """Every memory file (``*.md`` in the memory sub-directories ``dirs`` and their
         one level of sub-folders, e.g. ``episodes/2024-05/``), unordered."""

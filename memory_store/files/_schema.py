@@ -125,7 +125,7 @@ def _stamp(root: Path, version: int) -> None:
     atomic_write_text(schema_path(root), json.dumps({"version": version}) + "\n")
 
 
-def ensure_current(gd: GroupDirectory, *, on_stage: StageHook | None = None) -> int:
+def ensure_current(gd: GroupDirectory, *, on_stage: StageHook = lambda _: None) -> int:
     """Bring ``gd``'s directory to :data:`SCHEMA_VERSION` (under its lock); returns the
     version it was at (``SCHEMA_VERSION`` for a new one). Raises :class:`SchemaTooNew`
     for a directory a newer version wrote."""
@@ -147,17 +147,12 @@ def ensure_current(gd: GroupDirectory, *, on_stage: StageHook | None = None) -> 
             if step.needed(root) or (root / SCHEMA_BACKUP_DIR / f"v{step.version}").exists():
                 _backup(root, step.version, on_stage)
                 step.apply(root)
-                _stage(on_stage, f"v{step.version}:applied")
+                on_stage(f"v{step.version}:applied")
             _stamp(root, step.version + 1)
         return found
 
 
-def _stage(hook: StageHook | None, name: str) -> None:
-    if hook is not None:
-        hook(name)
-
-
-def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
+def _backup(root: Path, version: int, on_stage: StageHook) -> Path:
     """``.backup/v<version>/``: a copy of the group as it is before the step (kept if a
     crashed run already completed it: then it is the untouched original)."""
     final = root / SCHEMA_BACKUP_DIR / f"v{version}"
@@ -180,12 +175,12 @@ def _backup(root: Path, version: int, on_stage: StageHook | None) -> Path:
     manifest = {"from_version": version, "to_version": version + 1,
                 "at": datetime.now(UTC).isoformat(), "entries": sorted(files)}
     atomic_write_text(partial / BACKUP_MANIFEST, json.dumps(manifest, indent=1) + "\n")
-    _stage(on_stage, f"v{version}:copied")
+    on_stage(f"v{version}:copied")
     os.sync()  # every copied file on disk before the backup counts as complete
     shutil.rmtree(final, ignore_errors=True)  # a manifest-less leftover
     os.rename(partial, final)
     fsync_dir(final.parent)
-    _stage(on_stage, f"v{version}:backed-up")
+    on_stage(f"v{version}:backed-up")
     return final
 
 

@@ -223,16 +223,13 @@ class Catalog(CatalogQueries):
             self._open()
             return self.refresh(progress, full=True)
 
-    def _rel(self, path: Path) -> str:
-        return path.relative_to(self.group.path).as_posix()
-
     def _dirs(self) -> list[str]:
         """Every folder that may hold memory files: the memory dirs and their shards."""
         out: list[str] = []
         for sub in MEMORY_DIRS:
             top = self.group.path / sub
             out.append(sub)
-            out.extend(self._rel(d) for d in sorted(subdirs(top)))
+            out.extend(self.group.rel(d) for d in sorted(subdirs(top)))
         return out
 
     def _full_scan(self, progress: Progress | None) -> int:
@@ -277,7 +274,7 @@ class Catalog(CatalogQueries):
         rows: dict[str, Row] = {}
         changed = 0
         for path in paths:
-            rel = self._rel(path)
+            rel = self.group.rel(path)
             if not rel.endswith(".md"):  # a folder (new, moved or touched shard)
                 changed += self._scan_dir(rel, None)
                 continue

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from memory_store._protocol import MemoryRecord
 from memory_store.index._indexdoc import fts_query, fts_terms, record_from_json
@@ -104,28 +105,20 @@ class CatalogQueries:
             return [int(r[0]) for r in self.conn.execute(
                 f"SELECT d.rowid FROM docs d WHERE {where}", params)]  # noqa: S608
 
+    def docs_rows(self, columns: str, rowids: list[int]) -> list[tuple[Any, ...]]:
+        """``(rowid, *columns)`` of the ``docs`` rows of ``rowids`` (500 ids a query)."""
+        with self._mu:
+            return [r for chunk in chunked(rowids, 500) for r in self.conn.execute(
+                f"SELECT rowid, {columns} FROM docs WHERE rowid IN ({sql_marks(chunk)})",  # noqa: S608
+                chunk)]
+
     def signals(self, rowids: list[int]) -> dict[int, tuple[float, float]]:
         """rowid -> (created epoch seconds, trust) for ranking."""
-        if not rowids:
-            return {}
-        out: dict[int, tuple[float, float]] = {}
-        with self._mu:
-            for chunk in chunked(rowids, 500):
-                q = f"SELECT rowid, created, trust FROM docs WHERE rowid IN ({sql_marks(chunk)})"  # noqa: S608
-                for r in self.conn.execute(q, chunk):
-                    out[int(r[0])] = (float(r[1]), float(r[2]))
-        return out
+        return {int(r[0]): (float(r[1]), float(r[2]))
+                for r in self.docs_rows("created, trust", rowids)}
 
     def records(self, rowids: list[int]) -> dict[int, MemoryRecord]:
-        if not rowids:
-            return {}
-        out: dict[int, MemoryRecord] = {}
-        with self._mu:
-            for chunk in chunked(rowids, 500):
-                q = f"SELECT rowid, record FROM docs WHERE rowid IN ({sql_marks(chunk)})"  # noqa: S608
-                for r in self.conn.execute(q, chunk):
-                    out[int(r[0])] = record_from_json(r[1])
-        return out
+        return {int(r[0]): record_from_json(r[1]) for r in self.docs_rows("record", rowids)}
 
     def iter_records(
         self, filters: SearchFilters | None = None

@@ -308,14 +308,11 @@ class DenseIndex(DenseQueries):
                 else:
                     conn.execute("DELETE FROM vecs WHERE rowid=?", (rowid,))
                     self._kill(rowid)
-                    self.pending.add(rowid)
-                    self._queue.append(rowid)
+                    self.requeue([rowid])
+                affected.add(rowid)  # its window changed, or (no longer an episode) goes
                 if rec.kind == "episode":
-                    affected.add(rowid)
                     affected.update(adjacent(conn, rec.created.timestamp(), rowid,
                                              self.session_gap))
-                else:
-                    affected.add(rowid)  # no longer an episode: its window goes
             affected.difference_update(deletes)
             for rowid in affected:
                 conn.execute("UPDATE wvecs SET dirty=1 WHERE rowid=?", (rowid,))
@@ -353,9 +350,9 @@ class DenseIndex(DenseQueries):
         self.pending.update(rowids)
         self._queue.extend(rowids)
 
-    def mark_window(self, rowid: int) -> None:
-        self.wpending.add(rowid)
-        self._wqueue.append(rowid)
+    def mark_window(self, *rowids: int) -> None:
+        self.wpending.update(rowids)
+        self._wqueue.extend(rowids)
 
     def take_windows(self, n: int) -> list[int]:
         out: list[int] = []

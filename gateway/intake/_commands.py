@@ -98,7 +98,8 @@ class Invocation:
         return ChatKind.GROUP if self.msg.is_group else ChatKind.DM
 
 
-#: a handler answers at once (``str``) or, when it needs the async Redis client, with a
+#: a handler answers at once (``str``; in ``answer``'s thread, so it may block on files
+#: and the sync Redis client) or, when it needs the event loop (``/approve``), with a
 #: coroutine
 Handler = Callable[[Invocation], str | Awaitable[str]]
 
@@ -214,15 +215,15 @@ def run_command(msg: Inbound, config: Settings, memory: MemoryServices | None = 
         return reply
     if inspect.iscoroutine(reply):
         reply.close()
-    raise TypeError("a handler returned a coroutine without an identity store")
+    raise TypeError("a handler returned a coroutine without the gateway's Redis")
 
 
 async def answer(msg: Inbound, config: Settings, identities: IdentityStore,
                  memory: MemoryServices | None = None, usage: Budget | None = None,
                  approvals: ApprovalDesk | None = None) -> str | None:
     """``run_command`` with Redis: what the gateway calls. The handler runs in a thread
-    (``/memory`` and ``/forget`` read the group's files); a handler that needs Redis
-    hands back a coroutine, awaited here on the loop."""
+    (``/memory`` and ``/forget`` read the group's files; the identity store and the
+    budget are blocking); one that needs the loop hands back a coroutine, awaited here."""
     reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities, usage,
                                     approvals)
     if reply is None or isinstance(reply, str):
@@ -242,7 +243,7 @@ def _listing(roles: frozenset[SenderRole], where: ChatKind) -> str:
     return "Commands you can use here:\n" + "\n".join(lines)
 
 
-def _whoami(call: Invocation) -> str | Awaitable[str]:
+def _whoami(call: Invocation) -> str:
     msg = call.msg
     roles = ", ".join(sorted(r.value for r in call.roles))
     base = (f"You are {msg.sender_name} ({msg.sender_key}) in {msg.group}; "
@@ -250,77 +251,56 @@ def _whoami(call: Invocation) -> str | Awaitable[str]:
     me = msg.sender_key
     if msg.is_group:  # which other accounts a person has is theirs to see, in a DM
         return base
-    if call.identities is None:
-        person = call.config.person_of(me)
-        if person is None:
-            return base
-        return base + _linked(person, list(call.config.identities[person].members), me)
     store = call.identities
-
-    async def with_links() -> str:
-        person = await store.person_of(me)
-        if person is None:
-            return base
-        return base + _linked(person, await store.members(person), me)
-
-    return with_links()
-
-
-def _linked(person: str, members: list[str], me: str) -> str:
+    person = call.config.person_of(me) if store is None else store.person_of(me)
+    if person is None:
+        return base
+    members = (list(call.config.identities[person].members) if store is None
+               else store.members(person))
     others = [m for m in members if m != me]
-    listed = ", ".join([me, *others])
-    return f" Linked identities (person {person}): {listed}."
+    return base + f" Linked identities (person {person}): {', '.join([me, *others])}."
 
 
-def _link(call: Invocation) -> str | Awaitable[str]:
+def _link(call: Invocation) -> str:
     store = call.identities
     if store is None:
         return "/link needs the gateway's Redis: nothing was linked."
     confirmed = call.command.args.split()[-1:] == [CONFIRM_WORD]
     code = unconfirmed_args(call.command)
-
-    async def linking() -> str:
-        if code.lower() == UNLINK_WORD:
-            if not confirmed:
-                return await store.unlink_preview(call.msg)
-            return (await store.unlink(call.msg)).text
-        if code and not confirmed:
-            return await store.preview(code, call.msg)
-        if not code:
-            issued = await store.issue_code(call.msg)
-            return (f"Your link code is {issued} (valid {max(1, store.code_ttl // 60)} "
-                    f"minutes, once). Send /link {issued} from your DM with me on the other "
-                    "channel; your DMs there and here then share one personal memory.")
-        return (await store.redeem(code, call.msg)).text
-
-    return linking()
+    if code.lower() == UNLINK_WORD:
+        if not confirmed:
+            return store.unlink_preview(call.msg)
+        return store.unlink(call.msg).text
+    if code and not confirmed:
+        return store.preview(code, call.msg)
+    if not code:
+        issued = store.issue_code(call.msg)
+        return (f"Your link code is {issued} (valid {max(1, store.code_ttl // 60)} "
+                f"minutes, once). Send /link {issued} from your DM with me on the other "
+                "channel; your DMs there and here then share one personal memory.")
+    return store.redeem(code, call.msg).text
 
 
 _SHARE_USAGE = ("Usage: /share profile on|off: whether group chats you are in may see "
                 "your profile (user_profile.md of your personal memory; never your DMs).")
 
 
-def _share(call: Invocation) -> str | Awaitable[str]:
+def _share(call: Invocation) -> str:
     store = call.identities
     words = call.command.args.lower().split()
     if len(words) != 2 or words[0] != "profile" or words[1] not in ("on", "off"):
         return _SHARE_USAGE
     if store is None:
         return "/share needs the gateway's Redis: nothing was changed."
-    on = words[1] == "on"
-
-    async def sharing() -> str:
-        person = await store.person_of(call.msg.sender_key)
-        if person is None:
-            return ("You have no personal memory to share yet: link your accounts first "
-                    "(/link), or ask the operator to list you in [identities].")
-        await store.set_share_profile(person, on)
-        if on:
-            return ("Sharing on: group turns where you take part now see your profile "
-                    "(user_profile.md of your personal memory), never your DMs.")
-        return "Sharing off: group turns no longer see your profile."
-
-    return sharing()
+    person = store.person_of(call.msg.sender_key)
+    if person is None:
+        return ("You have no personal memory to share yet: link your accounts first "
+                "(/link), or ask the operator to list you in [identities].")
+    store.set_share_profile(person, words[1] == "on")
+    if words[1] == "on":
+        return ("Sharing on: group turns where you take part now see your profile "
+                "(user_profile.md of your personal memory), never your DMs.")
+    return "Sharing off: group turns no longer see your profile."
 
 
 def _status(call: Invocation) -> str:
@@ -366,10 +346,9 @@ _USAGE_CAP = ("Usage: /usage cap day|month <USD>|none|default: this chat's cap (
               "it, default goes back to the operator's)")
 
 
-def _usage(call: Invocation) -> str | Awaitable[str]:
+def _usage(call: Invocation) -> str:
     """The chat's and the sender's spend, caps and what is left; ``cap``: change this
-    chat's cap (a chat admin or the operator: a DM's owner may not lift their own).
-    Runs in ``answer``'s thread, so it may call the blocking ``Budget``."""
+    chat's cap (a chat admin or the operator: a DM's owner may not lift their own)."""
     budget = call.usage
     if budget is None:
         return "/usage needs the gateway's Redis: nothing to show."
@@ -377,14 +356,8 @@ def _usage(call: Invocation) -> str | Awaitable[str]:
     msg = call.msg
     if not words:
         store = call.identities
-
-        async def showing() -> str:
-            me = msg.sender_key
-            person = (await store.person_of(me) if store is not None else None) or me
-            return await asyncio.to_thread(usage_summary, budget, call.config, msg.group,
-                                           person)
-
-        return showing()
+        person = (store.person_of(msg.sender_key) if store is not None else None)
+        return usage_summary(budget, call.config, msg.group, person or msg.sender_key)
     if len(words) != 3 or words[0] != "cap" or words[1] not in ("day", "month"):
         return _USAGE_CAP
     if not call.roles & {SenderRole.OPERATOR, SenderRole.CHAT_ADMIN}:

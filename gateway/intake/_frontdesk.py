@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 
+import redis
 import redis.asyncio as aioredis
 
 import gateway.intake._commands as commands
@@ -46,9 +47,9 @@ UNGATED_CHANNELS = frozenset({"local"})
 class FrontDesk:
     """The pairing gate and the command layer, in front of the router's mailbox path."""
 
-    def __init__(self, config: Settings, client: aioredis.Redis, keys: Keys,
-                 router: Router, memory: MemoryDesk | None = None,
-                 approvals: ApprovalDesk | None = None, usage: Budget | None = None) -> None:
+    def __init__(self, config: Settings, client: aioredis.Redis, sync: redis.Redis,
+                 keys: Keys, router: Router, memory: MemoryDesk | None = None,
+                 approvals: ApprovalDesk | None = None) -> None:
         self._cfg = config
         #: ``/memory`` and ``/forget`` (None: they answer that memory is not reachable)
         self.memory = memory
@@ -56,10 +57,10 @@ class FrontDesk:
         self._keys = keys
         self._router = router
         self.pairing = PairingStore(client, keys.prefix)
-        self.identities = IdentityStore(config, client, keys)
-        #: ``/usage``: spend and caps, on a sync client (None: it answers that Redis is
-        #: not reachable)
-        self.usage = usage
+        #: the command handlers' blocking stores (they run in a thread)
+        self.identities = IdentityStore(config, sync, keys)
+        #: ``/usage``: spend and caps
+        self.usage = Budget(sync, keys)
         #: ``/approve`` and ``/deny`` (None: they answer that approvals are unreachable)
         self.approvals = approvals
         self.ungated = UNGATED_CHANNELS

@@ -43,7 +43,6 @@ from gateway.queue import (
     BEHIND_HOLD,
     DUPLICATE,
     KEPT_ENQUEUE,
-    Budget,
     DrainOptions,
     GatewayQueue,
     Keys,
@@ -116,10 +115,9 @@ class Inbox:
         self._enqueuer = enqueuer
         self.memory = MemoryDesk(config, enqueuer.queue, self._q.keys)
         sync = enqueuer.queue.connection
-        self.front = FrontDesk(config, redis_client, self._q.keys, Router(config),
+        self.front = FrontDesk(config, redis_client, sync, self._q.keys, Router(config),
                                memory=self.memory,
-                               approvals=ApprovalDesk(config, sync, self._q, enqueuer),
-                               usage=Budget(sync, self._q.keys))
+                               approvals=ApprovalDesk(config, sync, self._q, enqueuer))
         self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
                                        "command": 0, "pairing": 0}
         self.disk = DiskGuard(config.data_dir, config.disk)

@@ -35,6 +35,7 @@ from gateway.config import (
     transcribe_workers,
 )
 from gateway.operations._cliparts import (
+    NO_REDIS_URL,
     ConfigOpt,
     LogOpt,
     config_file,
@@ -174,8 +175,7 @@ def worker(
     path, cfg = load(config)
     url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir)
     if not url:
-        raise fail("redis.url: not set and no embedded server is running; start "
-                    "`pynanoclaw gateway` first or pass --redis-url")
+        raise fail(NO_REDIS_URL)
     queues = ([background_queue(cfg.queue.name)] if background_only
               else worker_queues(cfg.queue.name))
     cmd = worker_command(path, worker_class=worker_class, queues=queues,

@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Protocol
 from channels.models import Inbound
 from gateway.config import Settings
 from gateway.intake._identity import IdentityStore
-from gateway.operations._usage import UsageDesk, parse_usd
+from gateway.operations._usage import parse_usd, usage_summary
+from gateway.queue import Budget
 from gateway.tasks import tasks_command
 
 if TYPE_CHECKING:  # not at run time: the desk imports gateway.tasks, as this does
@@ -87,8 +88,8 @@ class Invocation:
     memory: MemoryServices | None = None
     #: the identity links in Redis (the gateway passes it; None: config links only)
     identities: IdentityStore | None = None
-    #: spend and caps in Redis, for ``/usage`` (None: not reachable)
-    usage: UsageDesk | None = None
+    #: spend and caps in Redis, for ``/usage`` (None: not reachable; blocking calls)
+    usage: Budget | None = None
     #: ``/approve`` and ``/deny`` (None: not reachable)
     approvals: ApprovalDesk | None = None
 
@@ -97,7 +98,9 @@ class Invocation:
         return ChatKind.GROUP if self.msg.is_group else ChatKind.DM
 
 
-#: a handler answers at once (``str``) or, when it needs Redis, with a coroutine
+#: a handler answers at once (``str``; in ``answer``'s thread, so it may block on files
+#: and the sync Redis client) or, when it needs the event loop (``/approve``), with a
+#: coroutine
 Handler = Callable[[Invocation], str | Awaitable[str]]
 
 
@@ -172,7 +175,7 @@ def permitted(spec: CommandSpec, roles: frozenset[SenderRole], where: ChatKind) 
 
 
 def _dispatch(msg: Inbound, config: Settings, memory: MemoryServices | None,
-              identities: IdentityStore | None, usage: UsageDesk | None = None,
+              identities: IdentityStore | None, usage: Budget | None = None,
               approvals: ApprovalDesk | None = None) -> str | Awaitable[str] | None:
     command = parse_command(msg)
     if command is None:
@@ -212,15 +215,15 @@ def run_command(msg: Inbound, config: Settings, memory: MemoryServices | None = 
         return reply
     if inspect.iscoroutine(reply):
         reply.close()
-    raise TypeError("a handler returned a coroutine without an identity store")
+    raise TypeError("a handler returned a coroutine without the gateway's Redis")
 
 
 async def answer(msg: Inbound, config: Settings, identities: IdentityStore,
-                 memory: MemoryServices | None = None, usage: UsageDesk | None = None,
+                 memory: MemoryServices | None = None, usage: Budget | None = None,
                  approvals: ApprovalDesk | None = None) -> str | None:
     """``run_command`` with Redis: what the gateway calls. The handler runs in a thread
-    (``/memory`` and ``/forget`` read the group's files); a handler that needs Redis
-    hands back a coroutine, awaited here on the loop."""
+    (``/memory`` and ``/forget`` read the group's files; the identity store and the
+    budget are blocking); one that needs the loop hands back a coroutine, awaited here."""
     reply = await asyncio.to_thread(_dispatch, msg, config, memory, identities, usage,
                                     approvals)
     if reply is None or isinstance(reply, str):
@@ -240,7 +243,7 @@ def _listing(roles: frozenset[SenderRole], where: ChatKind) -> str:
     return "Commands you can use here:\n" + "\n".join(lines)
 
 
-def _whoami(call: Invocation) -> str | Awaitable[str]:
+def _whoami(call: Invocation) -> str:
     msg = call.msg
     roles = ", ".join(sorted(r.value for r in call.roles))
     base = (f"You are {msg.sender_name} ({msg.sender_key}) in {msg.group}; "
@@ -248,77 +251,56 @@ def _whoami(call: Invocation) -> str | Awaitable[str]:
     me = msg.sender_key
     if msg.is_group:  # which other accounts a person has is theirs to see, in a DM
         return base
-    if call.identities is None:
-        person = call.config.person_of(me)
-        if person is None:
-            return base
-        return base + _linked(person, list(call.config.identities[person].members), me)
     store = call.identities
-
-    async def with_links() -> str:
-        person = await store.person_of(me)
-        if person is None:
-            return base
-        return base + _linked(person, await store.members(person), me)
-
-    return with_links()
-
-
-def _linked(person: str, members: list[str], me: str) -> str:
+    person = call.config.person_of(me) if store is None else store.person_of(me)
+    if person is None:
+        return base
+    members = (list(call.config.identities[person].members) if store is None
+               else store.members(person))
     others = [m for m in members if m != me]
-    listed = ", ".join([me, *others])
-    return f" Linked identities (person {person}): {listed}."
+    return base + f" Linked identities (person {person}): {', '.join([me, *others])}."
 
 
-def _link(call: Invocation) -> str | Awaitable[str]:
+def _link(call: Invocation) -> str:
     store = call.identities
     if store is None:
         return "/link needs the gateway's Redis: nothing was linked."
     confirmed = call.command.args.split()[-1:] == [CONFIRM_WORD]
     code = unconfirmed_args(call.command)
-
-    async def linking() -> str:
-        if code.lower() == UNLINK_WORD:
-            if not confirmed:
-                return await store.unlink_preview(call.msg)
-            return (await store.unlink(call.msg)).text
-        if code and not confirmed:
-            return await store.preview(code, call.msg)
-        if not code:
-            issued = await store.issue_code(call.msg)
-            return (f"Your link code is {issued} (valid {max(1, store.code_ttl // 60)} "
-                    f"minutes, once). Send /link {issued} from your DM with me on the other "
-                    "channel; your DMs there and here then share one personal memory.")
-        return (await store.redeem(code, call.msg)).text
-
-    return linking()
+    if code.lower() == UNLINK_WORD:
+        if not confirmed:
+            return store.unlink_preview(call.msg)
+        return store.unlink(call.msg).text
+    if code and not confirmed:
+        return store.preview(code, call.msg)
+    if not code:
+        issued = store.issue_code(call.msg)
+        return (f"Your link code is {issued} (valid {max(1, store.code_ttl // 60)} "
+                f"minutes, once). Send /link {issued} from your DM with me on the other "
+                "channel; your DMs there and here then share one personal memory.")
+    return store.redeem(code, call.msg).text
 
 
 _SHARE_USAGE = ("Usage: /share profile on|off: whether group chats you are in may see "
                 "your profile (user_profile.md of your personal memory; never your DMs).")
 
 
-def _share(call: Invocation) -> str | Awaitable[str]:
+def _share(call: Invocation) -> str:
     store = call.identities
     words = call.command.args.lower().split()
     if len(words) != 2 or words[0] != "profile" or words[1] not in ("on", "off"):
         return _SHARE_USAGE
     if store is None:
         return "/share needs the gateway's Redis: nothing was changed."
-    on = words[1] == "on"
-
-    async def sharing() -> str:
-        person = await store.person_of(call.msg.sender_key)
-        if person is None:
-            return ("You have no personal memory to share yet: link your accounts first "
-                    "(/link), or ask the operator to list you in [identities].")
-        await store.set_share_profile(person, on)
-        if on:
-            return ("Sharing on: group turns where you take part now see your profile "
-                    "(user_profile.md of your personal memory), never your DMs.")
-        return "Sharing off: group turns no longer see your profile."
-
-    return sharing()
+    person = store.person_of(call.msg.sender_key)
+    if person is None:
+        return ("You have no personal memory to share yet: link your accounts first "
+                "(/link), or ask the operator to list you in [identities].")
+    store.set_share_profile(person, words[1] == "on")
+    if words[1] == "on":
+        return ("Sharing on: group turns where you take part now see your profile "
+                "(user_profile.md of your personal memory), never your DMs.")
+    return "Sharing off: group turns no longer see your profile."
 
 
 def _status(call: Invocation) -> str:
@@ -364,45 +346,36 @@ _USAGE_CAP = ("Usage: /usage cap day|month <USD>|none|default: this chat's cap (
               "it, default goes back to the operator's)")
 
 
-def _usage(call: Invocation) -> str | Awaitable[str]:
+def _usage(call: Invocation) -> str:
     """The chat's and the sender's spend, caps and what is left; ``cap``: change this
     chat's cap (a chat admin or the operator: a DM's owner may not lift their own)."""
-    desk = call.usage
-    if desk is None:
+    budget = call.usage
+    if budget is None:
         return "/usage needs the gateway's Redis: nothing to show."
     words = call.command.args.lower().split()
     msg = call.msg
     if not words:
         store = call.identities
-
-        async def showing() -> str:
-            me = msg.sender_key
-            person = (await store.person_of(me) if store is not None else None) or me
-            return await desk.summary(msg.group, person)
-
-        return showing()
+        person = (store.person_of(msg.sender_key) if store is not None else None)
+        return usage_summary(budget, call.config, msg.group, person or msg.sender_key)
     if len(words) != 3 or words[0] != "cap" or words[1] not in ("day", "month"):
         return _USAGE_CAP
     if not call.roles & {SenderRole.OPERATOR, SenderRole.CHAT_ADMIN}:
         return "Not allowed: changing a cap needs a chat admin or the operator."
     period = words[1]
     scope = f"group:{msg.group}"
-
-    async def capping() -> str:
-        if words[2] == "default":
-            released = await desk.set_cap(scope, period, None, reset=True)
-            what = "back to the operator's"
-        else:
-            try:
-                micro = parse_usd(words[2])
-            except ValueError:
-                return _USAGE_CAP
-            released = await desk.set_cap(scope, period, micro)
-            what = "lifted" if micro is None else f"set to ${micro / 1_000_000:g}"
-        return f"This chat's {period} cap is {what}." + (
-            " Waiting messages go through now." if released else "")
-
-    return capping()
+    if words[2] == "default":
+        released = budget.reset_cap(scope, period)
+        what = "back to the operator's"
+    else:
+        try:
+            micro = parse_usd(words[2])
+        except ValueError:
+            return _USAGE_CAP
+        released = budget.set_cap(scope, period, micro)
+        what = "lifted" if micro is None else f"set to ${micro / 1_000_000:g}"
+    return f"This chat's {period} cap is {what}." + (
+        " Waiting messages go through now." if released else "")
 
 
 def _tasks(call: Invocation) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 
+import redis
 import redis.asyncio as aioredis
 
 import gateway.intake._commands as commands
@@ -29,8 +30,7 @@ from gateway.intake._identity import IdentityStore
 from gateway.intake._memorydesk import MemoryDesk
 from gateway.intake._pairing import CODE_TTL, PairingStore
 from gateway.intake._router import Disposition, Route, Router
-from gateway.operations._usage import UsageDesk
-from gateway.queue import Keys, events
+from gateway.queue import Budget, Keys, events
 
 
 def pairing_text(code: str, ttl: int = CODE_TTL) -> str:
@@ -47,8 +47,8 @@ UNGATED_CHANNELS = frozenset({"local"})
 class FrontDesk:
     """The pairing gate and the command layer, in front of the router's mailbox path."""
 
-    def __init__(self, config: Settings, client: aioredis.Redis, keys: Keys,
-                 router: Router, memory: MemoryDesk | None = None,
+    def __init__(self, config: Settings, client: aioredis.Redis, sync: redis.Redis,
+                 keys: Keys, router: Router, memory: MemoryDesk | None = None,
                  approvals: ApprovalDesk | None = None) -> None:
         self._cfg = config
         #: ``/memory`` and ``/forget`` (None: they answer that memory is not reachable)
@@ -57,9 +57,10 @@ class FrontDesk:
         self._keys = keys
         self._router = router
         self.pairing = PairingStore(client, keys.prefix)
-        self.identities = IdentityStore(config, client, keys)
+        #: the command handlers' blocking stores (they run in a thread)
+        self.identities = IdentityStore(config, sync, keys)
         #: ``/usage``: spend and caps
-        self.usage = UsageDesk(config, client, keys)
+        self.usage = Budget(sync, keys)
         #: ``/approve`` and ``/deny`` (None: they answer that approvals are unreachable)
         self.approvals = approvals
         self.ungated = UNGATED_CHANNELS

@@ -25,14 +25,14 @@ import json
 import secrets
 from dataclasses import dataclass
 
-import redis.asyncio as aioredis
+import redis
 
 from channels.models import Inbound
 from gateway.config import Settings
 from gateway.config.sections import LINKED_PREFIX
 from gateway.intake._pairing import ALPHABET, CODE_LENGTH, normalize_code
 from gateway.queue import Keys, as_str
-from gateway.queue.identity import SHARE_PROFILE, resolve
+from gateway.queue.identity import SHARE_PROFILE, Identities
 
 #: how long a ``/link`` code is valid: enough to open the other app, short enough that a
 #: code seen over a shoulder is soon worthless
@@ -48,45 +48,42 @@ class LinkOutcome:
     person: str | None = None
 
 
-class IdentityStore:
-    """The gateway's reads and writes of identity state (async Redis)."""
+class IdentityStore(Identities):
+    """The gateway's reads (the workers' own, ``Identities``) and writes of identity
+    state, on a sync client (the chat commands run in a thread:
+    ``gateway.intake._commands.answer``)."""
 
-    def __init__(self, settings: Settings, client: aioredis.Redis, keys: Keys,
+    def __init__(self, settings: Settings, client: redis.Redis, keys: Keys,
                  code_ttl: int = CODE_TTL) -> None:
+        super().__init__(settings.person_of, client, keys)
         self._settings = settings
-        self._r = client
-        self._keys = keys
         self.code_ttl = code_ttl
 
-    async def person_of(self, user: str) -> str | None:
-        linked = await self._r.hget(self._keys.identity_links, user)
-        return resolve(self._settings.person_of, user, linked)
-
-    async def members(self, person: str) -> list[str]:
+    def members(self, person: str) -> list[str]:
         """Every account of ``person``: the config's, then the linked ones."""
         configured = self._settings.identities.get(person)
-        return [*(configured.members if configured else []), *await self._chat_links(person)]
+        return [*(configured.members if configured else []), *self._chat_links(person)]
 
-    async def issue_code(self, msg: Inbound) -> str:
+    def issue_code(self, msg: Inbound) -> str:
         """A fresh one-time code for the sender; their previous live code stops working."""
         user = msg.sender_key
         code = "".join(secrets.choice(ALPHABET) for _ in range(CODE_LENGTH))
-        old = await self._r.get(self._keys.link_pending(user))
+        old = self._r.get(self._keys.link_pending(user))
         entry = json.dumps({"user": user, "name": msg.sender_name})
-        async with self._r.pipeline(transaction=True) as pipe:
+        with self._r.pipeline(transaction=True) as pipe:
             if old is not None:
                 pipe.delete(self._keys.link_code(as_str(old)))
             pipe.set(self._keys.link_code(code), entry, ex=self.code_ttl)
             pipe.set(self._keys.link_pending(user), code, ex=self.code_ttl)
-            await pipe.execute()
+            pipe.execute()
         return code
 
-    async def preview(self, code: str, msg: Inbound) -> str:
+    def preview(self, code: str, msg: Inbound) -> str:
         """What redeeming ``code`` from ``msg``'s account would do, changing nothing (the
         code stays live). The person who sends a code joins the account that asked for
         it, and that account then reads what they say here: someone talked into sending
         a stranger's code must see whose it is before anything is linked."""
-        raw = await self._r.get(self._keys.link_code(normalize_code(code)))
+        raw = self._r.get(self._keys.link_code(normalize_code(code)))
         if raw is None:
             return INVALID_CODE
         asked = json.loads(as_str(raw))
@@ -99,20 +96,20 @@ class IdentityStore:
                 f"person: whoever uses {asker} will read what you tell me in either DM. "
                 f"Only if that account is yours, send /link {normalize_code(code)} confirm")
 
-    async def redeem(self, code: str, msg: Inbound) -> LinkOutcome:
+    def redeem(self, code: str, msg: Inbound) -> LinkOutcome:
         """Link the sender with the account that asked for ``code``. The code is spent
         by this call whatever the outcome; a wrong one changes nothing."""
-        raw = await self._r.getdel(self._keys.link_code(normalize_code(code)))
+        raw = self._r.getdel(self._keys.link_code(normalize_code(code)))
         if raw is None:
             return LinkOutcome(False, INVALID_CODE)
         asker = str(json.loads(as_str(raw))["user"])
-        await self._r.delete(self._keys.link_pending(asker))
+        self._r.delete(self._keys.link_pending(asker))
         me = msg.sender_key
         if asker == me:
             return LinkOutcome(False, "That code was made for this account: send it from "
                                       "your DM on the other channel. Nothing was linked; "
                                       "the code is used up.")
-        mine, theirs = await self.person_of(me), await self.person_of(asker)
+        mine, theirs = self.person_of(me), self.person_of(asker)
         if mine is not None and theirs is not None:
             if mine == theirs:
                 return LinkOutcome(True, f"Already linked: {asker} and {me} are one person.",
@@ -122,20 +119,20 @@ class IdentityStore:
                                       "them in [identities] of the config.")
         person = mine or theirs or f"{LINKED_PREFIX}{secrets.token_hex(6)}"
         new = {u: person for u in (me, asker) if self._settings.person_of(u) is None}
-        await self._r.hset(self._keys.identity_links, mapping=new)  # type: ignore[arg-type]
+        self._r.hset(self._keys.identity_links, mapping=new)  # type: ignore[arg-type]
         return LinkOutcome(True, f"Linked: {asker} and {me} now share one personal memory.",
                            person)
 
-    async def _chat_links(self, person: str) -> list[str]:
+    def _chat_links(self, person: str) -> list[str]:
         """The accounts joined to ``person`` by ``/link`` (never the config's)."""
-        links = await self._r.hgetall(self._keys.identity_links)
+        links = self._r.hgetall(self._keys.identity_links)
         return sorted(u for u, p in ((as_str(u), as_str(p)) for u, p in links.items())
                       if p == person and self._settings.person_of(u) is None)
 
-    async def unlink_preview(self, msg: Inbound) -> str:
+    def unlink_preview(self, msg: Inbound) -> str:
         """What ``/link off confirm`` would do, changing nothing."""
-        person = await self.person_of(msg.sender_key)
-        chat = await self._chat_links(person) if person else []
+        person = self.person_of(msg.sender_key)
+        chat = self._chat_links(person) if person else []
         if person is None or not chat:
             return self._nothing_to_unlink(person)
         return (f"This would undo the /link links of person {person} ({', '.join(chat)}): "
@@ -144,20 +141,20 @@ class IdentityStore:
                 "again starts a new one): /forget it first if it should go. To unlink, "
                 "send /link off confirm")
 
-    async def unlink(self, msg: Inbound) -> LinkOutcome:
+    def unlink(self, msg: Inbound) -> LinkOutcome:
         """Undo every ``/link`` link of the sender's person, from any of its accounts: a
         link made by mistake (or by someone who had the other phone) must be undone from
         either side, and the joint memory then belongs to nobody's DM. The config's
         ``[identities]`` stay; only the operator changes those."""
-        person = await self.person_of(msg.sender_key)
-        chat = await self._chat_links(person) if person else []
+        person = self.person_of(msg.sender_key)
+        chat = self._chat_links(person) if person else []
         if person is None or not chat:
             return LinkOutcome(False, self._nothing_to_unlink(person), person)
-        async with self._r.pipeline(transaction=True) as pipe:
+        with self._r.pipeline(transaction=True) as pipe:
             pipe.hdel(self._keys.identity_links, *chat)
             if person not in self._settings.identities:
                 pipe.hdel(self._keys.identity_share, person)  # nobody left to share it
-            await pipe.execute()
+            pipe.execute()
         return LinkOutcome(True, f"Unlinked: {', '.join(chat)} each have their own DM "
                                  f"memory again; person {person}'s memory is read by no "
                                  "DM linked in chat.", person)
@@ -168,8 +165,8 @@ class IdentityStore:
         return (f"Your accounts are joined by the operator's config ([identities.{person}]), "
                 "not by /link: only the operator can change that. Nothing was unlinked.")
 
-    async def set_share_profile(self, person: str, on: bool) -> None:
+    def set_share_profile(self, person: str, on: bool) -> None:
         if on:
-            await self._r.hset(self._keys.identity_share, person, SHARE_PROFILE)
+            self._r.hset(self._keys.identity_share, person, SHARE_PROFILE)
         else:
-            await self._r.hdel(self._keys.identity_share, person)
+            self._r.hdel(self._keys.identity_share, person)

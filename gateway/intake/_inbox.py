@@ -114,10 +114,10 @@ class Inbox:
         self._q = GatewayQueue(redis_client, keys or Keys())
         self._enqueuer = enqueuer
         self.memory = MemoryDesk(config, enqueuer.queue, self._q.keys)
-        self.front = FrontDesk(config, redis_client, self._q.keys, Router(config),
+        sync = enqueuer.queue.connection
+        self.front = FrontDesk(config, redis_client, sync, self._q.keys, Router(config),
                                memory=self.memory,
-                               approvals=ApprovalDesk(config, enqueuer.queue.connection,
-                                                      self._q, enqueuer))
+                               approvals=ApprovalDesk(config, sync, self._q, enqueuer))
         self.counts: dict[str, int] = {"engage": 0, "context": 0, "drop": 0, "duplicate": 0,
                                        "command": 0, "pairing": 0}
         self.disk = DiskGuard(config.data_dir, config.disk)

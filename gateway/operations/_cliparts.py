@@ -40,6 +40,9 @@ ConfigOpt = Annotated[
                  "data/pynanoclaw.toml]", show_default=False),
 ]
 LogOpt = Annotated[str, typer.Option("--log-level", help="DEBUG, INFO, WARNING, ERROR")]
+#: what a worker or the tool host says when it finds no Redis to join
+NO_REDIS_URL = ("redis.url: not set and no embedded server is running; start "
+                "`pynanoclaw gateway` first or pass --redis-url")
 
 
 def sub_app(**options: Any) -> typer.Typer:

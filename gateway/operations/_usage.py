@@ -13,12 +13,9 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import redis.asyncio as aioredis
-
 from gateway.config import Settings
-from gateway.queue import Budget, Counter, Keys, Spent, counters, period_ids
+from gateway.queue import Budget, Spent, counters, period_ids
 from gateway.queue.budget import NO_CAP
-from gateway.queue.scripts import Scripts
 
 
 def usd(micro: int) -> str:
@@ -112,37 +109,9 @@ def render_report(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-class UsageDesk:
-    """``/usage`` on the gateway's async client."""
-
-    def __init__(self, settings: Settings, client: aioredis.Redis, keys: Keys) -> None:
-        self._settings = settings
-        self._r = client
-        self._keys = keys
-        self._s = Scripts(client)
-
-    async def _spent(self, c: Counter) -> Spent:
-        amounts = await self._r.hmget(self._keys.budget(c.scope, c.period_id),  # type: ignore[misc]
-                                      ["spent", "reserved"])
-        override = await self._r.hget(self._keys.budget_caps, c.cap_field)  # type: ignore[misc]
-        return Spent.read(c, amounts, override)
-
-    async def summary(self, group: str, person: str) -> str:
-        now = datetime.now(self._settings.usage.zone)
-        rows = [await self._spent(c) for c in counters(now, group, person,
-                                                       self._settings.usage.micro_caps)]
-        lines = render_spent(r for r in rows if r.scope != "global")
-        return "Model usage (" + self._settings.usage.timezone + "):\n" + "\n".join(lines)
-
-    async def set_cap(self, scope: str, period: str, micro_usd: int | None, *,
-                      reset: bool = False) -> int:
-        """Set (``None``: lift; ``reset``: back to the config's) a run-time cap;
-        releases parked groups (returns how many)."""
-        field = f"{scope}:{period}"
-        if reset:
-            await self._r.hdel(self._keys.budget_caps, field)  # type: ignore[misc]
-        else:
-            await self._r.hset(self._keys.budget_caps, field,  # type: ignore[misc]
-                               NO_CAP if micro_usd is None else str(micro_usd))
-        return int(await self._s["budget_unpark"](
-            keys=[self._keys.budget_parked, self._keys.active], args=[]))
+def usage_summary(budget: Budget, settings: Settings, group: str, person: str) -> str:
+    """``/usage``: the chat's and the person's spend and caps (blocking: a thread's)."""
+    now = datetime.now(settings.usage.zone)
+    rows = [budget.spent(c) for c in counters(now, group, person, settings.usage.micro_caps)]
+    lines = render_spent(r for r in rows if r.scope != "global")
+    return "Model usage (" + settings.usage.timezone + "):\n" + "\n".join(lines)

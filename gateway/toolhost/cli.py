@@ -5,35 +5,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from gateway.config import REDIS_URL_ENV, ConfigError, load_config
-from gateway.operations._cliparts import load, sub_app
+from gateway.config import ConfigError, load_config
+from gateway.operations._cliparts import NO_REDIS_URL, fail, load, sub_app
 from gateway.operations._redis_server import running_embedded_url
 from gateway.toolhost.process import serve, tools_env
 from gateway.toolhost.process import tools_command as command
 
 
-def run_tools(config: str | None, redis_url: str | None, log_level: str) -> int:
+def run_tools(config: str | None, redis_url: str | None, log_level: str) -> None:
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        settings = load_config(config)
+        settings = load_config(config)  # applies $PYNANOCLAW_REDIS_URL to [redis] url
     except ConfigError as err:
-        print(err.render(), file=sys.stderr)
-        return 2
-    url = (redis_url or os.environ.get(REDIS_URL_ENV) or settings.redis.url
-           or running_embedded_url(settings.redis_dir))
+        raise fail(err) from None
+    url = redis_url or settings.redis.url or running_embedded_url(settings.redis_dir)
     if not url:
-        print("error: redis.url: not set and no embedded server is running; start "
-              "`pynanoclaw gateway` first or pass --redis-url", file=sys.stderr)
-        return 2
+        raise fail(NO_REDIS_URL)
     asyncio.run(serve(settings, url))
-    return 0
 
 
 host_app = sub_app()
@@ -46,7 +40,7 @@ def host(
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING, ERROR")] = "INFO",
 ) -> None:
     """The tool host itself (what ``pynanoclaw tools`` runs, in its own environment)."""
-    raise typer.Exit(run_tools(config, redis_url, log_level))
+    run_tools(config, redis_url, log_level)
 
 
 def tools_command(

@@ -175,8 +175,8 @@ def test_person_keys_are_distinct_from_every_channel() -> None:
     assert group_dir(Path("/d"), "telegram:person") != group_dir(Path("/d"), "person:telegram")
 
 
-async def test_link_refuses_own_code_and_never_merges_two_people(valkey: Valkey) -> None:
-    import redis.asyncio as aioredis
+def test_link_refuses_own_code_and_never_merges_two_people(valkey: Valkey) -> None:
+    import redis
 
     from gateway.config import parse_config
     from gateway.intake import IdentityStore
@@ -184,28 +184,25 @@ async def test_link_refuses_own_code_and_never_merges_two_people(valkey: Valkey)
 
     settings = parse_config({"identities": {"ada": {"members": ["telegram:42"]},
                                             "bo": {"members": ["slack:U2"]}}}, env={})
-    client = aioredis.Redis.from_url(valkey.url)
-    try:
+    with redis.Redis.from_url(valkey.url) as client:
         store = IdentityStore(settings, client, Keys())
-        own = await store.issue_code(dm("telegram", "42", "42", "a", "/link"))
-        refused = await store.redeem(own, dm("telegram", "42", "42", "b", f"/link {own}"))
+        own = store.issue_code(dm("telegram", "42", "42", "a", "/link"))
+        refused = store.redeem(own, dm("telegram", "42", "42", "b", f"/link {own}"))
         assert not refused.ok and "made for this account" in refused.text
-        assert not (await store.redeem(own, dm("slack", "D3", "U3", "c", "x"))).ok  # spent
+        assert not store.redeem(own, dm("slack", "D3", "U3", "c", "x")).ok  # spent
         # a new code voids the previous one
-        first = await store.issue_code(dm("telegram", "42", "42", "d", "/link"))
-        second = await store.issue_code(dm("telegram", "42", "42", "e", "/link"))
-        assert not (await store.redeem(first, dm("slack", "D3", "U3", "f", "x"))).ok
+        first = store.issue_code(dm("telegram", "42", "42", "d", "/link"))
+        second = store.issue_code(dm("telegram", "42", "42", "e", "/link"))
+        assert not store.redeem(first, dm("slack", "D3", "U3", "f", "x")).ok
         # two configured people are not merged by chat
-        apart = await store.redeem(second, dm("slack", "D2", "U2", "g", "x"))
-        assert not apart.ok and await store.person_of("slack:U2") == "bo"
+        apart = store.redeem(second, dm("slack", "D2", "U2", "g", "x"))
+        assert not apart.ok and store.person_of("slack:U2") == "bo"
         # an unlinked account joins the configured person; the config stays the source
-        joined = await store.redeem(await store.issue_code(dm("telegram", "42", "42", "h", "")),
-                                    dm("slack", "D3", "U3", "i", "x"))
+        joined = store.redeem(store.issue_code(dm("telegram", "42", "42", "h", "")),
+                              dm("slack", "D3", "U3", "i", "x"))
         assert joined.ok and joined.person == "ada"
-        assert await store.members("ada") == ["telegram:42", "slack:U3"]
-        assert await client.hgetall("pnc:identity:links") == {b"slack:U3": b"ada"}
-    finally:
-        await client.aclose()
+        assert store.members("ada") == ["telegram:42", "slack:U3"]
+        assert client.hgetall("pnc:identity:links") == {b"slack:U3": b"ada"}
 
 
 async def test_a_persons_memory_is_consolidated_from_all_their_dms(
@@ -230,9 +227,8 @@ async def test_a_persons_memory_is_consolidated_from_all_their_dms(
         await stack.close()
 
 
-async def test_links_and_sharing_survive_a_redis_restart(valkey: Valkey) -> None:
+def test_links_and_sharing_survive_a_redis_restart(valkey: Valkey) -> None:
     import redis
-    import redis.asyncio as aioredis
 
     from gateway.config import parse_config
     from gateway.intake import IdentityStore
@@ -240,54 +236,46 @@ async def test_links_and_sharing_survive_a_redis_restart(valkey: Valkey) -> None
     from gateway.queue.identity import Identities
 
     settings = parse_config({}, env={})
-    client = aioredis.Redis.from_url(valkey.url)
-    store = IdentityStore(settings, client, Keys())
-    code = await store.issue_code(dm("telegram", "42", "42", "a", "/link"))
-    linked = await store.redeem(code, dm("slack", "D1", "U1", "b", f"/link {code}"))
-    assert linked.ok and linked.person is not None
-    await store.set_share_profile(linked.person, True)
-    await client.aclose()
+    with redis.Redis.from_url(valkey.url) as client:
+        store = IdentityStore(settings, client, Keys())
+        code = store.issue_code(dm("telegram", "42", "42", "a", "/link"))
+        linked = store.redeem(code, dm("slack", "D1", "U1", "b", f"/link {code}"))
+        assert linked.ok and linked.person is not None
+        store.set_share_profile(linked.person, True)
     valkey.stop()
     valkey.start()  # same port, from its append-only file
-    client = aioredis.Redis.from_url(valkey.url)
-    try:
+    with redis.Redis.from_url(valkey.url) as client:
         store = IdentityStore(settings, client, Keys())
-        assert await store.person_of("telegram:42") == linked.person
-        assert await store.person_of("slack:U1") == linked.person
+        assert store.person_of("telegram:42") == linked.person
+        assert store.person_of("slack:U1") == linked.person
         # the flag as a worker reads it (gateway.queue.identity)
-        with redis.Redis.from_url(valkey.url) as sync:
-            assert Identities(settings.person_of, sync, Keys()).shares_profile(linked.person)
+        assert Identities(settings.person_of, client, Keys()).shares_profile(linked.person)
         # the spent code stays spent
-        assert not (await store.redeem(code, dm("discord", "9", "9", "c", "x"))).ok
-    finally:
-        await client.aclose()
+        assert not store.redeem(code, dm("discord", "9", "9", "c", "x")).ok
 
 
-async def test_a_code_is_shown_with_whose_it_is_before_it_links(valkey: Valkey) -> None:
+def test_a_code_is_shown_with_whose_it_is_before_it_links(valkey: Valkey) -> None:
     """Someone talked into sending a stranger's code must see whose account it joins
     theirs with, and link only by confirming: the preview spends nothing."""
-    import redis.asyncio as aioredis
+    import redis
 
     from gateway.config import parse_config
     from gateway.intake import IdentityStore
     from gateway.queue import Keys
 
-    client = aioredis.Redis.from_url(valkey.url)
-    try:
+    with redis.Redis.from_url(valkey.url) as client:
         store = IdentityStore(parse_config({}, env={}), client, Keys())
-        code = await store.issue_code(dm("telegram", "42", "42", "a", "/link"))
+        code = store.issue_code(dm("telegram", "42", "42", "a", "/link"))
         victim = dm("slack", "D1", "U1", "b", f"/link {code}")
-        shown = await store.preview(code, victim)
+        shown = store.preview(code, victim)
         assert "telegram:42 (Ada)" in shown and "slack:U1" in shown
         assert f"/link {code} confirm" in shown
-        assert await store.person_of("slack:U1") is None
-        assert "made for this account" in await store.preview(
+        assert store.person_of("slack:U1") is None
+        assert "made for this account" in store.preview(
             code, dm("telegram", "42", "42", "c", ""))
-        assert "not valid" in await store.preview("ZZZZZZZZ", victim)
-        assert (await store.redeem(code, victim)).ok  # still live after the previews
-        assert "not valid" in await store.preview(code, victim)
-    finally:
-        await client.aclose()
+        assert "not valid" in store.preview("ZZZZZZZZ", victim)
+        assert store.redeem(code, victim).ok  # still live after the previews
+        assert "not valid" in store.preview(code, victim)
 
 
 async def test_link_off_undoes_chat_links_from_either_side(tmp_path: Path,
@@ -331,8 +319,8 @@ async def test_link_off_undoes_chat_links_from_either_side(tmp_path: Path,
         assert gw is not None and gw.inbox is not None
         store = gw.inbox.front.identities
         assert store is not None
-        told = await store.unlink(dm("telegram", "42", "42", "u6", "/link off confirm"))
+        told = store.unlink(dm("telegram", "42", "42", "u6", "/link off confirm"))
         assert not told.ok and "[identities.ada]" in told.text
-        assert await store.person_of("telegram:42") == "ada"
+        assert store.person_of("telegram:42") == "ada"
     finally:
         await stack.close()

@@ -65,7 +65,7 @@ async def test_every_writer_round_trips_through_the_reader(valkey: Valkey) -> No
                                  notice_event=notice, done_event=parked) == 1
         written += [notice, parked]
         # the front desk: a command's answer (reply + done), a denied stranger (done)
-        desk = FrontDesk(parse_config({}, env={}), ar, K, Router(parse_config({}, env={})))
+        desk = FrontDesk(parse_config({}, env={}), ar, r, K, Router(parse_config({}, env={})))
         m2, m3 = _msg("m2", chat="c2"), _msg("m3", chat="c3")
         assert await desk._answer(m2, "you are ann", "command") == "command"
         assert await desk._answer(m3, None, "pairing") == "pairing"

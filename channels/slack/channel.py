@@ -113,9 +113,8 @@ class SlackChannel(Channel):
 
     @property
     def webhook_path(self) -> str:
-        if self.settings.webhook_path:
-            return self.settings.webhook_path
-        return "/slack/events" if self.account == "default" else f"/slack/{self.account}/events"
+        return self.settings.webhook_path or (
+            "/slack/events" if self.account == "default" else f"/slack/{self.account}/events")
 
     @property
     def bot_user_id(self) -> str | None:

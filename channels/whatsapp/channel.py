@@ -113,10 +113,9 @@ class WhatsAppChannel(Channel):
 
     @property
     def webhook_path(self) -> str:
-        if self.settings.webhook_path:
-            return self.settings.webhook_path
-        return "/whatsapp/webhook" if self.account == "default" else \
-            f"/whatsapp/{self.account}/webhook"
+        return self.settings.webhook_path or (
+            "/whatsapp/webhook" if self.account == "default"
+            else f"/whatsapp/{self.account}/webhook")
 
     def bind(self, cursor_store: CursorStore) -> None:
         super().bind(cursor_store)

@@ -20,6 +20,10 @@ __all__ = ["MARKDOWN", "StarMarkup"]
 MARKDOWN = MarkdownIt("commonmark", {"html": False}).enable(["strikethrough", "table"])
 
 
+#: the marker written on both sides of strong, emphasised and struck-through text
+_MARKERS = {"strong": "*", "em": "_", "s": "~"}
+
+
 def _prefix_lines(text: str, first: str, rest: str) -> str:
     lines = text.split("\n")
     tail = [(rest + line) if line else line for line in lines[1:]]
@@ -60,12 +64,8 @@ class StarMarkup:
             kind = child.type
             if kind in ("softbreak", "hardbreak"):
                 parts.append("\n")
-            elif kind == "strong":
-                parts.append(f"*{self._inline(child)}*")
-            elif kind == "em":
-                parts.append(f"_{self._inline(child)}_")
-            elif kind == "s":
-                parts.append(f"~{self._inline(child)}~")
+            elif kind in _MARKERS:
+                parts.append(f"{_MARKERS[kind]}{self._inline(child)}{_MARKERS[kind]}")
             elif kind == "code_inline":
                 parts.append(f"`{self.code(child.content)}`")
             elif kind == "link":

@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import ClientError
 from nio import (
     AsyncClient,
     AsyncClientConfig,
@@ -232,7 +231,8 @@ class MatrixChannel(Channel):
             if pending:
                 log.warning("matrix: the sync loop did not stop within %.0fs", STOP_WAIT)
             self._task = None
-        with contextlib.suppress(ClientError, OSError):
+        # a close slower than STOP_WAIT raises TimeoutError: given up on, like a failed one
+        with contextlib.suppress(*NETWORK_ERRORS):
             await asyncio.wait_for(self._client.close(), STOP_WAIT)
 
     def render(self, text: str) -> list[Chunk]:

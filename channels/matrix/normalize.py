@@ -119,20 +119,6 @@ def _attachment(event_id: str, msgtype: str, content: dict[str, Any]) -> Attachm
     )
 
 
-def _redaction(event: Mapping[str, Any], room: RoomView, bot: BotIdentity, account: str
-               ) -> Inbound | None:
-    sender, event_id = event.get("sender"), event.get("event_id")
-    redacts = event.get("redacts") or _dict(event.get("content")).get("redacts")
-    if not isinstance(sender, str) or not isinstance(event_id, str) or \
-            not isinstance(redacts, str) or not redacts or sender == bot.user_id:
-        return None
-    return Inbound(channel="matrix", account=account, chat_id=room.room_id,
-                   chat_name=room.name, is_group=room.members > 2, sender_id=sender,
-                   sender_name=room.display_names.get(sender) or sender,
-                   message_id=event_id, text="", kind="deletion", original_id=redacts,
-                   is_admin=room.power.get(sender, 0) >= ADMIN_POWER)
-
-
 def normalize_event(
     event: Mapping[str, Any],
     room: RoomView,
@@ -142,12 +128,20 @@ def normalize_event(
     display_name_mentions: bool = True,
 ) -> Inbound | None:
     """The ``Inbound`` for one timeline event, or None when it is not a message for us."""
-    if event.get("type") == "m.room.redaction":
-        return _redaction(event, room, bot, account)
-    if event.get("type") != "m.room.message" or "state_key" in event:
-        return None
     sender, event_id = event.get("sender"), event.get("event_id")
     if not isinstance(sender, str) or not isinstance(event_id, str) or sender == bot.user_id:
+        return None
+    sender_name = room.display_names.get(sender) or sender
+    is_admin = room.power.get(sender, 0) >= ADMIN_POWER
+    if event.get("type") == "m.room.redaction":
+        redacts = event.get("redacts") or _dict(event.get("content")).get("redacts")
+        if not isinstance(redacts, str) or not redacts:
+            return None
+        return Inbound(channel="matrix", account=account, chat_id=room.room_id,
+                       chat_name=room.name, is_group=room.members > 2, sender_id=sender,
+                       sender_name=sender_name, message_id=event_id, text="", kind="deletion",
+                       original_id=redacts, is_admin=is_admin)
+    if event.get("type") != "m.room.message" or "state_key" in event:
         return None
     content = _dict(event.get("content"))
     msgtype = content.get("msgtype")
@@ -169,7 +163,6 @@ def normalize_event(
         # a caption is a body that differs from the file name (spec v1.10)
         filename = content.get("filename")
         body = body if filename and filename != body else ""
-    sender_name = room.display_names.get(sender) or sender
     if msgtype == "m.emote":
         body = f"* {sender_name} {body}"
     ts = event.get("origin_server_ts")
@@ -193,7 +186,7 @@ def normalize_event(
         reply_to_id=reply_to_id,
         reply_to_text=fallback.quoted if reply_to_id else None,
         mentions_bot=mentioned,
-        is_admin=room.power.get(sender, 0) >= ADMIN_POWER,
+        is_admin=is_admin,
         attachments=attachments,
         raw=trim_raw(dict(event)),
         **extra,

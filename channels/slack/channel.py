@@ -113,9 +113,8 @@ class SlackChannel(Channel):
 
     @property
     def webhook_path(self) -> str:
-        if self.settings.webhook_path:
-            return self.settings.webhook_path
-        return "/slack/events" if self.account == "default" else f"/slack/{self.account}/events"
+        return self.settings.webhook_path or (
+            "/slack/events" if self.account == "default" else f"/slack/{self.account}/events")
 
     @property
     def bot_user_id(self) -> str | None:
@@ -265,27 +264,21 @@ class SlackChannel(Channel):
         returns the new message's ``ts``. Formatted chunks go as one mrkdwn section
         block with ``plain`` as the notification text; if Slack rejects the blocks the
         chunk is re-sent once as plain text (``mrkdwn: false``)."""
-        thread_ts = self._thread_ts(message)
-        # Slack parses <...> in every text field: &, <, > must always be escaped.
-        plain = escape(chunk.plain)
-        # names the chunk, so find_sent can tell it arrived after an ambiguous failure
-        metadata = chunk_metadata(message.reply_id, index)
+        post = partial(
+            self._post, channel=message.chat_id, thread_ts=self._thread_ts(message),
+            # Slack parses <...> in every text field: &, <, > must always be escaped.
+            text=escape(chunk.plain),
+            # names the chunk, so find_sent can tell it arrived after an ambiguous failure
+            metadata=chunk_metadata(message.reply_id, index),
+        )
         if chunk.formatted:
             try:
-                return await self._post(
-                    channel=message.chat_id,
-                    thread_ts=thread_ts,
-                    text=plain,
-                    blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": chunk.text}}],
-                    metadata=metadata,
-                )
+                return await post(
+                    blocks=[{"type": "section", "text": {"type": "mrkdwn", "text": chunk.text}}])
             except FormattingRejected:
                 log.warning("slack[%s]: blocks rejected for reply %s chunk %d, sending plain",
                             self.account, message.reply_id, index)
-        return await self._post(
-            channel=message.chat_id, thread_ts=thread_ts, text=plain, mrkdwn=False,
-            metadata=metadata,
-        )
+        return await post(mrkdwn=False)
 
     async def find_sent(self, message: Outbound, index: int) -> str | None:
         """After an ambiguous post: the chunk's ``ts`` if the conversation (or thread)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from channels.models import Attachment, Inbound, attachment_type, trim_raw
+from channels.models import Attachment, Inbound, InboundKind, attachment_type, trim_raw
 
 __all__ = [
     "EVENT_TABLE",
@@ -91,7 +91,7 @@ _TOKEN = re.compile(r"<([^<>]+)>")
 
 
 #: subtypes that change an earlier message -> ``Inbound.kind``
-_CHANGES = {"message_changed": "edit", "message_deleted": "deletion"}
+_CHANGES: dict[str, InboundKind] = {"message_changed": "edit", "message_deleted": "deletion"}
 
 
 def message_of(event: dict[str, Any]) -> dict[str, Any]:
@@ -282,19 +282,20 @@ def _timestamp(ts: str) -> datetime:
 
 
 def to_inbound(event: dict[str, Any], ctx: SlackContext, sender_name: str) -> Inbound | None:
-    """The Inbound for a message-like event, or None when the table says ignore it."""
+    """The Inbound for a message-like event, or None when the table says ignore it. An
+    edit or a deletion (``_CHANGES``) names the changed message in ``original_id`` and
+    carries no files, shares or reply; a deletion no text either."""
     if not event_rule(event, ctx.bot_user_id).handle:
         return None
     change = _CHANGES.get(str(event.get("subtype")))
-    if change is not None:
-        return _change_inbound(event, change, ctx, sender_name)
+    msg = message_of(event) or {"ts": event.get("ts"), "original_ts": event.get("deleted_ts")}
     ts = str(event["ts"])
-    thread_ts = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else None
-    raw_files = event.get("files")
+    thread_ts = msg.get("thread_ts") if isinstance(msg.get("thread_ts"), str) else None
+    raw_files = event.get("files") if change is None else None
     files: list[Any] = raw_files if isinstance(raw_files, list) else []
     attachments = [a for f in files if isinstance(f, dict) and (a := _attachment(f))]
-    text = decode_text(str(event.get("text") or ""), ctx)
-    shares = shared_messages(event)
+    text = decode_text(str(msg.get("text") or ""), ctx) if change != "deletion" else ""
+    shares = shared_messages(event) if change is None else []
     if shares:
         text = "\n\n".join(p for p in [text, *(_shared_text(a, ctx) for a in shares)] if p)
     return Inbound(
@@ -303,14 +304,16 @@ def to_inbound(event: dict[str, Any], ctx: SlackContext, sender_name: str) -> In
         chat_id=str(event["channel"]),
         thread_id=thread_ts,
         is_group=_is_group(event),
-        sender_id=str(event["user"]),
+        sender_id=str(msg.get("user") or ""),
         sender_name=sender_name,
         message_id=ts,
         text=text,
+        kind=change or "message",
+        original_id=str(msg["original_ts"]) if change else None,
         # A thread reply answers the thread's parent; Slack has no other reply-to.
-        reply_to_id=thread_ts if thread_ts and thread_ts != ts else None,
+        reply_to_id=thread_ts if change is None and thread_ts and thread_ts != ts else None,
         forwarded_from="; ".join(shared_origin(a) for a in shares) or None,
-        mentions_bot=ctx.bot_user_id in mentions(event),
+        mentions_bot=change != "deletion" and ctx.bot_user_id in mentions(msg),
         attachments=attachments,
         received_at=_timestamp(ts),
         raw=trim_raw(event),
@@ -321,30 +324,6 @@ def sender_of(event: dict[str, Any]) -> str:
     """The user id behind a message-like event ("" for a deletion Slack sent without
     the deleted message)."""
     return str(message_of(event).get("user") or "")
-
-
-def _change_inbound(
-    event: dict[str, Any], kind: str, ctx: SlackContext, sender_name: str
-) -> Inbound:
-    msg = message_of(event) or {"ts": event.get("ts"), "original_ts": event.get("deleted_ts")}
-    thread_ts = msg.get("thread_ts") if isinstance(msg.get("thread_ts"), str) else None
-    text = decode_text(str(msg.get("text") or ""), ctx) if kind == "edit" else ""
-    return Inbound(
-        channel=ctx.channel,
-        account=ctx.account,
-        chat_id=str(event["channel"]),
-        thread_id=thread_ts,
-        is_group=_is_group(event),
-        sender_id=str(msg.get("user") or ""),
-        sender_name=sender_name,
-        message_id=str(event["ts"]),
-        text=text,
-        kind="edit" if kind == "edit" else "deletion",
-        original_id=str(msg["original_ts"]),
-        mentions_bot=kind == "edit" and ctx.bot_user_id in mentions(msg),
-        received_at=_timestamp(str(event["ts"])),
-        raw=trim_raw(event),
-    )
 
 
 def slash_to_inbound(body: dict[str, Any], ctx: SlackContext, sender_name: str) -> Inbound:

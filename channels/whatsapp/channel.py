@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping
 from functools import partial
 from typing import Any, Self
@@ -114,10 +113,9 @@ class WhatsAppChannel(Channel):
 
     @property
     def webhook_path(self) -> str:
-        if self.settings.webhook_path:
-            return self.settings.webhook_path
-        return "/whatsapp/webhook" if self.account == "default" else \
-            f"/whatsapp/{self.account}/webhook"
+        return self.settings.webhook_path or (
+            "/whatsapp/webhook" if self.account == "default"
+            else f"/whatsapp/{self.account}/webhook")
 
     def bind(self, cursor_store: CursorStore) -> None:
         super().bind(cursor_store)
@@ -223,7 +221,7 @@ class WhatsAppChannel(Channel):
         done = self.deliveries.wamid(message.reply_id, index)
         if done is not None:
             return done
-        if not await self._window.is_open(message.chat_id, time.time()):
+        if not await self._window.is_open(message.chat_id):
             return await self._outside_window(message, index)
         try:
             sent = await self._wa.send_message(
@@ -250,7 +248,7 @@ class WhatsAppChannel(Channel):
         done = self.deliveries.wamid(message.reply_id, 0)
         if done is not None:
             return done
-        if not await self._window.is_open(message.chat_id, time.time()):
+        if not await self._window.is_open(message.chat_id):
             raise OutsideWindow("outside the 24-hour window: WhatsApp sends no file then")
         wamid = await send_media(self._wa, message.chat_id, data, name, caption,
                                  reply_to=message.reply_to_id,

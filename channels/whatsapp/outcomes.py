@@ -141,7 +141,6 @@ class ServiceWindow:
         if last is None or last < at:
             await self._store.set(f"window:{chat_id}", str(at))
 
-    async def is_open(self, chat_id: str, now: float | None = None) -> bool:
+    async def is_open(self, chat_id: str) -> bool:
         last = await self.last(chat_id)
-        current = time.time() if now is None else now
-        return last is not None and current - last < WINDOW_SECONDS
+        return last is not None and time.time() - last < WINDOW_SECONDS

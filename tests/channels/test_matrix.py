@@ -4,6 +4,7 @@ idempotent sends, invite policy, config errors, reply fallbacks."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import stat
 from pathlib import Path
@@ -14,6 +15,7 @@ from pydantic import SecretStr
 from channels.base import ChannelContext
 from channels.errors import PermanentError, RateLimited
 from channels.matrix import MatrixChannel, MatrixSettings, transaction_id
+from channels.matrix import channel as matrix_channel
 from channels.matrix.normalize import BotIdentity, RoomView, normalize_event, strip_reply_fallback
 from channels.matrix.session import SESSION_FILE, Session, load_session, save_session
 from channels.matrix.syncer import TOKEN_KEY, Syncer
@@ -208,3 +210,25 @@ async def test_a_revoked_stored_session_is_reported_clearly(tmp_path: Path) -> N
     finally:
         await fake.stop()
     assert "syt_revoked_Zq81" not in str(caught.value)
+
+
+class _NeverClosing:
+    """An HTTP session whose close never finishes (a connection that will not let go)."""
+
+    async def close(self) -> None:
+        await asyncio.Event().wait()
+
+
+async def test_stop_returns_when_the_http_session_is_slow_to_close(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(matrix_channel, "STOP_WAIT", 0.2)
+    async with matrix_harness() as h:
+        client = h.channel._client
+        real, client.client_session = client.client_session, _NeverClosing()
+        try:
+            # a shutdown path: the slow close is given up on, never raised out of stop()
+            await h.channel.stop()
+        finally:
+            client.client_session = real  # the harness's own stop closes the real one
+        assert h.channel._task is None

@@ -180,12 +180,9 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: WordFinder | 
 def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: WordFinder) -> int:
     """The stored tool results of a turn (``gateway.queue.toolonce``) with ``pat``
     taken out of their output and error. Returns the results changed."""
-    changed: dict[str, str] = {}
-    for field, raw in runs.items():
-        value = as_str(raw)
-        new = _tool_result(value, pat)
-        if new != value:
-            changed[as_str(field)] = new
+    values = {as_str(field): as_str(raw) for field, raw in runs.items()}
+    changed = {field: new for field, value in values.items()
+               if (new := _tool_result(value, pat)) != value}
     if changed:
         gq.r.hset(gq.keys.tool_runs(turn_id), items=[x for kv in changed.items() for x in kv])
     return len(changed)

@@ -301,7 +301,7 @@ class Catalog(CatalogQueries):
         upserts: list[tuple[int, MemoryRecord]] = []
         dropped = [row.rowid for row in deletes]
         total = len(candidates) + len(deletes)
-        with self._write_txn() as conn:
+        with self.write_txn() as conn:
             for gone in dropped:
                 _delete(conn, gone)
             for i, (rel, st) in enumerate(candidates):
@@ -331,7 +331,7 @@ class Catalog(CatalogQueries):
         return len(upserts) + len(dropped)
 
     @contextlib.contextmanager
-    def _write_txn(self) -> Iterator[sqlite3.Connection]:
+    def write_txn(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: hooks roll back with it and hear of its commit."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -406,7 +406,7 @@ class Catalog(CatalogQueries):
         st = os.stat(self.group.path / rel)
         with self._mu:
             self._check_db()
-            with self._write_txn() as conn:
+            with self.write_txn() as conn:
                 dropped: list[int] = []
                 rowid = self._upsert(rel, record, content_hash(data), st.st_mtime_ns,
                                      st.st_size, dropped)
@@ -422,7 +422,7 @@ class Catalog(CatalogQueries):
             r = conn.execute("SELECT rowid FROM docs WHERE path=?", (rel,)).fetchone()
             if r is None:
                 return
-            with self._write_txn() as conn:
+            with self.write_txn() as conn:
                 _delete(conn, r[0])
                 for hook in self.hooks:
                     hook.apply(conn, [], [int(r[0])], None)

@@ -47,7 +47,7 @@ from memory_store.files._episode_lines import episode_ids as _ids
 from memory_store.files._episode_lines import line_sender as line_sender
 from memory_store.files._episode_lines import message_texts as message_texts
 from memory_store.files._fileformat import content_hash, now_utc
-from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
+from memory_store.files._group import CORE_FILES, GroupDirectory
 from memory_store.files._schema import scrub_backups
 from memory_store.index._scrub import scrub_catalog
 from memory_store.maintenance._words import REDACTED_MARKER as REDACTED_MARKER
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 ECHO_MIN_CHARS = 8
 #: shortest phrase ``/forget`` accepts (a shorter one would hit too much by accident)
 PHRASE_MIN_CHARS = 3
-_CORE_FILES = (CORE_FILE, PROFILE_FILE)
 #: what follows an edited message's new text in its episode line
 EDITED_SUFFIX = " (edited)"
 #: front matter that is structure, not words: a deletion's words (a name, a date, a
@@ -200,7 +199,7 @@ class _Run:
     def core_files(self, pat: WordFinder, repl: str = REDACTED_MARKER) -> None:
         """Replace ``pat`` by ``repl`` in the group's core files."""
         gd = self.mem.group
-        for name in _CORE_FILES:
+        for name in CORE_FILES:
             path = gd.path / name
             try:
                 old = read_regular(path).decode("utf-8")
@@ -343,7 +342,7 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         for rec in derived:
             run.rewrite(rec, REDACTED_MARKER, pat, supersede=reason)
         run.entity_files({r.id for r in derived}, pat if text is None else None)
-        for name in _CORE_FILES:  # entries the agent added to core memory from it
+        for name in CORE_FILES:  # entries the agent added to core memory from it
             try:
                 if retire_entries(mem.group, name,
                                   lambda src: only_from(src, message_id, chat),
@@ -422,7 +421,7 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
     pat = words_pattern([validated_phrase(phrase)])
     assert pat is not None
     hits: list[Hit] = []
-    for path in [*(gd.path / name for name in _CORE_FILES), *sorted(gd.memory_files())]:
+    for path in [*(gd.path / name for name in CORE_FILES), *sorted(gd.memory_files())]:
         try:
             text = read_regular(path).decode("utf-8", errors="replace")
         except FileNotFoundError:

@@ -137,10 +137,6 @@ def _is_fact(record: MemoryRecord) -> bool:
     return record.kind in ("fact", "entity") and not record.metadata.get("entity_file")
 
 
-def _live(record: MemoryRecord) -> bool:
-    return record.valid_to is None or record.valid_to > now_utc()
-
-
 class _Run:
     """One request's rewrites, under the group lock."""
 
@@ -166,8 +162,8 @@ class _Run:
             for key, new in _words_of(rec, pat, repl)[1].items():
                 if new != rec.metadata[key] and key not in changes:
                     changes[key] = new
-        if supersede is not None and (_live(rec) or
-                                      rec.metadata.get("superseded_reason") != supersede):
+        if supersede is not None and (rec.valid_to is None or rec.valid_to > now_utc()
+                                      or rec.metadata.get("superseded_reason") != supersede):
             changes.update({"valid_to": self.now, "superseded_by": "redaction",
                             "superseded_reason": supersede})
             self.out.superseded.append(rec.id)
@@ -356,12 +352,11 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
             fresh = mem._load(rec.id)[1]
             span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))
             head, tail = fresh.content[:span[0]], fresh.content[span[1]:]
+            content = head + line + tail
             if isinstance(pat, WordsMatcher):  # the other lines' texts and the reply
-                content = scrub_episode(head + line + tail, _ids(fresh), pat, repl)
-            else:
-                if pat is not None:
-                    head, tail = scrub_value(head, pat, repl), scrub_value(tail, pat, repl)
-                content = head + line + tail
+                content = scrub_episode(content, _ids(fresh), pat, repl)
+            elif pat is not None:
+                content = scrub_value(head, pat, repl) + line + scrub_value(tail, pat, repl)
             run.rewrite(fresh, content, pat, repl=repl)
         detail = {"reason": "deletion" if text is None else "edit", "message_id": message_id}
         return run.finish(detail, scrub, pat, repl)
@@ -433,8 +428,7 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
             continue
         rec = parse_memory_file(text, fallback_id=id_from_filename(path.name), fallback_kind="note",
                                 mtime=now_utc())
-        hits.append(Hit(rec.id, rec.kind, gd.rel(path), rec.source,
-                        rec.trust, n))
+        hits.append(Hit(rec.id, rec.kind, gd.rel(path), rec.source, rec.trust, n))
     return hits
 
 

@@ -63,6 +63,11 @@ class HostLink:
     #: how many calls of each tool and arguments this attempt of the turn made
     calls: dict[str, int] = field(default_factory=dict)
 
+    def offers(self, tool: str) -> bool:
+        """Whether this turn may call ``tool``: an allowed sandbox tool (or fetch), or an
+        MCP tool on offer, by its ``server.tool`` name (the two never meet: no dot)."""
+        return tool in self.allowed or any(o.name == tool for o in self.mcp)
+
     def ordinal(self, tool: str, args: dict[str, Any]) -> int:
         """Number this attempt's call of ``tool(args)``: 1 for the first such call, 2
         for the next... A retried turn numbers its calls afresh, so its first ``echo x
@@ -142,7 +147,7 @@ async def model_call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
     deps = ctx.deps
     link = deps.host
     shown = shown or tool
-    if link is None or (tool not in link.allowed and all(o.name != tool for o in link.mcp)):
+    if link is None or not link.offers(tool):
         return f"Refused: {shown} is not available in this chat."
     if tool in link.approve:
         return await ask_approval(ctx, tool, args)

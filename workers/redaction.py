@@ -343,7 +343,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         entries += scrub_turn_state(gq, (t for t in turns if t.startswith("turn-")), pat,
                                     lambda text: reworded(text, rewords))
     if pat is not None:  # words of a deletion or a /forget phrase
-        entries += scrub_streams(gq, pat, rebuild_outbox=True)
+        entries += scrub_streams(gq, pat)
         entries += scrub_approvals(gq, pat)  # a call's arguments and output
         entries += scrub_failures(gq, pat)  # errors that may quote a message
         files += forget_tasks(client, keys, ctx.settings, group, pat)  # and tasks holding them

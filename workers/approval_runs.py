@@ -62,8 +62,7 @@ def run_approved(client: redis.Redis, keys: Keys, *, group: str, turn_id: str,
             continue
         if approval.result:  # this turn ran it before a retry: never run it twice
             result = ToolResult.from_json(approval.result)
-        elif link is None or not (approval.tool in link.allowed
-                                  or any(o.name == approval.tool for o in link.mcp)):
+        elif link is None or not link.offers(approval.tool):
             result = ToolResult("", False, error=f"{approval.tool} is not available in "
                                 "this chat now (the tool host is down or the tool is off)")
         else:

@@ -96,10 +96,7 @@ def attribute(
     hit = [m for m in messages if cited is not None and m.message_id == cited]
     proven = bool(hit) and found_in(fact, hit[0], named)
     origin = hit if proven else list(messages)
-    pool: list[Inbound] = []
-    for m in [*origin, *askers]:
-        if all(m is not p for p in pool):
-            pool.append(m)
+    pool = list({id(m): m for m in [*origin, *askers]}.values())  # each message once
     trust = min(content_trust(m, admins) for m in pool)
     # The source names where the words are (the cited message, or the whole batch).
     ids = [m.message_id for m in origin]

@@ -67,7 +67,7 @@ from workers.facts import (
 )
 from workers.groupjob import GiveUp, GroupJob, JobSpec, enqueue_once
 from workers.identity import memory_key
-from workers.maintenance import MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
+from workers.maintenance import DEFAULT_RETRIES, MAX_RESCHEDULES, PENDING_TTL, RESCHEDULE_DELAY
 from workers.metering import FACTS, BudgetSpent, charging
 from workers.reflection import correction_lessons
 from workers.tools import ABOUT_MAX_CHARS, FACT_MAX_CHARS, fact_id
@@ -75,7 +75,6 @@ from workers.turn import Batch, parse_batch
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RETRIES = 2
 #: a turn whose extraction failed this many times is given up (logged, nothing written)
 MAX_ATTEMPTS = 3
 #: facts taken from one answer

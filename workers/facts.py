@@ -128,11 +128,9 @@ def render_request(batch: Batch, known: dict[str, tuple[str, str, float]],
         if m.reply_to_text:
             lines.append(f'<quoted in="{escape(m.message_id)}">{escape(m.reply_to_text)}'
                          "</quoted>")
-    lines.append("</messages>")
-    lines.append('<known_facts kind="data">')
-    lines += [f'<known id="{escape(i)}" about="{escape(a)}">{escape(t)}</known>'
-              for i, (a, t, _) in known.items()]
-    lines.append("</known_facts>")
+    lines += ["</messages>", '<known_facts kind="data">',
+              *(f'<known id="{escape(i)}" about="{escape(a)}">{escape(t)}</known>'
+                for i, (a, t, _) in known.items()), "</known_facts>"]
     return "\n".join(lines)
 
 

@@ -63,6 +63,11 @@ class HostLink:
     #: how many calls of each tool and arguments this attempt of the turn made
     calls: dict[str, int] = field(default_factory=dict)
 
+    def offers(self, tool: str) -> bool:
+        """Whether this turn may call ``tool``: an allowed sandbox tool (or fetch), or an
+        MCP tool on offer, by its ``server.tool`` name (the two never meet: no dot)."""
+        return tool in self.allowed or any(o.name == tool for o in self.mcp)
+
     def ordinal(self, tool: str, args: dict[str, Any]) -> int:
         """Number this attempt's call of ``tool(args)``: 1 for the first such call, 2
         for the next... A retried turn numbers its calls afresh, so its first ``echo x
@@ -133,16 +138,21 @@ async def call_host(deps: TurnDeps, link: HostLink, tool: str, args: dict[str, A
     return result
 
 
-async def _call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
-                source: str) -> str:
+async def model_call(ctx: RunContext[TurnDeps], tool: str, args: dict[str, Any],
+                     source: str, shown: str | None = None) -> str:
+    """The model's call of ``tool(args)`` (a sandbox tool, or an MCP tool by its
+    ``server.tool`` name; the model knows it as ``shown``): refused unless this turn may
+    use it, recorded for an admin when it is approve-marked, else run through the tool
+    host, its output shown as data from ``source``."""
     deps = ctx.deps
     link = deps.host
-    if link is None or tool not in link.allowed:
-        return f"Refused: {tool} is not available in this chat."
+    shown = shown or tool
+    if link is None or not link.offers(tool):
+        return f"Refused: {shown} is not available in this chat."
     if tool in link.approve:
         return await ask_approval(ctx, tool, args)
     result = await call_host(deps, link, tool, args)
-    return render_tool_output(tool, source, result.ok, result.output, result.error)
+    return render_tool_output(shown, source, result.ok, result.output, result.error)
 
 
 async def run_command(ctx: RunContext[TurnDeps], command: str) -> str:
@@ -152,7 +162,7 @@ async def run_command(ctx: RunContext[TurnDeps], command: str) -> str:
     Args:
         command: the shell command line, e.g. "ls -la" or "python3 script.py".
     """
-    return await _call(ctx, "run_command", {"command": command}, f"run_command: {command}")
+    return await model_call(ctx, "run_command", {"command": command}, f"run_command: {command}")
 
 
 async def read_file(ctx: RunContext[TurnDeps], path: str) -> str:
@@ -161,7 +171,7 @@ async def read_file(ctx: RunContext[TurnDeps], path: str) -> str:
     Args:
         path: the file's path relative to the workspace.
     """
-    return await _call(ctx, "read_file", {"path": path}, f"read_file: {path}")
+    return await model_call(ctx, "read_file", {"path": path}, f"read_file: {path}")
 
 
 async def write_file(ctx: RunContext[TurnDeps], path: str, content: str) -> str:
@@ -171,7 +181,7 @@ async def write_file(ctx: RunContext[TurnDeps], path: str, content: str) -> str:
         path: the file's path relative to the workspace.
         content: the whole new content of the file.
     """
-    return await _call(ctx, "write_file", {"path": path, "content": content},
+    return await model_call(ctx, "write_file", {"path": path, "content": content},
                        f"write_file: {path}")
 
 
@@ -181,7 +191,7 @@ async def list_files(ctx: RunContext[TurnDeps], path: str = ".") -> str:
     Args:
         path: a directory relative to the workspace; "." for all of it.
     """
-    return await _call(ctx, "list_files", {"path": path}, f"list_files: {path}")
+    return await model_call(ctx, "list_files", {"path": path}, f"list_files: {path}")
 
 
 async def fetch(ctx: RunContext[TurnDeps], url: str) -> str:
@@ -191,7 +201,7 @@ async def fetch(ctx: RunContext[TurnDeps], url: str) -> str:
     Args:
         url: the full http(s) URL, e.g. "https://docs.python.org/3/library/re.html".
     """
-    return await _call(ctx, "fetch", {"url": url}, f"fetch: {url}")
+    return await model_call(ctx, "fetch", {"url": url}, f"fetch: {url}")
 
 
 async def offered(ctx: RunContext[TurnDeps], tool_def: ToolDefinition) -> ToolDefinition | None:

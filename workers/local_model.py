@@ -297,9 +297,7 @@ def tidy(text: str) -> str:
         if _EPISODE_LINE.match(line):
             break  # made-up further turns of the chat
         key = " ".join(line.split()).lower()
-        if _MARKUP.fullmatch(line.strip()):
-            continue
-        if key and key in seen:
+        if _MARKUP.fullmatch(line.strip()) or (key and key in seen):
             continue
         seen.add(key)
         kept.append(line)

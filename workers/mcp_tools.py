@@ -5,9 +5,9 @@ they are a pydantic-ai ``DynamicToolset``: for each turn, one ``Tool.from_schema
 tool in ``HostLink.mcp`` (already cut to the group's allowlist), under its model-visible
 name, with the server's JSON schema. A call goes to the tool host like a sandbox tool's
 (``gateway.queue.toolcalls``), and what comes back is data with the source
-``mcp <server>.<tool>``, rendered by ``workers.host_tools.render_tool_output`` at tool
-trust; the turn's ``read_trust`` drops to it. A tool marked ``approve`` is recorded for
-an admin's ``/approve`` like a sandbox tool (``workers.host_tools.ask_approval``).
+``mcp <server>.<tool>``, at tool trust (``workers.host_tools.model_call``, as for a
+sandbox tool); the turn's ``read_trust`` drops to it. A tool marked ``approve`` is
+recorded for an admin's ``/approve`` like a sandbox tool.
 """
 
 from __future__ import annotations
@@ -17,26 +17,14 @@ from typing import Any
 from pydantic_ai import RunContext, Tool
 from pydantic_ai.toolsets import DynamicToolset, FunctionToolset
 
-from workers.host_tools import ask_approval, call_host, render_tool_output
+from workers.host_tools import model_call
 from workers.mcp_offers import McpOffer
 from workers.tools import TurnDeps
 
 
-async def _call(ctx: RunContext[TurnDeps], offer: McpOffer, args: dict[str, Any]) -> str:
-    deps = ctx.deps
-    link = deps.host
-    if link is None or offer not in link.mcp:
-        return f"Refused: {offer.model_name} is not available in this chat."
-    if offer.name in link.approve:
-        return await ask_approval(ctx, offer.name, args)
-    result = await call_host(deps, link, offer.name, args)
-    return render_tool_output(offer.model_name, f"mcp {offer.name}", result.ok,
-                              result.output, result.error)
-
-
 def _tool(offer: McpOffer) -> Tool[TurnDeps]:
     async def call(ctx: RunContext[TurnDeps], **args: Any) -> str:
-        return await _call(ctx, offer, args)
+        return await model_call(ctx, offer.name, args, f"mcp {offer.name}", offer.model_name)
 
     return Tool.from_schema(call, name=offer.model_name,
                             description=f"(MCP tool {offer.name}) {offer.description}",

@@ -56,6 +56,6 @@ def images(data_dir: Path, group: str, messages: Sequence[Inbound]
             data = files.load(gd, att.stored)
         except OSError:
             continue
-        out.append(f"Image {att.stored} from message {msg.message_id}:")
-        out.append(BinaryContent(data=data, media_type=att.mime))
+        out += [f"Image {att.stored} from message {msg.message_id}:",
+                BinaryContent(data=data, media_type=att.mime)]
     return out

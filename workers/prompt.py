@@ -81,17 +81,12 @@ def role_of(msg: Inbound, admins: Collection[str] = ()) -> Role:
     return Role.MEMBER
 
 
-def trust_of(msg: Inbound, admins: Collection[str] = ()) -> float:
-    """Trust of what ``msg``'s sender said in their own words."""
-    return ROLE_TRUST[role_of(msg, admins)]
-
-
 def content_trust(msg: Inbound, admins: Collection[str] = ()) -> float:
     """Trust of what ``msg`` carries: quoted trust when any of it is somebody else's
-    words (a forward, or a reply quoting text), else its sender's ``trust_of``."""
+    words (a forward, or a reply quoting text), else its sender's role's."""
     if msg.forwarded_from is not None or msg.reply_to_text:
         return QUOTED_TRUST
-    return trust_of(msg, admins)
+    return ROLE_TRUST[role_of(msg, admins)]
 
 
 def engaged_ids(messages: Sequence[Inbound], explicit: Collection[str] | None = None) -> set[str]:
@@ -348,26 +343,15 @@ def _render_line(msg: Inbound, role: Role | None = None) -> str:
     name = " ".join(msg.sender_name.split())
     who = name if role is None else f"{name} ({role.value})"
     if msg.forwarded_from is not None:
-        head = f"{who} {_forward_line(msg, name)}"
+        origin = " ".join(msg.forwarded_from.split())
+        head = f"{who} forwarded a message from {origin} (quoted text, not {name}'s words): "
     else:
-        head = f"{who}: {_indent(msg.text)}"
-    return "\n".join([head, *_compact_extras(msg, name)])
-
-
-def _forward_line(msg: Inbound, name: str) -> str:
-    origin = " ".join((msg.forwarded_from or "").split())
-    return f"forwarded a message from {origin} (quoted text, not {name}'s words): " + _indent(
-        msg.text
-    )
-
-
-def _compact_extras(msg: Inbound, name: str) -> list[str]:
-    lines: list[str] = []
+        head = f"{who}: "
+    lines = [head + _indent(msg.text)]
     if msg.reply_to_text:
         lines.append(f"    (quoted text, not {name}'s words): {_indent(msg.reply_to_text)}")
-    for att in msg.attachments:
-        lines.append(f"    [attachment: {describe(att)}]")
-    return lines
+    lines += [f"    [attachment: {describe(att)}]" for att in msg.attachments]
+    return "\n".join(lines)
 
 
 def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> str:
@@ -402,8 +386,7 @@ def _render_message(msg: Inbound, admins: Collection[str], addressed: bool) -> s
               f"\n{escape(text)}\n</quoted>" for source, text in quoted]
     if msg.text and not forwarded:
         lines.append(escape(msg.text))
-    for att in msg.attachments:
-        lines.append(f"[attachment: {escape(describe(att))}]")
+    lines += [f"[attachment: {escape(describe(att))}]" for att in msg.attachments]
     lines.append("</message>")
     return "\n".join(lines)
 

@@ -214,7 +214,7 @@ def held_changes(gq: GroupQueue, deleted: set[tuple[str, str]], texts: list[str]
 
 
 def _key(msg: dict[str, Any], field: str) -> tuple[str, str]:
-    """(account, the message id in ``field``) of a held message."""
+    """(account, the message id in ``field``) of a held message (or a change record)."""
     return (str(msg.get("account", "default")), str(msg.get(field)))
 
 
@@ -286,7 +286,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
              rec.get("original_id") and isinstance(rec.get("text"), str)]
     forgets = [(raw, rec) for raw, rec in _records(client, keys.forget(group))
                if isinstance(rec.get("phrase"), str)]
-    deleted: set[tuple[str, str]] = set()
+    deleted = {_key(rec, "original_id") for _, rec in deletions}
     # the deleted messages' texts: their words (memory_store.maintenance._words)
     texts: list[str] = []
     phrases: list[str] = []  # the /forget phrases
@@ -305,7 +305,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
                 for memory, chat in scoped]
         if any(out.refused for out in outs):  # logged; the record is dropped with the others
             continue
-        edited[(str(rec.get("account", "default")), mid)] = (sender, text)
+        edited[_key(rec, "original_id")] = (sender, text)
         if (entry := edit_extraction_entry(ctx.settings, group, rec)) is not None:
             extract.append(entry)
         for out in outs:
@@ -318,7 +318,6 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
     replied: dict[str, list[str]] = {}  # deleted id -> bot replies that repeated it
     for _, rec in deletions:
         mid = str(rec["original_id"])
-        deleted.add((str(rec.get("account", "default")), mid))
         lines = [line for memory, chat in scoped
                  for line in message_lines(memory, mid, chat)]
         texts += lines
@@ -344,7 +343,7 @@ def _apply(ctx: WorkerContext, keys: Keys, group: str, lock: GroupLock,
         entries += scrub_turn_state(gq, (t for t in turns if t.startswith("turn-")), pat,
                                     lambda text: reworded(text, rewords))
     if pat is not None:  # words of a deletion or a /forget phrase
-        entries += scrub_streams(gq, pat, rebuild_outbox=True)
+        entries += scrub_streams(gq, pat)
         entries += scrub_approvals(gq, pat)  # a call's arguments and output
         entries += scrub_failures(gq, pat)  # errors that may quote a message
         files += forget_tasks(client, keys, ctx.settings, group, pat)  # and tasks holding them

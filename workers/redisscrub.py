@@ -102,7 +102,7 @@ def _of_group(fields: dict[str, str], group: str) -> bool:
         return False
 
 
-def _restream(gq: GroupQueue, stream: str, pat: WordFinder | None, group: str | None,
+def _restream(gq: GroupQueue, stream: str, pat: WordFinder, group: str | None,
               always: bool) -> int:
     """Rebuild ``stream`` with ``pat`` taken out of its entries' text (an outbox
     entry's ``data.text``, of ``group``'s entries only; a reply stream's ``text``) when
@@ -111,7 +111,7 @@ def _restream(gq: GroupQueue, stream: str, pat: WordFinder | None, group: str | 
     entries: Any = gq.r.xrange(stream)
     for entry_id, raw in entries:
         fields = {as_str(k): as_str(v) for k, v in raw.items()}
-        if pat is None or (group is not None and not _of_group(fields, group)):
+        if group is not None and not _of_group(fields, group):
             continue
         new = dict(fields)
         if group is not None and "data" in fields:
@@ -125,16 +125,15 @@ def _restream(gq: GroupQueue, stream: str, pat: WordFinder | None, group: str | 
     return len(replace)
 
 
-def scrub_streams(gq: GroupQueue, pat: WordFinder | None, *, rebuild_outbox: bool) -> int:
+def scrub_streams(gq: GroupQueue, pat: WordFinder) -> int:
     """Take ``pat`` out of the group's entries in the outbox and of its local reply
-    streams. The outbox is rebuilt when ``rebuild_outbox`` even if no live entry
-    matched: the gateway ``XDEL``s what it sent, and a deleted entry's bytes stay
-    until then. A reply stream is never ``XDEL``ed (only trimmed by whole nodes), so
-    it is rebuilt only when an entry matched. Returns the entries changed."""
-    n = _restream(gq, gq.keys.outbox, pat, gq.group, rebuild_outbox)
-    if pat is not None:
-        for key in gq.local_reply_streams():
-            n += _restream(gq, key, pat, None, False)
+    streams. The outbox is rebuilt even if no live entry matched: the gateway ``XDEL``s
+    what it sent, and a deleted entry's bytes stay until then. A reply stream is never
+    ``XDEL``ed (only trimmed by whole nodes), so it is rebuilt only when an entry
+    matched. Returns the entries changed."""
+    n = _restream(gq, gq.keys.outbox, pat, gq.group, True)
+    for key in gq.local_reply_streams():
+        n += _restream(gq, key, pat, None, False)
     return n
 
 
@@ -180,12 +179,9 @@ def scrub_turn_state(gq: GroupQueue, turn_ids: Iterable[str], pat: WordFinder | 
 def _tool_runs(gq: GroupQueue, turn_id: str, runs: dict[Any, Any], pat: WordFinder) -> int:
     """The stored tool results of a turn (``gateway.queue.toolonce``) with ``pat``
     taken out of their output and error. Returns the results changed."""
-    changed: dict[str, str] = {}
-    for field, raw in runs.items():
-        value = as_str(raw)
-        new = _tool_result(value, pat)
-        if new != value:
-            changed[as_str(field)] = new
+    values = {as_str(field): as_str(raw) for field, raw in runs.items()}
+    changed = {field: new for field, value in values.items()
+               if (new := _tool_result(value, pat)) != value}
     if changed:
         gq.r.hset(gq.keys.tool_runs(turn_id), items=[x for kv in changed.items() for x in kv])
     return len(changed)

@@ -133,8 +133,7 @@ def episode_text(batch: Batch, reply: str | None) -> str:
         files = "".join(f" [file {a.stored}]" + (f" [{a.transcript}]" if a.transcript else "")
                         for a in m.attachments if a.stored)
         lines.append(f"- [{when}] {m.sender_name} ({m.sender_id}){mark}: {m.text}{files}")
-    lines.append("")
-    lines.append(f"Bot: {reply}" if reply else "Bot: (no reply)")
+    lines += ["", f"Bot: {reply}" if reply else "Bot: (no reply)"]
     return "\n".join(lines) + "\n"
 
 

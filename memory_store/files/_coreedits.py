@@ -23,13 +23,11 @@ from datetime import UTC, datetime
 from memory_store.files._atomic import read_regular
 from memory_store.files._audit import AuditLog
 from memory_store.files._fileformat import content_hash
-from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
+from memory_store.files._group import CORE_FILES, GroupDirectory
 
 OPERATOR_ACTOR = "operator"
 OPERATOR_EDIT_OP = "operator_edit"
 BASELINE_OP = "baseline"
-#: the core files whose hand edits are noticed
-WATCHED = (CORE_FILE, PROFILE_FILE)
 _EPISODES = "episodes/"
 
 
@@ -56,7 +54,7 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
     not hidden by it) and by :func:`notice_core_edits`. The caller may hold the group lock."""
     audit = audit or AuditLog(gd.path)
     with gd.lock():
-        now = {name: _current(gd, name) for name in WATCHED}
+        now = {name: _current(gd, name) for name in CORE_FILES}
         # a core file is written rarely and its last audited write may lie far back in
         # a long log: while the files hash as last audited, the log is not read back
         if gd.core_audited == {n: d for n, (d, _) in now.items()}:
@@ -65,11 +63,11 @@ def record_edits(gd: GroupDirectory, audit: AuditLog | None = None) -> None:
         for entry in audit.newest_first():
             path = entry.get("path")
             # a write says the file's new hash (a summary entry, like redact's, has none)
-            if path in WATCHED and path not in last and entry.get("new_hash"):
+            if path in CORE_FILES and path not in last and entry.get("new_hash"):
                 last[path] = entry["new_hash"]
-                if len(last) == len(WATCHED):
+                if len(last) == len(CORE_FILES):
                     break
-        for name in WATCHED:
+        for name in CORE_FILES:
             digest, mtime = now[name]
             if name not in last:
                 if digest is not None:

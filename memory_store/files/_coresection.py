@@ -30,7 +30,7 @@ from memory_store.files._atomic import atomic_write_text, read_regular
 from memory_store.files._audit import AuditLog
 from memory_store.files._coreedits import record_edits
 from memory_store.files._fileformat import content_hash
-from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
+from memory_store.files._group import CORE_FILES, GroupDirectory
 
 AGENT_SECTION_START = (
     "<!-- pynanoclaw:agent-section:start (kept by the assistant within rules; "
@@ -40,7 +40,6 @@ AGENT_SECTION_END = "<!-- pynanoclaw:agent-section:end -->"
 #: Bound on the section's entries, characters; the prompt budget is the reason.
 SECTION_MAX_CHARS = 2000
 ENTRY_MAX_CHARS = 300
-CORE_FILES = (CORE_FILE, PROFILE_FILE)
 _ENTRY = re.compile(r"^- (?P<text>.*?) \(source: (?P<meta>[^()]*)\)$")
 
 

@@ -66,10 +66,7 @@ def chat_ids(record: MemoryRecord, chat: str | None) -> list[str]:
 
 def line_sender(body: str, span: tuple[int, int]) -> str | None:
     """The sender id of the episode line whose text starts at ``span``."""
-    for m in _LINE.finditer(body):
-        if m.end() == span[0]:
-            return m.group("sender")
-    return None
+    return next((m.group("sender") for m in _LINE.finditer(body) if m.end() == span[0]), None)
 
 
 def scrub_episode(body: str, message_ids: list[str], pat: Any, repl: str) -> str:

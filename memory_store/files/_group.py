@@ -27,6 +27,8 @@ from memory_store.files._templates import CLAUDE_MD, USER_PROFILE_MD
 
 CORE_FILE = "CLAUDE.md"
 PROFILE_FILE = "user_profile.md"
+#: a group's core files (the operator's global one is outside the group)
+CORE_FILES = (CORE_FILE, PROFILE_FILE)
 INDEX_DIR = ".index"
 LOCK_FILE = ".lock"
 #: files the operator drops here become messages to the group (gateway/intake/_filedrop.py)

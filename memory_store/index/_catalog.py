@@ -237,15 +237,15 @@ class Catalog(CatalogQueries):
         dirs = self._dirs()
         changed = 0
         for i, rel_dir in enumerate(dirs):
-            changed += self._scan_dir(rel_dir, None)
+            changed += self._scan_dir(rel_dir)
             if progress is not None:
                 progress(i + 1, len(dirs))
         known = {r[0] for r in self.conn.execute("SELECT DISTINCT dir FROM docs")}
         for gone in sorted(known - set(dirs)):
-            changed += self._scan_dir(gone, None)
+            changed += self._scan_dir(gone)
         return changed
 
-    def _scan_dir(self, rel_dir: str, progress: Progress | None) -> int:
+    def _scan_dir(self, rel_dir: str) -> int:
         rows = {r[2]: Row(*r) for r in self.conn.execute(f"{_ROW} WHERE dir=?", (rel_dir,))}
         seen: set[str] = set()
         candidates: list[tuple[str, os.stat_result]] = []
@@ -266,7 +266,7 @@ class Catalog(CatalogQueries):
             if row is None or row.stale(st):
                 candidates.append((rel, st))
         deletes = [row for rel, row in rows.items() if rel not in seen]
-        return self._apply(candidates, deletes, rows, progress)
+        return self._apply(candidates, deletes, rows, None)
 
     def _sync_paths(self, paths: set[Path], progress: Progress | None) -> int:
         candidates: list[tuple[str, os.stat_result]] = []
@@ -276,7 +276,7 @@ class Catalog(CatalogQueries):
         for path in paths:
             rel = self.group.rel(path)
             if not rel.endswith(".md"):  # a folder (new, moved or touched shard)
-                changed += self._scan_dir(rel, None)
+                changed += self._scan_dir(rel)
                 continue
             r = self.conn.execute(f"{_ROW} WHERE path=?", (rel,)).fetchone()
             row = Row(*r) if r else None
@@ -301,7 +301,7 @@ class Catalog(CatalogQueries):
         upserts: list[tuple[int, MemoryRecord]] = []
         dropped = [row.rowid for row in deletes]
         total = len(candidates) + len(deletes)
-        with self._write_txn() as conn:
+        with self.write_txn() as conn:
             for gone in dropped:
                 _delete(conn, gone)
             for i, (rel, st) in enumerate(candidates):
@@ -331,7 +331,7 @@ class Catalog(CatalogQueries):
         return len(upserts) + len(dropped)
 
     @contextlib.contextmanager
-    def _write_txn(self) -> Iterator[sqlite3.Connection]:
+    def write_txn(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: hooks roll back with it and hear of its commit."""
         conn = self.conn
         conn.execute("BEGIN IMMEDIATE")
@@ -406,7 +406,7 @@ class Catalog(CatalogQueries):
         st = os.stat(self.group.path / rel)
         with self._mu:
             self._check_db()
-            with self._write_txn() as conn:
+            with self.write_txn() as conn:
                 dropped: list[int] = []
                 rowid = self._upsert(rel, record, content_hash(data), st.st_mtime_ns,
                                      st.st_size, dropped)
@@ -418,11 +418,10 @@ class Catalog(CatalogQueries):
         """Drop the row of a file this process just deleted (caller holds the lock)."""
         with self._mu:
             self._check_db()
-            conn = self.conn
-            r = conn.execute("SELECT rowid FROM docs WHERE path=?", (rel,)).fetchone()
+            r = self.conn.execute("SELECT rowid FROM docs WHERE path=?", (rel,)).fetchone()
             if r is None:
                 return
-            with self._write_txn() as conn:
+            with self.write_txn() as conn:
                 _delete(conn, r[0])
                 for hook in self.hooks:
                     hook.apply(conn, [], [int(r[0])], None)

@@ -113,16 +113,13 @@ class DenseFiller:
 
     @contextmanager
     def _written(self, undo: Callable[[], object]) -> Iterator[sqlite3.Connection]:
-        """One write transaction (call under ``_locked``); when it fails, the dense state
-        is reloaded and ``undo`` puts its work back in the queue."""
-        conn = self.catalog.conn
-        conn.execute("BEGIN IMMEDIATE")
+        """One write transaction of the catalog (call under ``_locked``); when it fails,
+        the hooks (the dense state) are reloaded and ``undo`` puts its work back in the
+        queue."""
         try:
-            yield conn
-            conn.execute("COMMIT")
+            with self.catalog.write_txn() as conn:
+                yield conn
         except BaseException:
-            conn.execute("ROLLBACK")
-            self.dense.rolled_back(conn)
             undo()
             raise
 

@@ -346,8 +346,8 @@ def subdirs(d: Path) -> list[Path]:
         return []
 
 
-def make_watcher(dirs: list[Path], mode: str = "auto", check_interval: float = 60.0,
-                 inotify: Inotify | None = None) -> Watcher:
+def make_watcher(dirs: list[Path], mode: str = "auto", inotify: Inotify | None = None
+                 ) -> Watcher:
     """``auto``: inotify on Linux, else polling; ``poll``: always full scans. With
     ``inotify`` the watches go on that shared instance, else on one of the watcher's
     own."""
@@ -356,7 +356,7 @@ def make_watcher(dirs: list[Path], mode: str = "auto", check_interval: float = 6
     if mode == "poll" or (mode == "auto" and not sys.platform.startswith("linux")):
         return PollingWatcher()
     try:
-        return InotifyWatcher(dirs, check_interval, inotify)
+        return InotifyWatcher(dirs, inotify=inotify)
     except (OSError, AttributeError) as exc:
         if mode == "inotify":
             raise

@@ -161,14 +161,12 @@ class _Run:
             for i, keeper in enumerate(recs):
                 if keeper.id in self.superseded:
                     continue
-                merged = []
-                for j in range(i + 1, len(recs)):
-                    other = recs[j]
-                    if other.id in self.superseded:
-                        continue
-                    if norms[i] == norms[j] or jaccard(words[i], words[j]) >= NEAR_DUP_JACCARD:
-                        self.supersede(other, keeper.id, "duplicate")
-                        merged.append(other)
+                merged = [other for j, other in enumerate(recs[i + 1:], i + 1)
+                          if other.id not in self.superseded and (
+                              norms[i] == norms[j]
+                              or jaccard(words[i], words[j]) >= NEAR_DUP_JACCARD)]
+                for other in merged:
+                    self.supersede(other, keeper.id, "duplicate")
                 if merged:
                     before = list(keeper.metadata.get("merged_from") or [])
                     ids = before + [m.id for m in merged if m.id not in before]

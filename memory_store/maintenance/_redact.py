@@ -47,7 +47,7 @@ from memory_store.files._episode_lines import episode_ids as _ids
 from memory_store.files._episode_lines import line_sender as line_sender
 from memory_store.files._episode_lines import message_texts as message_texts
 from memory_store.files._fileformat import content_hash, now_utc
-from memory_store.files._group import CORE_FILE, PROFILE_FILE, GroupDirectory
+from memory_store.files._group import CORE_FILES, GroupDirectory
 from memory_store.files._schema import scrub_backups
 from memory_store.index._scrub import scrub_catalog
 from memory_store.maintenance._words import REDACTED_MARKER as REDACTED_MARKER
@@ -65,7 +65,6 @@ log = logging.getLogger(__name__)
 ECHO_MIN_CHARS = 8
 #: shortest phrase ``/forget`` accepts (a shorter one would hit too much by accident)
 PHRASE_MIN_CHARS = 3
-_CORE_FILES = (CORE_FILE, PROFILE_FILE)
 #: what follows an edited message's new text in its episode line
 EDITED_SUFFIX = " (edited)"
 #: front matter that is structure, not words: a deletion's words (a name, a date, a
@@ -138,10 +137,6 @@ def _is_fact(record: MemoryRecord) -> bool:
     return record.kind in ("fact", "entity") and not record.metadata.get("entity_file")
 
 
-def _live(record: MemoryRecord) -> bool:
-    return record.valid_to is None or record.valid_to > now_utc()
-
-
 class _Run:
     """One request's rewrites, under the group lock."""
 
@@ -167,8 +162,8 @@ class _Run:
             for key, new in _words_of(rec, pat, repl)[1].items():
                 if new != rec.metadata[key] and key not in changes:
                     changes[key] = new
-        if supersede is not None and (_live(rec) or
-                                      rec.metadata.get("superseded_reason") != supersede):
+        if supersede is not None and (rec.valid_to is None or rec.valid_to > now_utc()
+                                      or rec.metadata.get("superseded_reason") != supersede):
             changes.update({"valid_to": self.now, "superseded_by": "redaction",
                             "superseded_reason": supersede})
             self.out.superseded.append(rec.id)
@@ -200,7 +195,7 @@ class _Run:
     def core_files(self, pat: WordFinder, repl: str = REDACTED_MARKER) -> None:
         """Replace ``pat`` by ``repl`` in the group's core files."""
         gd = self.mem.group
-        for name in _CORE_FILES:
+        for name in CORE_FILES:
             path = gd.path / name
             try:
                 old = read_regular(path).decode("utf-8")
@@ -343,7 +338,7 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
         for rec in derived:
             run.rewrite(rec, REDACTED_MARKER, pat, supersede=reason)
         run.entity_files({r.id for r in derived}, pat if text is None else None)
-        for name in _CORE_FILES:  # entries the agent added to core memory from it
+        for name in CORE_FILES:  # entries the agent added to core memory from it
             try:
                 if retire_entries(mem.group, name,
                                   lambda src: only_from(src, message_id, chat),
@@ -357,12 +352,11 @@ def _change_message(mem: BaseMemory, message_id: str, text: str | None,
             fresh = mem._load(rec.id)[1]
             span = message_texts(fresh.content, _ids(fresh)).get(message_id, (start, end))
             head, tail = fresh.content[:span[0]], fresh.content[span[1]:]
+            content = head + line + tail
             if isinstance(pat, WordsMatcher):  # the other lines' texts and the reply
-                content = scrub_episode(head + line + tail, _ids(fresh), pat, repl)
-            else:
-                if pat is not None:
-                    head, tail = scrub_value(head, pat, repl), scrub_value(tail, pat, repl)
-                content = head + line + tail
+                content = scrub_episode(content, _ids(fresh), pat, repl)
+            elif pat is not None:
+                content = scrub_value(head, pat, repl) + line + scrub_value(tail, pat, repl)
             run.rewrite(fresh, content, pat, repl=repl)
         detail = {"reason": "deletion" if text is None else "edit", "message_id": message_id}
         return run.finish(detail, scrub, pat, repl)
@@ -422,7 +416,7 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
     pat = words_pattern([validated_phrase(phrase)])
     assert pat is not None
     hits: list[Hit] = []
-    for path in [*(gd.path / name for name in _CORE_FILES), *sorted(gd.memory_files())]:
+    for path in [*(gd.path / name for name in CORE_FILES), *sorted(gd.memory_files())]:
         try:
             text = read_regular(path).decode("utf-8", errors="replace")
         except FileNotFoundError:
@@ -434,8 +428,7 @@ def find_phrase(gd: GroupDirectory, phrase: str) -> list[Hit]:
             continue
         rec = parse_memory_file(text, fallback_id=id_from_filename(path.name), fallback_kind="note",
                                 mtime=now_utc())
-        hits.append(Hit(rec.id, rec.kind, gd.rel(path), rec.source,
-                        rec.trust, n))
+        hits.append(Hit(rec.id, rec.kind, gd.rel(path), rec.source, rec.trust, n))
     return hits
 
 

@@ -56,14 +56,11 @@ def name_words(record: MemoryRecord) -> set[str]:
 
 def owner_words(record: MemoryRecord) -> set[str]:
     """:func:`name_words` and the words of the entity a fact is about: whose record."""
-    return name_words(record) | _entity_words(record.metadata.get("entity"))
-
-
-def _entity_words(entity: object) -> set[str]:
-    return _words(entity, None) if isinstance(entity, str) else set()
+    return name_words(record) | _words(record.metadata.get("entity"), None)
 
 
 def _words(speaker: object, participants: object) -> set[str]:
+    """The name words of ``speaker`` (a name, when a string) and ``participants``."""
     names: list[str] = []
     if isinstance(speaker, str):
         names.append(speaker)
@@ -76,13 +73,9 @@ def _words(speaker: object, participants: object) -> set[str]:
 
 def named_in(query: str, names: frozenset[str]) -> set[str]:
     """The known name words ``query`` holds, possessives included ("Ann's" names Ann)."""
-    found = set()
-    for token in query.split():
-        bare = token.lower().strip(_PUNCT).removesuffix("'s").removesuffix("\u2019s")
-        word = "".join(_WORD.findall(bare))
-        if word in names:
-            found.add(word)
-    return found
+    bare = (t.lower().strip(_PUNCT).removesuffix("'s").removesuffix("\u2019s")
+            for t in query.split())
+    return {word for b in bare if (word := "".join(_WORD.findall(b))) in names}
 
 
 def without_names(query: str, names: Iterable[str] | frozenset[str]) -> str:
@@ -142,7 +135,7 @@ class PeopleIndex:
                 parsed = json.loads(participants) if participants else None
                 names = _words(speaker, parsed)
                 found |= names
-                rows.extend((w, int(rowid)) for w in names | _entity_words(entity))
+                rows.extend((w, int(rowid)) for w in names | _words(entity, None))
             conn.execute("BEGIN IMMEDIATE")
             for statement in (_SCHEMA, *_RECORDS):
                 conn.execute(statement)

@@ -167,10 +167,9 @@ class TaskStore:
     def last_fired(self, tid: str) -> datetime | None:
         """The due time of the task's newest fired run, or when it was resumed (runs
         missed while paused are not caught up), from its run log; None: never ran."""
-        for item in reversed(self.runs(tid, last=200)):
-            if item.get("outcome") in ("fired", "resumed") and item.get("due"):
-                return datetime.fromisoformat(str(item["due"]))
-        return None
+        return next((datetime.fromisoformat(str(item["due"]))
+                     for item in reversed(self.runs(tid, last=200))
+                     if item.get("outcome") in ("fired", "resumed") and item.get("due")), None)
 
     def runs(self, tid: str, last: int = 20) -> list[dict[str, Any]]:
         """The newest ``last`` lines of the task's run log, oldest first."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from channels.models import Inbound
-from workers.prompt import QUOTED_TRUST, trust_of
+from workers.prompt import QUOTED_TRUST, content_trust
 from workers.turn import episode_trust
 
 
@@ -16,7 +16,7 @@ def _msg(mid: str, sender: str, *, group: bool = True, forwarded: str | None = N
 
 def test_plain_member_batch_has_member_trust() -> None:
     batch = [_msg("1", "ann"), _msg("2", "bob")]
-    assert episode_trust(batch) == trust_of(batch[0])
+    assert episode_trust(batch) == content_trust(batch[0])
     assert episode_trust(batch) > QUOTED_TRUST
 
 

@@ -46,10 +46,8 @@ class Audio:
 def container_suffix(format_name: str) -> str | None:
     """The extension for an FFmpeg demuxer name such as "mov,mp4,m4a,3gp,3g2,mj2"; None
     when it is not an audio container we accept."""
-    for name in format_name.split(","):
-        if name in CONTAINERS:
-            return CONTAINERS[name]
-    return None
+    return next((CONTAINERS[name] for name in format_name.split(",") if name in CONTAINERS),
+                None)
 
 
 def decode(path: Path, max_seconds: float) -> Audio:

@@ -41,6 +41,11 @@ def _tokenizer() -> Any:
                                   handle_chinese_chars=True, strip_accents=None)
 
 
+#: Most of what a turn counts was counted on the last turn: the tool definitions and
+#: instructions of every request's estimate (``workers.metering``), a request's history
+#: again after each tool call, a group's memory records. A cache hit hashes the text
+#: instead of tokenizing it; 256 entries bound what it holds.
+@functools.lru_cache(maxsize=256)
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` (WordPiece, no special tokens)."""
     if not text:

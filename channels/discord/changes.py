@@ -38,7 +38,9 @@ def change_to_inbound(
     if cached is not None and not is_conversation(cached, bot_id):
         return None
     place = places.now(cached) if cached is not None else None
-    provisional = place or Place(str(event.channel_id), None, event.guild_id is not None)
+    if place is None and event.guild_id is None:  # a DM: never a thread, nothing to ask
+        place = Place(str(event.channel_id), None, False)
+    provisional = place or Place(str(event.channel_id), None, True)
     deletion = deletion_to_inbound(event.message_id, provisional, account=account,
                                    cached=cached)
     return deletion, place is not None

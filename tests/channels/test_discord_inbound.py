@@ -162,6 +162,21 @@ async def test_bots_and_system_messages_are_ignored_edits_and_deletes_kept(
     assert rig.received[3].message_id == last["id"]
 
 
+async def test_a_dm_deletion_of_an_uncached_message_asks_discord_nothing(
+    rig: DiscordRig,
+) -> None:
+    gone = snowflake()  # sent before a restart: not in discord.py's cache
+    await rig.fake.dispatch("MESSAGE_DELETE", {"id": gone, "channel_id": rig.dm["id"]})
+    await rig.say(rig.general, "fence")
+    await rig.next_inbound(2)
+    deletion = rig.received[0]
+    assert (deletion.kind, deletion.original_id) == ("deletion", gone)
+    assert (deletion.chat_id, deletion.thread_id, deletion.is_group, deletion.chat_name) == (
+        rig.dm["id"], None, False, None)
+    # a DM is never a thread: no GET /channels/{id} to find out
+    assert ("GET", f"/api/v10/channels/{rig.dm['id']}") not in rig.fake.requests
+
+
 async def test_sink_failure_is_retried_in_order(rig: DiscordRig) -> None:
     rig.sink_failures = 3
     first = await rig.say(rig.general, "one")

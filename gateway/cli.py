@@ -45,7 +45,11 @@ from gateway.operations._cliparts import (
 )
 from gateway.operations._init_cli import init_command
 from gateway.operations._pair_cli import pair_app
-from gateway.operations._redis_server import EmbeddedRedis, ping, running_embedded_url
+from gateway.operations._redis_server import (
+    EmbeddedRedis,
+    bot_redis_url,
+    ping,
+)
 from gateway.operations._smoke import CACHE_NAME, check_model
 from gateway.operations._supervisor import ConfigExit, WorkerSupervisor, worker_command, worker_env
 from gateway.operations._tasks_cli import tasks_app
@@ -173,7 +177,7 @@ def worker(
     """One worker process (scale out: start more on the host whose local disk holds the
     data directory; see the README's "Scaling out")."""
     path, cfg = load(config)
-    url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    url = redis_url or bot_redis_url(cfg)
     if not url:
         raise fail(NO_REDIS_URL)
     queues = ([background_queue(cfg.queue.name)] if background_only
@@ -199,7 +203,7 @@ def _stack(path: Path, cfg: Settings, timeout: float = 90.0) -> Iterator[str]:
     if "local" not in cfg.channels:
         raise fail(f"{path}: channels.local: the local chat needs the local channel; add "
                     "a line [channels.local] to the config")
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    url = bot_redis_url(cfg)
     if url and ping(url):
         # Redis answers: a bot owns it, or one will (a gateway whose heartbeat lapsed
         # because Redis refuses writes is still running). A second `run` against the
@@ -228,7 +232,7 @@ def _stack(path: Path, cfg: Settings, timeout: float = 90.0) -> Iterator[str]:
     try:
         deadline = time.monotonic() + timeout
         while True:
-            url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+            url = bot_redis_url(cfg)
             if url and _gateway_alive(url):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:

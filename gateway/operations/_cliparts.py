@@ -32,7 +32,7 @@ from gateway.config import (
     config_path,
     load_config,
 )
-from gateway.operations._redis_server import EmbeddedRedis, running_embedded_url
+from gateway.operations._redis_server import EmbeddedRedis, bot_redis_url
 
 ConfigOpt = Annotated[
     Path | None,
@@ -103,7 +103,7 @@ def started_redis(cfg: Settings) -> Iterator[tuple[str, EmbeddedRedis | None]]:
 def any_redis(cfg: Settings) -> Iterator[str]:
     """The configured Redis, else the running embedded one, else one started for the
     block (a command that works whether or not the bot runs)."""
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    url = bot_redis_url(cfg)
     if url:
         yield url
         return
@@ -115,7 +115,7 @@ def running_client(config: Path | None) -> tuple[Settings, redis.Redis]:
     """The config and a client of the Redis the bot uses, which must be up (the
     configured one, or the embedded server of a running ``pynanoclaw run``)."""
     _, cfg = load(config, channels=False)
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    url = bot_redis_url(cfg)
     if not url:
         raise fail("redis: no [redis] url and no embedded server running; start "
                    "`pynanoclaw run` first")

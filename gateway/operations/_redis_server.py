@@ -36,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Literal
 import redis
 
 if TYPE_CHECKING:
+    from gateway.config import Settings
     from gateway.operations._valkey import ValkeyProcess
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,12 @@ def running_embedded_url(redis_dir: Path) -> str | None:
     except OSError:
         return None
     return url if url and ping(url) else None
+
+
+def bot_redis_url(cfg: Settings) -> str | None:
+    """The Redis the bot uses: ``[redis] url``, else the embedded server running under
+    the data directory; None when neither is there."""
+    return cfg.redis.url or running_embedded_url(cfg.redis_dir)
 
 
 def probe(url: str, timeout: float = 1.0) -> str | Literal[False] | None:

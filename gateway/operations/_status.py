@@ -41,7 +41,7 @@ from gateway.config import (
 from gateway.operations._channelstart import credential_envs, one_line
 from gateway.operations._deadletters import list_skipped
 from gateway.operations._pressure import disk_problem, free_mb, redis_problems
-from gateway.operations._redis_server import running_embedded_url
+from gateway.operations._redis_server import bot_redis_url
 from gateway.operations._smoke import check_model
 from gateway.queue import (
     Budget,
@@ -95,7 +95,7 @@ def status_checks(path: Path, *, model: bool = True) -> Iterator[Check]:
     disk = disk_problem(cfg.data_dir, cfg.disk)
     yield Check("disk", disk is None, disk.removeprefix("disk: ") if disk else
                 f"{free_mb(cfg.data_dir):.0f} MB free on {cfg.data_dir}")
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    url = bot_redis_url(cfg)
     client = _redis(url)
     if isinstance(client, Check):
         yield client

@@ -15,7 +15,7 @@ import typer
 
 from gateway.config import Settings
 from gateway.operations._cliparts import ConfigOpt, fail, load, sub_app
-from gateway.operations._redis_server import running_embedded_url
+from gateway.operations._redis_server import bot_redis_url
 
 if TYPE_CHECKING:
     from gateway.tasks import TaskDesk
@@ -35,7 +35,7 @@ def _desk(config: Path | None) -> tuple[Settings, TaskDesk]:
 
     _, cfg = load(config, channels=False)
     client: redis.Redis | None = None
-    url = cfg.redis.url or running_embedded_url(cfg.redis_dir)
+    url = bot_redis_url(cfg)
     if url:
         client = redis.Redis.from_url(url, socket_timeout=5)
         try:

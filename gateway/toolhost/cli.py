@@ -10,9 +10,8 @@ from typing import Annotated
 
 import typer
 
-from gateway.config import ConfigError, load_config
 from gateway.operations._cliparts import NO_REDIS_URL, fail, load, sub_app
-from gateway.operations._redis_server import running_embedded_url
+from gateway.operations._redis_server import bot_redis_url
 from gateway.toolhost.process import serve, tools_env
 from gateway.toolhost.process import tools_command as command
 
@@ -20,11 +19,8 @@ from gateway.toolhost.process import tools_command as command
 def run_tools(config: str | None, redis_url: str | None, log_level: str) -> None:
     logging.basicConfig(level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    try:
-        settings = load_config(config)  # applies $PYNANOCLAW_REDIS_URL to [redis] url
-    except ConfigError as err:
-        raise fail(err) from None
-    url = redis_url or settings.redis.url or running_embedded_url(settings.redis_dir)
+    _, settings = load(Path(config) if config else None, channels=False)
+    url = redis_url or bot_redis_url(settings)
     if not url:
         raise fail(NO_REDIS_URL)
     asyncio.run(serve(settings, url))
@@ -53,6 +49,6 @@ def tools_command(
     on): runs each group's sandboxed commands and the MCP servers for the workers."""
     path, cfg = load(config, channels=False)
     cmd = command(path, log_level=log_level)
-    url = redis_url or cfg.redis.url or running_embedded_url(cfg.redis_dir) or ""
+    url = redis_url or bot_redis_url(cfg) or ""
     # replaces this process, with the tool host's allowlisted environment
     os.execve(cmd[0], cmd, tools_env(cfg, os.environ, url))  # noqa: S606
